@@ -1,0 +1,145 @@
+// The metadata-only kernels of the PrivateUse1 device: allocation, views, resize,
+// set_. They touch no device data (views share the storage slot), so they are
+// plain ATen code rather than lowerings.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include "aten/device.h"
+#include "aten/lowering.h"
+
+namespace ttpu::aten {
+namespace {
+
+constexpr c10::DispatchKeySet kTpuKeys{c10::DispatchKey::PrivateUse1};
+
+void check_device(std::optional<c10::Device> device) {
+  if (device.has_value() && device->has_index()) {
+    int n = device_count_or_zero();
+    TORCH_CHECK_INDEX(device->index() < n, "tpu device index ", int(device->index()),
+                      " is out of range: this process has ", n, " tpu device(s)");
+  }
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool>,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(!layout.has_value() || *layout == c10::kStrided,
+              "tpu supports only strided tensors, got layout ", *layout);
+  check_device(device);
+  c10::OptionalDeviceGuard guard(device);
+  to_ir(dtype.value_or(c10::get_default_dtype_as_scalartype()));  // dtype check
+  return at::detail::empty_generic(size, tpu_allocator(), kTpuKeys,
+                                   dtype.value_or(c10::get_default_dtype_as_scalartype()),
+                                   memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool>) {
+  TORCH_CHECK(!layout.has_value() || *layout == c10::kStrided,
+              "tpu supports only strided tensors, got layout ", *layout);
+  check_device(device);
+  c10::OptionalDeviceGuard guard(device);
+  auto st = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  to_ir(st);
+  return at::detail::empty_strided_generic(size, stride, tpu_allocator(), kTpuKeys, st);
+}
+
+// Grows the storage if the new shape needs more bytes, keeping its contents.
+void ensure_storage(const at::Tensor& self, int64_t needed_bytes) {
+  auto* impl = self.unsafeGetTensorImpl();
+  c10::Storage storage = impl->storage();
+  auto& slot = slot_of(storage);
+  if (needed_bytes <= slot.nbytes) return;
+  if (slot.buffer == nullptr) {
+    storage.unsafeGetStorageImpl()->set_nbytes(needed_bytes);
+    slot.nbytes = needed_bytes;
+    return;
+  }
+  // Keep the old contents: share the old buffer with a 1-D tensor, grow the
+  // slot, and write the old values at its start.
+  int64_t old_numel = slot.numel();
+  at::Tensor old = new_tensor({old_numel}, to_aten(slot.dtype), slot.device);
+  slot_of(old).buffer = slot.buffer;
+  slot_of(old).dtype = slot.dtype;
+  storage.unsafeGetStorageImpl()->set_nbytes(needed_bytes);
+  slot.nbytes = needed_bytes;
+  slot.buffer = nullptr;
+  at::Tensor whole = at::detail::empty_generic({0}, tpu_allocator(), kTpuKeys,
+                                               to_aten(slot.dtype), std::nullopt);
+  whole.unsafeGetTensorImpl()->set_storage_keep_dtype(storage);
+  whole.unsafeGetTensorImpl()->set_sizes_contiguous({old_numel});
+  LoweringContext ctx("aten::resize_", slot.device);
+  ctx.write(whole, ctx.tensor(old));
+  ctx.run({});
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  int64_t needed = (impl->numel() + impl->storage_offset()) *
+                   static_cast<int64_t>(self.element_size());
+  if (impl->numel() > 0) ensure_storage(self, needed);
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                        c10::IntArrayRef size, c10::IntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(storage_offset);
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(size);
+  } else {
+    impl->set_sizes_and_strides(size, stride);
+  }
+  int64_t max_index = storage_offset;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == 0) return self;
+    max_index += (size[i] - 1) * (stride.empty() ? impl->stride(i) : stride[i]);
+  }
+  ensure_storage(self, (max_index + 1) * static_cast<int64_t>(self.element_size()));
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.element_size());
+  return set_storage(self, std::move(source), 0, {n}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  auto storage = c10::Storage(c10::Storage::use_byte_size_t(), 0, tpu_allocator(), true);
+  return set_storage(self, storage, 0, {0}, {});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", &empty_memory_format);
+  m.impl("empty_strided", &empty_strided);
+  m.impl("as_strided", &at::native::as_strided_tensorimpl);
+  m.impl("view", &at::native::view);
+  m.impl("_reshape_alias", &at::native::_reshape_alias);
+  m.impl("resize_", &resize_);
+  m.impl("set_.source_Storage_storage_offset", &set_storage);
+  m.impl("set_.source_Storage", &set_source_storage);
+  m.impl("set_.source_Tensor", &set_source_tensor);
+  m.impl("set_", &set_empty);
+}
+
+}  // namespace ttpu::aten

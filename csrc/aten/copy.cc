@@ -1,0 +1,129 @@
+// Moving tensors between CPU and tpu, and between tpu tensors: _copy_from (which
+// copy_, .to() and .cpu() reach), _copy_from_and_resize, _local_scalar_dense
+// (.item()). Reading a value is the only place the host waits in strict mode.
+#include <ATen/ExpandUtils.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include "aten/copy.h"
+#include "aten/lowering.h"
+#include "aten/ops_util.h"
+
+namespace ttpu::aten {
+namespace {
+
+bool covers_storage(const at::Tensor& t) {
+  const auto& slot = slot_of(t);
+  return t.storage_offset() == 0 && t.is_contiguous() &&
+         t.numel() * static_cast<int64_t>(t.element_size()) == slot.nbytes;
+}
+
+// Bytes of a slot's whole buffer on the host, as a 1-D CPU tensor of its dtype.
+at::Tensor download_slot(runtime::Slot& slot) {
+  auto cpu = at::empty({slot.numel()},
+                       at::TensorOptions().dtype(to_aten(slot.dtype)).device(at::kCPU));
+  if (slot.buffer == nullptr) {
+    cpu.zero_();
+    return cpu;
+  }
+  try {
+    runtime::Runtime::get().download(*slot.buffer, cpu.data_ptr(), slot.nbytes);
+  } catch (const pjrt::PjrtError& e) {
+    TORCH_CHECK(false, "tpu: ", slot.producer.empty() ? "a transfer" : slot.producer,
+                " (issued earlier, run asynchronously) failed: ", e.what());
+  }
+  return cpu;
+}
+
+}  // namespace
+
+at::Tensor to_host(const at::Tensor& src) {
+  auto& slot = slot_of(src);
+  if (src.numel() == 0) {
+    return at::empty(src.sizes(), src.options().device(at::kCPU));
+  }
+  // A small view of a big storage is materialised on device first, so only
+  // its bytes cross.
+  if (slot.buffer != nullptr && slot.dtype == to_ir(src.scalar_type()) &&
+      2 * src.numel() * static_cast<int64_t>(src.element_size()) < slot.nbytes) {
+    LoweringContext ctx("aten::_copy_from", src.device().index());
+    auto dense = ctx.run({ctx.tensor(src)})[0];
+    return download_slot(slot_of(dense)).view(src.sizes());
+  }
+  at::Tensor flat = download_slot(slot);
+  if (flat.scalar_type() != src.scalar_type()) flat = flat.view(src.scalar_type());
+  return flat.as_strided(src.sizes(), src.strides(), src.storage_offset());
+}
+
+void from_host(const at::Tensor& dst, const at::Tensor& src_cpu) {
+  at::Tensor src = src_cpu.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  if (dst.numel() == 0) return;
+  auto& slot = slot_of(dst);
+  int device = dst.device().index();
+  if (covers_storage(dst)) {
+    slot.buffer = runtime::Runtime::get().upload(src.data_ptr(), to_ir(dst.scalar_type()),
+                                                 {dst.numel()}, device);
+    slot.dtype = to_ir(dst.scalar_type());
+    slot.producer = "aten::_copy_from";
+    return;
+  }
+  at::Tensor tmp = new_tensor(dst.sizes(), dst.scalar_type(), device);
+  from_host(tmp, src);
+  LoweringContext ctx("aten::_copy_from", device);
+  ctx.write(dst, ctx.tensor(tmp));
+  ctx.run({});
+}
+
+void reinterpret_slot(runtime::Slot& slot, ir::DType dtype) {
+  at::Tensor bytes = download_slot(slot);
+  slot.buffer = runtime::Runtime::get().upload(bytes.data_ptr(), dtype,
+                                               {slot.nbytes / ir::byte_size(dtype)}, slot.device);
+  slot.dtype = dtype;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  const bool src_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
+  const bool dst_tpu = dst.device().type() == c10::DeviceType::PrivateUse1;
+  TORCH_CHECK(src_tpu || self.device().is_cpu(), "tpu: copy from ", self.device(),
+              " is not supported; copy to cpu first");
+  TORCH_CHECK(dst_tpu || dst.device().is_cpu(), "tpu: copy to ", dst.device(),
+              " is not supported; copy to cpu first");
+  TORCH_CHECK(dst.numel() == 0 || at::is_expandable_to(self.sizes(), dst.sizes()),
+              "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
+              self.sizes());
+  if (src_tpu && !dst_tpu) {
+    dst.copy_(to_host(self));
+  } else if (!src_tpu && dst_tpu) {
+    from_host(dst, self);
+  } else if (dst.numel() > 0) {
+    LoweringContext ctx("aten::copy_", dst.device().index());
+    ctx.write(dst, broadcast_to(ctx, ctx.tensor(self), dst.sizes()));
+    ctx.run({});
+  }
+  return dst;
+}
+
+namespace {
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  resize_out(dst, self.sizes());
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  return to_host(self).item();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", &copy_from);
+  m.impl("_copy_from_and_resize", &copy_from_and_resize);
+  m.impl("_local_scalar_dense", &local_scalar_dense);
+}
+
+}  // namespace ttpu::aten

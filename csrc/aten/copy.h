@@ -1,0 +1,20 @@
+// Host <-> device transfers for tpu tensors.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "runtime/runtime.h"
+
+namespace ttpu::aten {
+
+// A CPU tensor with the values of `src` (any tpu view); waits for them.
+// Raises RuntimeError naming the op whose asynchronous execution failed.
+at::Tensor to_host(const at::Tensor& src);
+// Writes a CPU tensor (broadcastable, any dtype) into the tpu view `dst`.
+void from_host(const at::Tensor& dst, const at::Tensor& src_cpu);
+// Re-types a slot's bytes as `dtype` (a storage viewed with another element size,
+// as torch.save/torch.load do with byte storages) by a host round trip.
+void reinterpret_slot(runtime::Slot& slot, ir::DType dtype);
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+
+}  // namespace ttpu::aten

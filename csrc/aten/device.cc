@@ -1,0 +1,259 @@
+#include "aten/device.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <mutex>
+
+namespace ttpu::aten {
+namespace {
+
+thread_local c10::DeviceIndex t_current_device = 0;
+
+void delete_slot(void* ctx) { delete static_cast<runtime::Slot*>(ctx); }
+
+class TpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    auto* slot = new runtime::Slot();
+    slot->nbytes = static_cast<int64_t>(nbytes);
+    slot->device = t_current_device;
+    // The address is the slot itself: unique and stable for the storage's life.
+    return c10::DataPtr(slot, slot, &delete_slot,
+                        c10::Device(c10::DeviceType::PrivateUse1, t_current_device));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  // PJRT buffers are never written in place (every write makes a new buffer and
+  // swaps it into the slot), so a copy may share the source buffer.
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    auto* d = static_cast<runtime::Slot*>(dest);
+    auto* s = static_cast<const runtime::Slot*>(src);
+    TORCH_CHECK(static_cast<int64_t>(count) == s->nbytes && d->nbytes == s->nbytes,
+                "tpu: partial storage copies are not supported");
+    d->buffer = s->buffer;
+    d->dtype = s->dtype;
+    d->producer = s->producer;
+  }
+};
+
+TpuAllocator g_allocator;
+
+struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    auto old = getDevice();
+    setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override {
+    return c10::Device(c10::DeviceType::PrivateUse1, t_current_device);
+  }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, "expected a tpu device, got ", d);
+    if (d.index() >= 0) {
+      int n = device_count_or_zero();
+      TORCH_CHECK_INDEX(d.index() < n, "tpu device index ", int(d.index()),
+                        " is out of range: this process has ", n, " tpu device(s)");
+      t_current_device = d.index();
+    }
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) t_current_device = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    return c10::Stream(c10::Stream::DEFAULT, s.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(device_count_or_zero());
+  }
+  void synchronizeDevice(const c10::DeviceIndex) const override {
+    runtime::Runtime::get().synchronize();
+  }
+};
+
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count_or_zero() > 0; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+    return default_generator(device);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    return at::make_generator<TpuGenerator>(device < 0 ? t_current_device : device);
+  }
+  at::Device getDeviceFromPtr(void* data) const override {
+    return c10::Device(c10::DeviceType::PrivateUse1,
+                       static_cast<runtime::Slot*>(data)->device);
+  }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(device_count_or_zero());
+  }
+  c10::DeviceIndex getCurrentDevice() const override { return t_current_device; }
+  void setCurrentDevice(c10::DeviceIndex d) const override { t_current_device = d; }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
+};
+
+TpuHooks g_hooks;
+
+}  // namespace
+
+ir::DType to_ir(c10::ScalarType t) {
+  switch (t) {
+    case c10::kBool: return ir::DType::kBool;
+    case c10::kByte: return ir::DType::kU8;
+    case c10::kChar: return ir::DType::kI8;
+    case c10::kShort: return ir::DType::kI16;
+    case c10::kInt: return ir::DType::kI32;
+    case c10::kLong: return ir::DType::kI64;
+    case c10::kUInt32: return ir::DType::kU32;
+    case c10::kUInt64: return ir::DType::kU64;
+    case c10::kHalf: return ir::DType::kF16;
+    case c10::kBFloat16: return ir::DType::kBF16;
+    case c10::kFloat: return ir::DType::kF32;
+    case c10::kDouble: return ir::DType::kF64;
+    default: break;
+  }
+  TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
+}
+
+c10::ScalarType to_aten(ir::DType t) {
+  switch (t) {
+    case ir::DType::kBool: return c10::kBool;
+    case ir::DType::kU8: return c10::kByte;
+    case ir::DType::kI8: return c10::kChar;
+    case ir::DType::kI16: return c10::kShort;
+    case ir::DType::kI32: return c10::kInt;
+    case ir::DType::kI64: return c10::kLong;
+    case ir::DType::kU32: return c10::kUInt32;
+    case ir::DType::kU64: return c10::kUInt64;
+    case ir::DType::kF16: return c10::kHalf;
+    case ir::DType::kBF16: return c10::kBFloat16;
+    case ir::DType::kF32: return c10::kFloat;
+    case ir::DType::kF64: return c10::kDouble;
+  }
+  TORCH_CHECK(false, "unknown IR dtype");
+}
+
+ir::TensorType ir_type(const at::Tensor& t) {
+  return ir::TensorType{to_ir(t.scalar_type()),
+                        std::vector<int64_t>(t.sizes().begin(), t.sizes().end())};
+}
+
+runtime::Slot& slot_of(const c10::Storage& s) {
+  TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1,
+              "expected a tpu storage, got one on ", s.device());
+  auto* slot = static_cast<runtime::Slot*>(s.data_ptr().get_context());
+  TORCH_CHECK(slot != nullptr, "tpu storage without a slot");
+  return *slot;
+}
+
+runtime::Slot& slot_of(const at::Tensor& t) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
+              "expected a tpu tensor, got one on ", t.device());
+  return slot_of(t.storage());
+}
+
+c10::Allocator* tpu_allocator() { return &g_allocator; }
+
+at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device) {
+  c10::DeviceIndex saved = t_current_device;
+  t_current_device = static_cast<c10::DeviceIndex>(device);
+  auto t = at::detail::empty_generic(sizes, &g_allocator,
+                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                     dtype, std::nullopt);
+  t_current_device = saved;
+  return t;
+}
+
+void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
+  auto& slot = slot_of(storage);
+  TORCH_CHECK(slot.buffer == nullptr || static_cast<int64_t>(newsize) <= slot.nbytes,
+              "tpu: growing a storage that holds data is not supported yet");
+  storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+  slot.nbytes = static_cast<int64_t>(newsize);
+}
+
+// --- generator
+
+TpuGenerator::TpuGenerator(c10::DeviceIndex device)
+    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+
+void TpuGenerator::set_current_seed(uint64_t seed) {
+  seed_ = seed;
+  offset_ = 0;
+}
+
+uint64_t TpuGenerator::seed() {
+  auto s = c10::detail::getNonDeterministicRandom();
+  set_current_seed(s);
+  return s;
+}
+
+void TpuGenerator::set_state(const c10::TensorImpl& new_state) {
+  TORCH_CHECK(new_state.numel() == 16 && new_state.dtype() == at::kByte,
+              "tpu RNG state must be a uint8 tensor of 16 bytes (seed, offset)");
+  std::memcpy(&seed_, new_state.data(), 8);
+  std::memcpy(&offset_, static_cast<const char*>(new_state.data()) + 8, 8);
+}
+
+c10::intrusive_ptr<c10::TensorImpl> TpuGenerator::get_state() const {
+  auto t = at::empty({16}, at::TensorOptions().dtype(at::kByte).device(at::kCPU));
+  std::memcpy(t.data_ptr(), &seed_, 8);
+  std::memcpy(static_cast<char*>(t.data_ptr()) + 8, &offset_, 8);
+  return t.getIntrusivePtr();
+}
+
+TpuGenerator* TpuGenerator::clone_impl() const {
+  auto* g = new TpuGenerator(device().index());
+  g->seed_ = seed_;
+  g->offset_ = offset_;
+  return g;
+}
+
+std::pair<uint64_t, uint64_t> TpuGenerator::next_draw() {
+  return {seed_, offset_++};
+}
+
+const at::Generator& default_generator(c10::DeviceIndex device) {
+  static std::mutex mu;
+  static std::vector<at::Generator> gens;
+  std::lock_guard<std::mutex> lock(mu);
+  if (gens.empty()) {
+    int n = std::max(1, device_count_or_zero());
+    for (int i = 0; i < n; ++i) gens.push_back(at::make_generator<TpuGenerator>(i));
+  }
+  int idx = device < 0 ? t_current_device : device;
+  TORCH_CHECK_INDEX(idx < static_cast<int>(gens.size()), "tpu device index ", idx,
+                    " is out of range");
+  return gens[idx];
+}
+
+int device_count_or_zero() noexcept {
+  try {
+    return runtime::Runtime::get().device_count();
+  } catch (...) {
+    return 0;
+  }
+}
+
+void register_device() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  static c10::impl::DeviceGuardImplRegistrar guard_reg(c10::DeviceType::PrivateUse1,
+                                                       new TpuGuardImpl());
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_allocator);
+  at::RegisterPrivateUse1HooksInterface(&g_hooks);
+}
+
+}  // namespace ttpu::aten

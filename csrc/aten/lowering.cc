@@ -1,0 +1,318 @@
+#include "aten/lowering.h"
+
+#include "aten/copy.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <numeric>
+
+namespace ttpu::aten {
+namespace {
+
+bool is_contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    if (sizes[i] != 1 && strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+int64_t numel_of(const std::vector<int64_t>& sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
+}
+
+// The permutation that orders dims by decreasing stride, if applying it makes the
+// view contiguous; empty otherwise.
+std::vector<int64_t> contiguous_permutation(const std::vector<int64_t>& sizes,
+                                            const std::vector<int64_t>& strides) {
+  std::vector<int64_t> perm(sizes.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  std::vector<int64_t> ps, pst;
+  for (int64_t p : perm) {
+    ps.push_back(sizes[p]);
+    pst.push_back(strides[p]);
+  }
+  if (!is_contiguous(ps, pst)) return {};
+  return perm;
+}
+
+std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+  return inv;
+}
+
+// Storage element index of every element of a strided view: offset + sum(i_k * s_k).
+ir::Value flat_indices(ir::Graph& g, const std::vector<int64_t>& sizes,
+                       const std::vector<int64_t>& strides, int64_t offset) {
+  ir::TensorType t{ir::DType::kI64, sizes};
+  ir::Value idx = g.constant_int(offset, t);
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (sizes[k] == 1 || strides[k] == 0) continue;
+    ir::Value term = g.binary(ir::Op::kMul, g.iota(t, static_cast<int64_t>(k)),
+                              g.constant_int(strides[k], t));
+    idx = g.binary(ir::Op::kAdd, idx, term);
+  }
+  int64_t n = numel_of(sizes);
+  return g.reshape(idx, {n, 1});
+}
+
+ir::GatherDims element_gather() {
+  ir::GatherDims d;
+  d.collapsed_slice_dims = {0};
+  d.start_index_map = {0};
+  d.slice_sizes = {1};
+  d.index_vector_dim = 1;
+  return d;
+}
+
+ir::ScatterDims element_scatter() {
+  ir::ScatterDims d;
+  d.inserted_window_dims = {0};
+  d.scatter_dims_to_operand_dims = {0};
+  d.index_vector_dim = 1;
+  return d;
+}
+
+template <typename T>
+uint64_t bits(T v) {
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  return b;
+}
+
+uint64_t scalar_bits(const c10::Scalar& s, ir::DType d) {
+  switch (d) {
+    case ir::DType::kBool: return bits<uint8_t>(s.toBool() ? 1 : 0);
+    case ir::DType::kU8: return bits(s.to<uint8_t>());
+    case ir::DType::kI8: return bits(s.to<int8_t>());
+    case ir::DType::kI16: return bits(s.to<int16_t>());
+    case ir::DType::kI32: return bits(s.to<int32_t>());
+    case ir::DType::kI64: return bits(s.to<int64_t>());
+    case ir::DType::kU32: return bits(s.to<uint32_t>());
+    case ir::DType::kU64: return bits(s.to<uint64_t>());
+    case ir::DType::kF16: return bits(s.to<c10::Half>().x);
+    case ir::DType::kBF16: return bits(s.to<c10::BFloat16>().x);
+    case ir::DType::kF32: return bits(s.to<float>());
+    case ir::DType::kF64: return bits(s.to<double>());
+  }
+  TORCH_CHECK(false, "unknown dtype");
+}
+
+}  // namespace
+
+std::optional<at::Tensor> Args::opt_tensor(size_t i) const {
+  if (is_none(i)) return std::nullopt;
+  return v_[i].toTensor();
+}
+std::optional<std::vector<int64_t>> Args::opt_ints(size_t i) const {
+  if (is_none(i)) return std::nullopt;
+  return v_[i].toIntVector();
+}
+std::optional<int64_t> Args::opt_integer(size_t i) const {
+  if (is_none(i)) return std::nullopt;
+  return v_[i].toInt();
+}
+std::optional<c10::ScalarType> Args::opt_dtype(size_t i) const {
+  if (is_none(i)) return std::nullopt;
+  return v_[i].toScalarType();
+}
+
+ir::Value LoweringContext::param(std::shared_ptr<pjrt::Buffer> buffer,
+                                 const ir::TensorType& type) {
+  args_.push_back(std::move(buffer));
+  return graph_.parameter(type);
+}
+
+LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dtype) {
+  for (auto& u : slots_) {
+    if (u.slot == &slot) return u;
+  }
+  TORCH_CHECK(slot.device == device_, op_, ": expected all tensors on tpu:", device_,
+              " but found one on tpu:", slot.device);
+  if (slot.buffer == nullptr) {
+    // Never written: adopt this dtype, contents read as zeros.
+    slot.dtype = dtype;
+    ir::Value zeros = graph_.constant(0, {dtype, {slot.numel()}});
+    slots_.push_back({&slot, zeros});
+  } else {
+    if (ir::byte_size(slot.dtype) != ir::byte_size(dtype) &&
+        slot.nbytes % ir::byte_size(dtype) == 0) {
+      reinterpret_slot(slot, dtype);
+    }
+    slots_.push_back({&slot, param(slot.buffer, {slot.dtype, {slot.numel()}})});
+  }
+  return slots_.back();
+}
+
+ir::Value LoweringContext::tensor(const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), op_, ": expected a defined tensor");
+  if (t.device().is_cpu()) {
+    TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at "
+                "least two devices, tpu:", device_, " and cpu! (in ", op_, ")");
+    return scalar(t.item(), to_ir(t.scalar_type()));
+  }
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected all tensors to be on the same device, but found at least two "
+              "devices, tpu:", device_, " and ", t.device(), "! (in ", op_, ")");
+  ir::DType dtype = to_ir(t.scalar_type());
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  if (t.numel() == 0) return graph_.constant(0, {dtype, sizes});
+  auto& slot = slot_of(t);
+  SlotUse& u = use(slot, dtype);
+  ir::Value flat = u.flat;
+  if (slot.dtype != dtype) {
+    TORCH_CHECK(ir::byte_size(slot.dtype) == ir::byte_size(dtype), op_,
+                ": reading a tpu storage of one element size as another (",
+                t.scalar_type(), ") is not supported yet");
+    flat = graph_.bitcast_convert(flat, dtype);
+  }
+  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+  int64_t offset = t.storage_offset();
+
+  // Broadcast (stride 0) dims are read once and expanded.
+  std::vector<int64_t> in_sizes, in_strides, bdims;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] != 1 && strides[i] == 0) continue;
+    in_sizes.push_back(sizes[i]);
+    in_strides.push_back(strides[i]);
+    bdims.push_back(static_cast<int64_t>(i));
+  }
+  int64_t n = numel_of(in_sizes);
+  ir::Value v;
+  if (is_contiguous(in_sizes, in_strides)) {
+    v = graph_.reshape(graph_.slice(flat, {offset}, {offset + n}, {1}), in_sizes);
+  } else if (auto perm = contiguous_permutation(in_sizes, in_strides); !perm.empty()) {
+    std::vector<int64_t> ps;
+    for (int64_t p : perm) ps.push_back(in_sizes[p]);
+    v = graph_.reshape(graph_.slice(flat, {offset}, {offset + n}, {1}), ps);
+    v = graph_.transpose(v, inverse(perm));
+  } else {
+    ir::Value idx = flat_indices(graph_, in_sizes, in_strides, offset);
+    v = graph_.gather(flat, idx, element_gather(), {n});
+    v = graph_.reshape(v, in_sizes);
+  }
+  if (in_sizes.size() != sizes.size()) v = graph_.broadcast_in_dim(v, sizes, bdims);
+  return v;
+}
+
+ir::Value LoweringContext::scalar(const c10::Scalar& s, ir::DType dtype) {
+  return param(runtime::Runtime::get().scalar(dtype, scalar_bits(s, dtype), device_),
+               {dtype, {}});
+}
+
+ir::Value LoweringContext::rng_state(const std::optional<at::Generator>& gen) {
+  at::Generator g = gen.has_value() && gen->defined() ? *gen : default_generator(device_);
+  auto* impl = g.get<TpuGenerator>();
+  std::pair<uint64_t, uint64_t> draw;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    draw = impl->next_draw();
+  }
+  uint64_t state[2] = {draw.first, draw.second};
+  auto buf = runtime::Runtime::get().upload(state, ir::DType::kU64, {2}, device_);
+  return param(std::move(buf), {ir::DType::kU64, {2}});
+}
+
+void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
+  TORCH_CHECK(dst.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected all tensors to be on the same device, but found at least two "
+              "devices, tpu:", device_, " and ", dst.device(), "! (in ", op_, ")");
+  TORCH_CHECK(at::has_internal_overlap(dst) != at::MemOverlap::Yes,
+              "unsupported operation: more than one element of the written-to tensor "
+              "refers to a single memory location. Please clone() the tensor before "
+              "performing the operation.");
+  if (dst.numel() == 0) return;
+  ir::DType dtype = to_ir(dst.scalar_type());
+  value = graph_.convert(value, dtype);
+  auto& slot = slot_of(dst);
+  SlotUse& u = use(slot, dtype);
+  if (slot.dtype != dtype) {
+    TORCH_CHECK(ir::byte_size(slot.dtype) == ir::byte_size(dtype), op_,
+                ": writing a tpu storage of one element size as another is not supported");
+    value = graph_.bitcast_convert(value, slot.dtype);
+  }
+  std::vector<int64_t> sizes, strides;
+  for (int64_t i = 0; i < dst.dim(); ++i) {
+    if (dst.size(i) == 1) continue;
+    sizes.push_back(dst.size(i));
+    strides.push_back(dst.stride(i));
+  }
+  value = graph_.reshape(value, sizes);
+  int64_t n = dst.numel();
+  int64_t offset = dst.storage_offset();
+  int64_t total = slot.numel();
+  ir::Value& flat = u.flat;
+  auto perm = is_contiguous(sizes, strides) ? std::vector<int64_t>{}
+                                            : contiguous_permutation(sizes, strides);
+  bool dense = is_contiguous(sizes, strides) || !perm.empty();
+  if (dense && !perm.empty()) value = graph_.transpose(value, perm);
+  if (dense && offset == 0 && n == total) {
+    flat = graph_.reshape(value, {total});
+  } else if (dense) {
+    ir::Value start = graph_.constant_int(offset, {ir::DType::kI64, {}});
+    flat = graph_.dynamic_update_slice(flat, graph_.reshape(value, {n}), {start});
+  } else {
+    ir::Value idx = flat_indices(graph_, sizes, strides, offset);
+    flat = graph_.scatter(flat, idx, graph_.reshape(value, {n}), element_scatter(),
+                          ir::Reducer::kReplace);
+  }
+  u.written = true;
+}
+
+std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& results) {
+  std::vector<ir::Value> outs;
+  std::vector<at::Tensor> tensors;
+  for (ir::Value r : results) {
+    const ir::TensorType& t = graph_.type(r);
+    tensors.push_back(new_tensor(t.dims, to_aten(t.dtype), device_));
+    if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
+  }
+  for (auto& u : slots_) {
+    if (u.written) outs.push_back(u.flat);
+  }
+  if (outs.empty()) return tensors;
+  graph_.set_outputs(outs);
+  std::vector<pjrt::Buffer*> raw;
+  raw.reserve(args_.size());
+  for (auto& a : args_) raw.push_back(a.get());
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  try {
+    buffers = runtime::Runtime::get().run(graph_, raw, device_, op_);
+  } catch (const pjrt::PjrtError& e) {
+    TORCH_CHECK(false, "tpu: ", op_, " failed: ", e.what());
+  } catch (const ir::IrError& e) {
+    TORCH_CHECK(false, "tpu: internal error lowering ", op_, ": ", e.what());
+  }
+  size_t k = 0;
+  for (auto& t : tensors) {
+    if (t.numel() == 0) continue;
+    auto& slot = slot_of(t);
+    slot.dtype = to_ir(t.scalar_type());
+    slot.buffer = buffers[k++];
+    slot.producer = op_;
+  }
+  for (auto& u : slots_) {
+    if (!u.written) continue;
+    u.slot->buffer = buffers[k++];
+    u.slot->producer = op_;
+  }
+  return tensors;
+}
+
+std::unordered_map<std::string, Rule>& lowering_table() {
+  static std::unordered_map<std::string, Rule> table;
+  return table;
+}
+
+std::unordered_map<std::string, Rule>& out_only_table() {
+  static std::unordered_map<std::string, Rule> table;
+  return table;
+}
+
+}  // namespace ttpu::aten

@@ -1,0 +1,113 @@
+// Lowering ATen ops to the IR: the context a rule builds its graph in, and the one
+// lowering table every mode uses.
+//
+// A rule receives the arguments of the FUNCTIONAL overload ("add.Tensor") and
+// returns IR values, one per returned tensor. The generic kernel (kernel.cc)
+// derives the in-place ("add_.Tensor") and out= ("add.out") variants from the
+// same rule: it writes the values into `self` or the `out` tensors, through any
+// view, so an op is lowered once for all three.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "aten/device.h"
+#include "ir/graph.h"
+
+namespace ttpu::aten {
+
+// Typed access to a rule's arguments, by position in the functional schema.
+class Args {
+ public:
+  explicit Args(c10::ArrayRef<c10::IValue> values) : v_(values) {}
+  size_t size() const { return v_.size(); }
+  const c10::IValue& operator[](size_t i) const { return v_.at(i); }
+  const at::Tensor& tensor(size_t i) const { return v_.at(i).toTensor(); }
+  bool is_none(size_t i) const { return i >= v_.size() || v_[i].isNone(); }
+  std::optional<at::Tensor> opt_tensor(size_t i) const;
+  c10::Scalar scalar(size_t i) const { return v_.at(i).toScalar(); }
+  int64_t integer(size_t i) const { return v_.at(i).toInt(); }
+  double real(size_t i) const { return v_.at(i).toDouble(); }
+  bool boolean(size_t i) const { return v_.at(i).toBool(); }
+  std::vector<int64_t> ints(size_t i) const { return v_.at(i).toIntVector(); }
+  std::optional<std::vector<int64_t>> opt_ints(size_t i) const;
+  std::optional<int64_t> opt_integer(size_t i) const;
+  std::optional<c10::ScalarType> opt_dtype(size_t i) const;
+  std::vector<at::Tensor> tensors(size_t i) const { return v_.at(i).toTensorVector(); }
+
+ private:
+  c10::ArrayRef<c10::IValue> v_;
+};
+
+// One program under construction for one ATen op call.
+class LoweringContext {
+ public:
+  LoweringContext(std::string op, int device) : op_(std::move(op)), device_(device) {}
+  ir::Graph& g() { return graph_; }
+  const std::string& op() const { return op_; }
+  int device() const { return device_; }
+
+  // A tpu tensor (any view) read as a value of its sizes and dtype. A 0-d CPU
+  // tensor is read as a scalar parameter (PyTorch lets those mix with any device).
+  ir::Value tensor(const at::Tensor& t);
+  // A Python scalar as a 0-d parameter of `dtype` (a parameter, not a constant, so
+  // a changing value such as a learning rate never recompiles).
+  ir::Value scalar(const c10::Scalar& s, ir::DType dtype);
+  // A 0-d constant; for structural values (0, 1, -inf).
+  ir::Value constant(double v, ir::DType dtype) { return graph_.constant(v, {dtype, {}}); }
+  // {seed, offset} of the device generator as a ui64[2] parameter; advances it.
+  ir::Value rng_state(const std::optional<at::Generator>& gen);
+
+  // Writes `value` (shape = dst's sizes, converted to dst's dtype) into `dst`,
+  // which may be any non-overlapping view; every alias sees the write.
+  void write(const at::Tensor& dst, ir::Value value);
+
+  // Compiles (cached) and runs the program: returns one new tpu tensor per
+  // `results` value, and applies the writes. Translates runtime errors into
+  // c10 errors naming the op.
+  std::vector<at::Tensor> run(const std::vector<ir::Value>& results);
+
+ private:
+  struct SlotUse {
+    runtime::Slot* slot;
+    ir::Value flat;       // current flat value of the slot within this program
+    bool written = false;
+  };
+  SlotUse& use(runtime::Slot& slot, ir::DType dtype);
+  ir::Value param(std::shared_ptr<pjrt::Buffer> buffer, const ir::TensorType& type);
+
+  std::string op_;
+  int device_;
+  ir::Graph graph_;
+  std::vector<std::shared_ptr<pjrt::Buffer>> args_;
+  std::vector<SlotUse> slots_;
+};
+
+using Rule = std::function<std::vector<ir::Value>(LoweringContext&, const Args&)>;
+
+// The lowering table: functional schema name ("aten::add.Tensor" without the
+// namespace: "add.Tensor") -> rule.
+std::unordered_map<std::string, Rule>& lowering_table();
+
+// Registers `rule` for a functional op at static-initialisation time.
+struct RegisterLowering {
+  RegisterLowering(const char* name, Rule rule) { lowering_table().emplace(name, std::move(rule)); }
+};
+
+// Out-only ATen ops with no functional overload at the backend level (arange's
+// out= overloads): the rule is given all arguments, out included, and writes
+// the out tensor itself (resizing it with resize_out).
+std::unordered_map<std::string, Rule>& out_only_table();
+void resize_out(const at::Tensor& out, c10::IntArrayRef sizes);
+
+// Installs every table entry (and derived in-place/out variants) as a
+// PrivateUse1 kernel. Called once from module init.
+void register_lowerings();
+
+}  // namespace ttpu::aten

@@ -1,0 +1,35 @@
+// Helpers shared by the lowering rules: PyTorch broadcasting and type promotion
+// expressed on IR values. The rules are the specification's translation, so these
+// follow ATen's own functions (at::infer_size, at::native::result_type).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "aten/lowering.h"
+
+namespace ttpu::aten {
+
+// Broadcasts `v` to `sizes` by PyTorch's right-aligned rule.
+ir::Value broadcast_to(LoweringContext& ctx, ir::Value v, c10::IntArrayRef sizes);
+// The broadcast shape of two IR values (at::infer_size's error on mismatch).
+std::vector<int64_t> broadcast_shape(LoweringContext& ctx, ir::Value a, ir::Value b);
+// Operand i of a binary op as an IR value in `dtype`: a tensor or a Python scalar.
+ir::Value operand(LoweringContext& ctx, const c10::IValue& v, ir::DType dtype);
+// PyTorch's result type of two operands (tensors or scalars).
+c10::ScalarType result_type(const c10::IValue& a, const c10::IValue& b);
+// Broadcast both to a common shape; returns the pair.
+std::pair<ir::Value, ir::Value> broadcast_pair(LoweringContext& ctx, ir::Value a, ir::Value b);
+// Elementwise binary op with broadcasting (operands already of one dtype).
+ir::Value binary(LoweringContext& ctx, ir::Op op, ir::Value a, ir::Value b);
+ir::Value compare(LoweringContext& ctx, ir::Cmp cmp, ir::Value a, ir::Value b);
+// Dimension `d` wrapped into [0, rank) with PyTorch's IndexError on range.
+int64_t wrap_dim(int64_t d, int64_t rank);
+// A splat constant shaped like `like`, in `like`'s dtype.
+ir::Value full_like(LoweringContext& ctx, ir::Value like, double value);
+const std::vector<int64_t>& dims(LoweringContext& ctx, ir::Value v);
+ir::DType dtype(LoweringContext& ctx, ir::Value v);
+// Sum / max / ... over `dims` (keepdim reshapes back to rank).
+ir::Value reduce(LoweringContext& ctx, ir::Value v, std::vector<int64_t> dims, bool keepdim,
+                 ir::Reducer reducer);
+
+}  // namespace ttpu::aten

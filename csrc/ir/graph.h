@@ -1,0 +1,203 @@
+// The IR: one op table (Op, grouped) and a Graph of nodes in SSA order.
+//
+// A Graph is built by the aten layer's lowering rules through the builder methods
+// below; each builder checks its operands and computes its result type, so a rule
+// never writes a type by hand. Parameters are the program's inputs (device
+// buffers, and Python scalars passed as 0-d buffers so a changing value never
+// recompiles); constants are structural (0, 1, -inf) and part of the key.
+//
+// fingerprint() serialises the whole structure (ops, attributes, types, operand
+// wiring, outputs) to a compact byte string: equal fingerprints mean the same
+// program, so it is the exact in-memory cache key (no hash collisions to reason
+// about). No torch include.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/types.h"
+
+namespace ttpu::ir {
+
+enum class Op : uint8_t {
+  // leaves
+  kParameter,
+  kConstant,  // splat literal: attrs.literal (bit pattern of the value)
+  kIota,      // attrs.dim
+  // elementwise unary (result type = operand type unless noted)
+  kNeg, kAbs, kExp, kExpm1, kLog, kLog1p, kSqrt, kRsqrt, kCbrt, kTanh, kLogistic,
+  kSin, kCos, kTan, kFloor, kCeil, kRoundNearestEven, kSign, kNot, kIsFinite /*->i1*/,
+  kErf, kAtan, kAsin, kAcos, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kLgamma, kDigamma,
+  kErfInv, kPopcnt,
+  // elementwise binary (same operand types; shapes must already match)
+  kAdd, kSub, kMul, kDiv, kRem, kPow, kMax, kMin, kAnd, kOr, kXor, kAtan2,
+  kShiftLeft, kShiftRightArithmetic, kShiftRightLogical,
+  // other elementwise
+  kCompare,        // attrs.cmp; result i1
+  kSelect,         // (pred i1, on_true, on_false)
+  kClamp,          // (min, operand, max)
+  kConvert,        // to attrs.dtype
+  kBitcastConvert, // to attrs.dtype (same width)
+  // movement
+  kReshape,
+  kBroadcastInDim,  // attrs.ints[0] = broadcast_dimensions
+  kTranspose,       // attrs.ints[0] = permutation
+  kSlice,           // ints[0] start, ints[1] limit, ints[2] strides
+  kConcatenate,     // attrs.dim
+  kPad,             // (operand, pad value); ints[0] low, ints[1] high, ints[2] interior
+  kReverse,         // ints[0] dimensions
+  kDynamicSlice,    // (operand, scalar index...); ints[0] slice sizes
+  kDynamicUpdateSlice,  // (operand, update, scalar index...)
+  kGather,          // (operand, indices); see GatherDims
+  kScatter,         // (operand, indices, updates); see ScatterDims, attrs.reducer
+  // reductions and windows (the combining region is attrs.reducer)
+  kReduce,          // (operands..., inits...); ints[0] dimensions; multi-result
+  kReduceWindow,    // (operand, init); ints: window, strides, base dil, win dil, pad lo, pad hi
+  kSelectAndScatter,  // (operand, source, init); ints: window, strides, pad lo, pad hi;
+                      // select = attrs.cmp (GE for max pool), scatter = add
+  kSort,            // (operands...); attrs.dim; attrs.cmp on operand 0 (LT/GT); multi-result
+  // linear algebra
+  kDotGeneral,      // ints: lhs batch, rhs batch, lhs contract, rhs contract
+  kConvolution,     // see ConvDims
+  // random
+  kRngBitGenerator,  // (state ui64[2]) -> (new state, bits of result type); THREE_FRY
+};
+
+const char* op_name(Op op);  // "add", "dot_general", ...
+
+enum class Cmp : uint8_t { kEQ, kNE, kLT, kLE, kGT, kGE };
+
+// The combining function of reduce / reduce_window / scatter.
+// kArgMax/kArgMin reduce (values, indices) pairs, first index wins on ties;
+// NaN counts as the maximum (PyTorch's argmax semantics). kReplace is scatter only.
+enum class Reducer : uint8_t { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kArgMax, kArgMin, kReplace };
+
+struct Value {
+  int32_t node = -1;
+  int32_t index = 0;  // which result of a multi-result node
+  bool valid() const { return node >= 0; }
+};
+
+struct GatherDims {
+  std::vector<int64_t> offset_dims, collapsed_slice_dims, start_index_map, slice_sizes;
+  int64_t index_vector_dim = 0;
+};
+struct ScatterDims {
+  std::vector<int64_t> update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
+  int64_t index_vector_dim = 0;
+};
+// Convolution with explicit layouts: input [batch, feature, spatial...],
+// kernel [out feature, in feature, spatial...], output [batch, feature, spatial...]
+// (PyTorch's NCHW / OIHW), so only sizes vary.
+struct ConvDims {
+  std::vector<int64_t> window_strides, padding_low, padding_high, lhs_dilation, rhs_dilation;
+  int64_t feature_group_count = 1;
+  int64_t batch_group_count = 1;
+};
+
+struct Attrs {
+  std::vector<std::vector<int64_t>> ints;
+  int64_t dim = 0;
+  DType dtype = DType::kF32;
+  Cmp cmp = Cmp::kEQ;
+  Reducer reducer = Reducer::kNone;
+  uint64_t literal = 0;  // constant value: bit pattern in the result dtype
+  GatherDims gather;
+  ScatterDims scatter;
+  ConvDims conv;
+};
+
+struct Node {
+  Op op;
+  std::vector<Value> operands;
+  std::vector<TensorType> results;
+  Attrs attrs;
+};
+
+class Graph {
+ public:
+  // --- leaves
+  Value parameter(const TensorType& type);
+  // A splat constant. `value` is converted to `type.dtype` (ints exactly,
+  // floats rounded as a C cast would, bools as value != 0).
+  Value constant(double value, const TensorType& type);
+  Value constant_int(int64_t value, const TensorType& type);
+  Value iota(const TensorType& type, int64_t dim);
+
+  // --- elementwise
+  Value unary(Op op, Value x);
+  Value binary(Op op, Value a, Value b);
+  Value compare(Cmp cmp, Value a, Value b);
+  Value select(Value pred, Value on_true, Value on_false);
+  Value clamp(Value lo, Value x, Value hi);
+  Value convert(Value x, DType to);  // no node if already `to`
+  Value bitcast_convert(Value x, DType to);
+
+  // --- movement
+  Value reshape(Value x, const std::vector<int64_t>& dims);  // no node if same dims
+  Value broadcast_in_dim(Value x, const std::vector<int64_t>& dims,
+                         const std::vector<int64_t>& broadcast_dimensions);
+  Value transpose(Value x, const std::vector<int64_t>& permutation);
+  Value slice(Value x, const std::vector<int64_t>& start,
+              const std::vector<int64_t>& limit, const std::vector<int64_t>& strides);
+  Value concatenate(const std::vector<Value>& xs, int64_t dim);
+  Value pad(Value x, Value pad_value, const std::vector<int64_t>& low,
+            const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
+  Value reverse(Value x, const std::vector<int64_t>& dims);
+  Value dynamic_slice(Value x, const std::vector<Value>& start_indices,
+                      const std::vector<int64_t>& slice_sizes);
+  Value dynamic_update_slice(Value x, Value update, const std::vector<Value>& start_indices);
+  Value gather(Value operand, Value indices, const GatherDims& dims,
+               const std::vector<int64_t>& result_dims);
+  Value scatter(Value operand, Value indices, Value updates, const ScatterDims& dims,
+                Reducer reducer);
+
+  // --- reductions and windows
+  std::vector<Value> reduce(const std::vector<Value>& operands,
+                            const std::vector<Value>& inits,
+                            const std::vector<int64_t>& dimensions, Reducer reducer);
+  Value reduce_window(Value x, Value init, const std::vector<int64_t>& window,
+                      const std::vector<int64_t>& strides,
+                      const std::vector<int64_t>& base_dilations,
+                      const std::vector<int64_t>& window_dilations,
+                      const std::vector<int64_t>& pad_low,
+                      const std::vector<int64_t>& pad_high, Reducer reducer);
+  Value select_and_scatter(Value operand, Value source, Value init,
+                           const std::vector<int64_t>& window,
+                           const std::vector<int64_t>& strides,
+                           const std::vector<int64_t>& pad_low,
+                           const std::vector<int64_t>& pad_high, Cmp select);
+  std::vector<Value> sort(const std::vector<Value>& operands, int64_t dim, Cmp cmp);
+
+  // --- linear algebra
+  Value dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
+                    const std::vector<int64_t>& rhs_batch,
+                    const std::vector<int64_t>& lhs_contract,
+                    const std::vector<int64_t>& rhs_contract);
+  Value convolution(Value input, Value kernel, const ConvDims& dims);
+
+  // --- random: returns {new_state, bits}; bits has `type` (u32 or u64 dtype)
+  std::pair<Value, Value> rng_bit_generator(Value state, const TensorType& type);
+
+  // --- program
+  void set_outputs(std::vector<Value> outputs) { outputs_ = std::move(outputs); }
+  const std::vector<Value>& outputs() const { return outputs_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<int32_t>& parameters() const { return parameters_; }  // node ids
+  const TensorType& type(Value v) const;
+  std::string fingerprint() const;
+
+ private:
+  Value add_node(Node node);
+  // type(v), or IrError naming `op` when v is not a value of this graph.
+  const TensorType& operand_type(const char* op, Value v) const;
+  void check_start_indices(const char* op, const TensorType& t,
+                           const std::vector<Value>& start_indices) const;
+  std::vector<Node> nodes_;
+  std::vector<int32_t> parameters_;
+  std::vector<Value> outputs_;
+};
+
+}  // namespace ttpu::ir

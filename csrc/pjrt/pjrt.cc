@@ -1,0 +1,535 @@
+#include "pjrt/pjrt.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <cstddef>
+#include <map>
+#include <mutex>
+
+#include "pjrt/compile_options.h"
+#include "pjrt_c_api.h"
+
+namespace ttpu::pjrt {
+
+static_assert(static_cast<int>(ElementType::kPred) == PJRT_Buffer_Type_PRED);
+static_assert(static_cast<int>(ElementType::kS64) == PJRT_Buffer_Type_S64);
+static_assert(static_cast<int>(ElementType::kF32) == PJRT_Buffer_Type_F32);
+static_assert(static_cast<int>(ElementType::kBF16) == PJRT_Buffer_Type_BF16);
+
+namespace {
+
+// 0.57 rearranged the PJRT_Api slots without a major bump (xla/pjrt/c/
+// CHANGELOG.md), so slot offsets from our 0.81 header are wrong below it.
+constexpr int kMinApiMinor = 57;
+
+constexpr char kPluginHint[] =
+    "set TORCHTPU_PLUGIN to the path of a PJRT plugin .so, or 'cpu' for the "
+    "xla-cpu-pjrt package";
+
+// Zeroed, so every field we leave alone (extension_start, optional inputs)
+// reads as null or 0 to the plugin.
+template <typename Args>
+Args make_args(size_t struct_size) {
+  Args args{};
+  args.struct_size = struct_size;
+  return args;
+}
+#define TTPU_ARGS(T) make_args<T>(T##_STRUCT_SIZE)
+
+bool has_slot(const PJRT_Api* api, size_t offset, size_t size) {
+  return offset + size <= api->struct_size;
+}
+
+void destroy_error(const PJRT_Api* api, PJRT_Error* error) {
+  auto args = TTPU_ARGS(PJRT_Error_Destroy_Args);
+  args.error = error;
+  api->PJRT_Error_Destroy(&args);
+}
+
+// Every PJRT_Error is ours to destroy; its message dies with it, so copy first.
+std::string take_error(const PJRT_Api* api, PJRT_Error* error, int* code) {
+  auto msg = TTPU_ARGS(PJRT_Error_Message_Args);
+  msg.error = error;
+  api->PJRT_Error_Message(&msg);
+  std::string message(msg.message, msg.message_size);
+
+  auto get_code = TTPU_ARGS(PJRT_Error_GetCode_Args);
+  get_code.error = error;
+  PJRT_Error* code_error = api->PJRT_Error_GetCode(&get_code);
+  *code = code_error ? PJRT_Error_Code_UNKNOWN : get_code.code;
+  if (code_error) destroy_error(api, code_error);
+  destroy_error(api, error);
+  return message;
+}
+
+// The gate. A plugin built against an older header has a shorter PJRT_Api, so a
+// slot past api->struct_size is garbage, not null; newer plugins may also leave
+// optional methods null. Either way the caller gets a PjrtError, not a crash.
+template <typename Fn, typename Args>
+void call(const PJRT_Api* api, Fn* PJRT_Api::*slot, const char* method,
+          Args* args) {
+  const size_t offset = reinterpret_cast<const char*>(&(api->*slot)) -
+                        reinterpret_cast<const char*>(api);
+  if (!has_slot(api, offset, sizeof(Fn*)) || api->*slot == nullptr) {
+    throw PjrtError(method, "not implemented by this PJRT plugin",
+                    PJRT_Error_Code_UNIMPLEMENTED);
+  }
+  if (PJRT_Error* error = (api->*slot)(args)) {
+    int code = 0;
+    std::string message = take_error(api, error, &code);
+    throw PjrtError(method, message, code);
+  }
+}
+#define TTPU_CALL(api, Method, args) call(api, &PJRT_Api::Method, #Method, args)
+
+// For destructors, which must not throw: the handle is gone either way and a
+// failure to free it is not something a caller can act on.
+template <typename Fn, typename Args>
+void call_in_destructor(const PJRT_Api* api, Fn* PJRT_Api::*slot,
+                        const char* method, Args* args) noexcept {
+  try {
+    call(api, slot, method, args);
+  } catch (const PjrtError&) {
+  }
+}
+#define TTPU_CALL_NOTHROW(api, Method, args) \
+  call_in_destructor(api, &PJRT_Api::Method, #Method, args)
+
+// Owns a PJRT_Event. Await blocks and returns the event's status; the C API
+// defines that status through PJRT_Event_Error, so it is read there as well.
+class Event {
+ public:
+  Event(const PJRT_Api* api, PJRT_Event* event) : api_(api), event_(event) {}
+  ~Event() {
+    if (event_ == nullptr) return;
+    auto args = TTPU_ARGS(PJRT_Event_Destroy_Args);
+    args.event = event_;
+    TTPU_CALL_NOTHROW(api_, PJRT_Event_Destroy, &args);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // `method` names the call that produced the event, so an async failure is
+  // reported against it (the message keeps the event method for context).
+  void await(const char* method) {
+    if (event_ == nullptr) return;
+    try {
+      auto await_args = TTPU_ARGS(PJRT_Event_Await_Args);
+      await_args.event = event_;
+      TTPU_CALL(api_, PJRT_Event_Await, &await_args);
+      auto error_args = TTPU_ARGS(PJRT_Event_Error_Args);
+      error_args.event = event_;
+      TTPU_CALL(api_, PJRT_Event_Error, &error_args);
+    } catch (const PjrtError& e) {
+      throw PjrtError(method, e.what(), e.code());
+    }
+  }
+
+ private:
+  const PJRT_Api* api_;
+  PJRT_Event* event_;
+};
+
+// Owns the PJRT_Executable that PJRT_LoadedExecutable_GetExecutable allocates.
+class UnloadedExecutable {
+ public:
+  UnloadedExecutable(const PJRT_Api* api, PJRT_LoadedExecutable* loaded) : api_(api) {
+    auto args = TTPU_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
+    args.loaded_executable = loaded;
+    TTPU_CALL(api_, PJRT_LoadedExecutable_GetExecutable, &args);
+    exe_ = args.executable;
+  }
+  ~UnloadedExecutable() {
+    auto args = TTPU_ARGS(PJRT_Executable_Destroy_Args);
+    args.executable = exe_;
+    TTPU_CALL_NOTHROW(api_, PJRT_Executable_Destroy, &args);
+  }
+  UnloadedExecutable(const UnloadedExecutable&) = delete;
+  UnloadedExecutable& operator=(const UnloadedExecutable&) = delete;
+  PJRT_Executable* raw() const { return exe_; }
+
+ private:
+  const PJRT_Api* api_;
+  PJRT_Executable* exe_ = nullptr;
+};
+
+bool is_known_type(ElementType type) {
+  const int t = static_cast<int>(type);
+  return t >= static_cast<int>(ElementType::kPred) &&
+         t <= static_cast<int>(ElementType::kBF16);
+}
+
+void check_device_index(const char* method, int index, int count) {
+  if (index < 0 || index >= count) {
+    throw PjrtError(method,
+                    "device index " + std::to_string(index) + " out of range [0, " +
+                        std::to_string(count) + ")",
+                    -1);
+  }
+}
+
+}  // namespace
+
+PjrtError::PjrtError(std::string method, std::string message, int code)
+    : std::runtime_error(method + ": " + message),
+      method_(std::move(method)),
+      code_(code) {}
+
+int64_t element_size(ElementType type) {
+  // Indexed by PJRT_Buffer_Type, PRED (1) through BF16 (13); 0 is INVALID.
+  static constexpr int64_t kSizes[] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2};
+  if (!is_known_type(type)) {
+    throw PjrtError("element_size", "unknown element type " +
+                                        std::to_string(static_cast<int>(type)), -1);
+  }
+  return kSizes[static_cast<int>(type)];
+}
+
+// ---------------------------------------------------------------------------
+// Plugin
+
+std::shared_ptr<Plugin> load_plugin(const std::string& path) {
+  // Plugins live until process exit and are never dlclose'd: that would
+  // invalidate every PJRT_Api* and handle already given out.
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<Plugin>> by_path;
+  static std::map<const PJRT_Api*, std::shared_ptr<Plugin>> by_api;
+  std::lock_guard<std::mutex> lock(mu);
+
+  char resolved[PATH_MAX];
+  const std::string key = realpath(path.c_str(), resolved) ? resolved : path;
+  if (auto it = by_path.find(key); it != by_path.end()) return it->second;
+
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    throw PluginError("cannot load PJRT plugin '" + path + "': " +
+                      (why ? why : "dlopen failed") + "; " + kPluginHint);
+  }
+  using GetPjrtApiFn = const PJRT_Api* (*)();
+  auto get_api = reinterpret_cast<GetPjrtApiFn>(dlsym(handle, "GetPjrtApi"));
+  if (get_api == nullptr) {
+    throw PluginError("'" + path + "' does not export GetPjrtApi, so it is not a "
+                      "PJRT plugin (jaxlib's CPU client is not one); " + kPluginHint);
+  }
+  const PJRT_Api* api = get_api();
+  if (api == nullptr ||
+      !has_slot(api, offsetof(PJRT_Api, pjrt_api_version), sizeof(PJRT_Api_Version))) {
+    throw PluginError("'" + path + "' returned no usable PJRT_Api; " + kPluginHint);
+  }
+  const int major = api->pjrt_api_version.major_version;
+  const int minor = api->pjrt_api_version.minor_version;
+  if (major != PJRT_API_MAJOR || minor < kMinApiMinor) {
+    throw PluginError("'" + path + "' implements PJRT C API " + std::to_string(major) +
+                      "." + std::to_string(minor) + "; torchtpu needs " +
+                      std::to_string(PJRT_API_MAJOR) + "." +
+                      std::to_string(kMinApiMinor) + " or newer: use a newer plugin");
+  }
+  // The gate itself reports errors through these three; without them it cannot.
+  if (!has_slot(api, offsetof(PJRT_Api, PJRT_Error_GetCode), sizeof(void*)) ||
+      !api->PJRT_Error_Destroy || !api->PJRT_Error_Message || !api->PJRT_Error_GetCode) {
+    throw PluginError("'" + path + "' lacks the PJRT_Error methods; " + kPluginHint);
+  }
+  // Two paths (or symlinks) can name one library; initialise it only once.
+  if (auto it = by_api.find(api); it != by_api.end()) {
+    by_path[key] = it->second;
+    return it->second;
+  }
+
+  // Initialize may be null; when present it must precede every other call.
+  if (has_slot(api, offsetof(PJRT_Api, PJRT_Plugin_Initialize), sizeof(void*)) &&
+      api->PJRT_Plugin_Initialize != nullptr) {
+    auto args = TTPU_ARGS(PJRT_Plugin_Initialize_Args);
+    try {
+      TTPU_CALL(api, PJRT_Plugin_Initialize, &args);
+    } catch (const PjrtError& e) {
+      throw PluginError("'" + path + "' failed to initialise: " + e.what());
+    }
+  }
+  auto plugin = std::make_shared<Plugin>(path, api);
+  by_path[key] = plugin;
+  by_api[api] = plugin;
+  return plugin;
+}
+
+int Plugin::api_major() const { return api_->pjrt_api_version.major_version; }
+int Plugin::api_minor() const { return api_->pjrt_api_version.minor_version; }
+
+std::shared_ptr<Client> Plugin::create_client(int64_t cpu_device_count) {
+  PJRT_NamedValue option{};
+  option.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+  static constexpr char kName[] = "cpu_device_count";
+  option.name = kName;
+  option.name_size = sizeof(kName) - 1;
+  option.type = PJRT_NamedValue_kInt64;
+  option.int64_value = cpu_device_count;
+  option.value_size = 1;
+
+  auto args = TTPU_ARGS(PJRT_Client_Create_Args);
+  if (cpu_device_count > 0) {
+    args.create_options = &option;
+    args.num_options = 1;
+  }
+  TTPU_CALL(api_, PJRT_Client_Create, &args);
+  return std::make_shared<Client>(shared_from_this(), args.client);
+}
+
+// ---------------------------------------------------------------------------
+// Client
+
+Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client)
+    : plugin_(std::move(plugin)), api_(plugin_->api()), client_(client) {
+  auto args = TTPU_ARGS(PJRT_Client_AddressableDevices_Args);
+  args.client = client_;
+  try {
+    TTPU_CALL(api_, PJRT_Client_AddressableDevices, &args);
+  } catch (...) {
+    // The destructor does not run for a half-built object; free the handle here.
+    auto destroy = TTPU_ARGS(PJRT_Client_Destroy_Args);
+    destroy.client = client_;
+    TTPU_CALL_NOTHROW(api_, PJRT_Client_Destroy, &destroy);
+    throw;
+  }
+  // The device array is owned by the client and lives as long as it does.
+  devices_.assign(args.addressable_devices,
+                  args.addressable_devices + args.num_addressable_devices);
+}
+
+Client::~Client() {
+  auto args = TTPU_ARGS(PJRT_Client_Destroy_Args);
+  args.client = client_;
+  TTPU_CALL_NOTHROW(api_, PJRT_Client_Destroy, &args);
+}
+
+std::string Client::platform_name() const {
+  auto args = TTPU_ARGS(PJRT_Client_PlatformName_Args);
+  args.client = client_;
+  TTPU_CALL(api_, PJRT_Client_PlatformName, &args);
+  return std::string(args.platform_name, args.platform_name_size);
+}
+
+int Client::device_count() const { return static_cast<int>(devices_.size()); }
+
+PJRT_Device* Client::device(int index) const {
+  check_device_index("PJRT_Client_AddressableDevices", index, device_count());
+  return devices_[index];
+}
+
+std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType type,
+                                                 const std::vector<int64_t>& dims,
+                                                 int device_index) {
+  constexpr char kMethod[] = "PJRT_Client_BufferFromHostBuffer";
+  // The plugin aborts on a type it does not know instead of returning an error.
+  if (!is_known_type(type)) {
+    throw PjrtError(kMethod, "unsupported element type " +
+                                 std::to_string(static_cast<int>(type)), -1);
+  }
+  int64_t elements = 1;
+  for (int64_t d : dims) {
+    if (d < 0) throw PjrtError(kMethod, "negative dimension " + std::to_string(d), -1);
+    elements *= d;
+  }
+  // The plugin reads `data` without a null check.
+  if (data == nullptr && elements > 0) throw PjrtError(kMethod, "null host data", -1);
+  check_device_index(kMethod, device_index, device_count());
+
+  auto args = TTPU_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
+  args.client = client_;
+  args.data = data;
+  args.type = static_cast<PJRT_Buffer_Type>(type);
+  args.dims = dims.data();
+  args.num_dims = dims.size();
+  // No byte_strides: dense row-major. kImmutableOnlyDuringCall lets the caller
+  // free `data` on return; zero-copy modes would tie it to the buffer's life.
+  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  args.device = devices_[device_index];
+  TTPU_CALL(api_, PJRT_Client_BufferFromHostBuffer, &args);
+  auto buffer = std::make_shared<Buffer>(shared_from_this(), args.buffer);
+  // With this semantics the copy should be done already; awaiting keeps the
+  // promise in pjrt.h true for any plugin that copies asynchronously.
+  Event(api_, args.done_with_host_buffer).await(kMethod);
+  return buffer;
+}
+
+std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text) {
+  static constexpr char kFormat[] = "mlir";  // StableHLO text or bytecode
+  std::string code = stablehlo_text;         // PJRT_Program.code is non-const
+  auto program = TTPU_ARGS(PJRT_Program);
+  program.code = code.data();
+  program.code_size = code.size();
+  program.format = kFormat;
+  program.format_size = sizeof(kFormat) - 1;
+
+  const std::string options = compile_options_bytes();
+  auto args = TTPU_ARGS(PJRT_Client_Compile_Args);
+  args.client = client_;
+  args.program = &program;
+  args.compile_options = options.data();
+  args.compile_options_size = options.size();
+  TTPU_CALL(api_, PJRT_Client_Compile, &args);
+  return std::make_shared<Executable>(shared_from_this(), args.executable);
+}
+
+std::shared_ptr<Executable> Client::deserialize(const std::string& bytes) {
+  auto args = TTPU_ARGS(PJRT_Executable_DeserializeAndLoad_Args);
+  args.client = client_;
+  args.serialized_executable = bytes.data();
+  args.serialized_executable_size = bytes.size();
+  TTPU_CALL(api_, PJRT_Executable_DeserializeAndLoad, &args);
+  return std::make_shared<Executable>(shared_from_this(), args.loaded_executable);
+}
+
+// ---------------------------------------------------------------------------
+// Buffer
+
+Buffer::Buffer(std::shared_ptr<Client> client, PJRT_Buffer* buffer)
+    : client_(std::move(client)), buffer_(buffer) {}
+
+Buffer::~Buffer() {
+  // Destroy (not Delete) frees the handle and, once pending uses finish, the
+  // memory; it is required on every buffer, donated ones included.
+  auto args = TTPU_ARGS(PJRT_Buffer_Destroy_Args);
+  args.buffer = buffer_;
+  TTPU_CALL_NOTHROW(client_->api(), PJRT_Buffer_Destroy, &args);
+}
+
+ElementType Buffer::element_type() const {
+  auto args = TTPU_ARGS(PJRT_Buffer_ElementType_Args);
+  args.buffer = buffer_;
+  TTPU_CALL(client_->api(), PJRT_Buffer_ElementType, &args);
+  const auto type = static_cast<ElementType>(args.type);
+  if (!is_known_type(type)) {
+    throw PjrtError("PJRT_Buffer_ElementType",
+                    "unsupported element type " + std::to_string(args.type), -1);
+  }
+  return type;
+}
+
+std::vector<int64_t> Buffer::dims() const {
+  auto args = TTPU_ARGS(PJRT_Buffer_Dimensions_Args);
+  args.buffer = buffer_;
+  TTPU_CALL(client_->api(), PJRT_Buffer_Dimensions, &args);
+  return std::vector<int64_t>(args.dims, args.dims + args.num_dims);
+}
+
+int64_t Buffer::on_device_size_bytes() const {
+  auto args = TTPU_ARGS(PJRT_Buffer_OnDeviceSizeInBytes_Args);
+  args.buffer = buffer_;
+  TTPU_CALL(client_->api(), PJRT_Buffer_OnDeviceSizeInBytes, &args);
+  return static_cast<int64_t>(args.on_device_size_in_bytes);
+}
+
+void Buffer::await_ready() const {
+  auto args = TTPU_ARGS(PJRT_Buffer_ReadyEvent_Args);
+  args.buffer = buffer_;
+  TTPU_CALL(client_->api(), PJRT_Buffer_ReadyEvent, &args);
+  Event(client_->api(), args.event).await("PJRT_Buffer_ReadyEvent");
+}
+
+void Buffer::to_host(void* dst, int64_t nbytes) const {
+  constexpr char kMethod[] = "PJRT_Buffer_ToHostBuffer";
+  const PJRT_Api* api = client_->api();
+  // dst = null asks for the size of the dense row-major host copy.
+  auto query = TTPU_ARGS(PJRT_Buffer_ToHostBuffer_Args);
+  query.src = buffer_;
+  TTPU_CALL(api, PJRT_Buffer_ToHostBuffer, &query);
+  Event(api, query.event).await(kMethod);
+  if (nbytes < 0 || static_cast<size_t>(nbytes) != query.dst_size) {
+    throw PjrtError(kMethod, "host buffer has " + std::to_string(nbytes) +
+                                 " bytes, the device buffer needs " +
+                                 std::to_string(query.dst_size), -1);
+  }
+  if (nbytes == 0) return;
+  if (dst == nullptr) throw PjrtError(kMethod, "null destination", -1);
+
+  auto args = TTPU_ARGS(PJRT_Buffer_ToHostBuffer_Args);
+  args.src = buffer_;
+  args.dst = dst;
+  args.dst_size = query.dst_size;
+  TTPU_CALL(api, PJRT_Buffer_ToHostBuffer, &args);
+  // The copy is asynchronous: `dst` is written only once the event is ready.
+  Event(api, args.event).await(kMethod);
+}
+
+// ---------------------------------------------------------------------------
+// Executable
+
+Executable::Executable(std::shared_ptr<Client> client, PJRT_LoadedExecutable* exe)
+    : client_(std::move(client)), exe_(exe) {
+  try {
+    UnloadedExecutable unloaded(client_->api(), exe_);
+    auto args = TTPU_ARGS(PJRT_Executable_NumOutputs_Args);
+    args.executable = unloaded.raw();
+    TTPU_CALL(client_->api(), PJRT_Executable_NumOutputs, &args);
+    num_outputs_ = static_cast<int>(args.num_outputs);
+  } catch (...) {
+    // The destructor does not run for a half-built object; free the handle here.
+    auto destroy = TTPU_ARGS(PJRT_LoadedExecutable_Destroy_Args);
+    destroy.executable = exe_;
+    TTPU_CALL_NOTHROW(client_->api(), PJRT_LoadedExecutable_Destroy, &destroy);
+    throw;
+  }
+}
+
+Executable::~Executable() {
+  auto args = TTPU_ARGS(PJRT_LoadedExecutable_Destroy_Args);
+  args.executable = exe_;
+  TTPU_CALL_NOTHROW(client_->api(), PJRT_LoadedExecutable_Destroy, &args);
+}
+
+std::vector<std::shared_ptr<Buffer>> Executable::execute(
+    const std::vector<Buffer*>& args, int device_index) {
+  constexpr char kMethod[] = "PJRT_LoadedExecutable_Execute";
+  check_device_index(kMethod, device_index, client_->device_count());
+  std::vector<PJRT_Buffer*> arg_handles;
+  arg_handles.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == nullptr || args[i]->raw() == nullptr) {
+      throw PjrtError(kMethod, "argument " + std::to_string(i) + " is null", -1);
+    }
+    arg_handles.push_back(args[i]->raw());
+  }
+
+  // The plugin dereferences `options` without a null check.
+  auto options = TTPU_ARGS(PJRT_ExecuteOptions);
+  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  PJRT_Buffer* const* argument_lists[1] = {arg_handles.data()};
+  PJRT_Buffer** output_lists[1] = {outputs.data()};
+
+  auto exec = TTPU_ARGS(PJRT_LoadedExecutable_Execute_Args);
+  exec.executable = exe_;
+  exec.options = &options;
+  exec.argument_lists = argument_lists;
+  exec.num_devices = 1;
+  exec.num_args = arg_handles.size();
+  exec.output_lists = output_lists;
+  // Executables are compiled portable (compile_options.h), so the device is
+  // picked here; num_devices must then be 1.
+  exec.execute_device = client_->device(device_index);
+  TTPU_CALL(client_->api(), PJRT_LoadedExecutable_Execute, &exec);
+
+  std::vector<std::shared_ptr<Buffer>> result;
+  result.reserve(outputs.size());
+  for (PJRT_Buffer* out : outputs) {
+    result.push_back(std::make_shared<Buffer>(client_, out));
+  }
+  return result;
+}
+
+std::string Executable::serialize() const {
+  const PJRT_Api* api = client_->api();
+  UnloadedExecutable unloaded(api, exe_);
+  auto args = TTPU_ARGS(PJRT_Executable_Serialize_Args);
+  args.executable = unloaded.raw();
+  TTPU_CALL(api, PJRT_Executable_Serialize, &args);
+  // serialized_bytes lives inside serialized_executable, freed by its deleter.
+  std::string bytes(args.serialized_bytes, args.serialized_bytes_size);
+  if (args.serialized_executable_deleter != nullptr) {
+    args.serialized_executable_deleter(args.serialized_executable);
+  }
+  return bytes;
+}
+
+}  // namespace ttpu::pjrt

@@ -1,0 +1,180 @@
+// The PJRT layer: a PJRT C API plugin behind RAII C++ types.
+//
+// Every call into the plugin goes through one gate (call() in pjrt.cc) that
+// checks the plugin's PJRT_Api struct is large enough to hold the method and turns
+// a returned PJRT_Error into a PjrtError tagged with the method name. Nothing here
+// includes torch; the layer builds and tests with GoogleTest alone.
+//
+// Lifetimes: a Plugin is loaded once per process and never unloaded (a dlclose
+// invalidates the PJRT_Api table). A Client owns the plugin's thread pools; every
+// Buffer and Executable keeps a shared_ptr to its Client so the client is destroyed
+// last, as the C API requires.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct PJRT_Api;
+struct PJRT_Client;
+struct PJRT_Device;
+struct PJRT_Buffer;
+struct PJRT_LoadedExecutable;
+struct PJRT_Event;
+
+namespace ttpu::pjrt {
+
+// An error returned by the plugin, or a misuse caught before calling it.
+// `method` names the PJRT C API function ("PJRT_Client_Compile", ...).
+class PjrtError : public std::runtime_error {
+ public:
+  PjrtError(std::string method, std::string message, int code);
+  const std::string& method() const { return method_; }
+  int code() const { return code_; }  // PJRT_Error_Code, or -1 for our own checks
+
+ private:
+  std::string method_;
+  int code_;
+};
+
+// The plugin could not be opened or is not a usable PJRT plugin.
+class PluginError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Element types we move across the C API. Values match PJRT_Buffer_Type so a cast
+// is exact; anything else is rejected before calling the plugin (an invalid type
+// aborts inside it).
+enum class ElementType : int {
+  kPred = 1,
+  kS8 = 2,
+  kS16 = 3,
+  kS32 = 4,
+  kS64 = 5,
+  kU8 = 6,
+  kU16 = 7,
+  kU32 = 8,
+  kU64 = 9,
+  kF16 = 10,
+  kF32 = 11,
+  kF64 = 12,
+  kBF16 = 13,
+};
+int64_t element_size(ElementType type);  // bytes per element
+
+class Plugin;
+class Client;
+
+// Loads a plugin shared library (dlopen + GetPjrtApi + PJRT_Plugin_Initialize),
+// checks the API major version is 0 and the minor at least the one we need.
+// Throws PluginError naming the path and what to do. The same path loaded twice
+// returns the same Plugin.
+std::shared_ptr<Plugin> load_plugin(const std::string& path);
+
+class Plugin : public std::enable_shared_from_this<Plugin> {
+ public:
+  const PJRT_Api* api() const { return api_; }
+  const std::string& path() const { return path_; }
+  int api_major() const;
+  int api_minor() const;
+  // Creates a client. `cpu_device_count` > 0 is passed as the "cpu_device_count"
+  // create option (read only by the CPU plugin; others ignore it).
+  std::shared_ptr<Client> create_client(int64_t cpu_device_count);
+
+  Plugin(std::string path, const PJRT_Api* api) : path_(std::move(path)), api_(api) {}
+
+ private:
+  std::string path_;
+  const PJRT_Api* api_;
+};
+
+class Buffer;
+class Executable;
+
+class Client : public std::enable_shared_from_this<Client> {
+ public:
+  ~Client();
+  const PJRT_Api* api() const { return api_; }
+  PJRT_Client* raw() const { return client_; }
+  std::string platform_name() const;
+  int device_count() const;  // addressable devices
+  PJRT_Device* device(int index) const;
+
+  // Copies `data` (dense row-major, `dims`) to device `device_index`. The host
+  // bytes may be reused as soon as this returns.
+  std::shared_ptr<Buffer> buffer_from_host(const void* data, ElementType type,
+                                           const std::vector<int64_t>& dims,
+                                           int device_index);
+
+  // Compiles StableHLO text (MLIR, entry @main) for one replica, one partition.
+  // Throws PjrtError (method "PJRT_Client_Compile") with the plugin's message.
+  std::shared_ptr<Executable> compile(const std::string& stablehlo_text);
+
+  // Loads bytes from Executable::serialize. They must come from the same plugin
+  // build (and, for CPU, a host with the same CPU features). Throws PjrtError
+  // (method "PJRT_Executable_DeserializeAndLoad").
+  std::shared_ptr<Executable> deserialize(const std::string& bytes);
+
+  Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client);
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  const PJRT_Api* api_;
+  PJRT_Client* client_;
+  std::vector<PJRT_Device*> devices_;
+};
+
+// An on-device array. Owns its PJRT_Buffer handle (destroyed with the object).
+class Buffer {
+ public:
+  Buffer(std::shared_ptr<Client> client, PJRT_Buffer* buffer);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  PJRT_Buffer* raw() const { return buffer_; }
+  ElementType element_type() const;
+  std::vector<int64_t> dims() const;
+  int64_t on_device_size_bytes() const;
+
+  // Blocks until the buffer's value is computed; throws PjrtError carrying the
+  // error of the computation that produced it (async errors surface here).
+  void await_ready() const;
+  // Copies the whole buffer to `dst` (dense row-major, `nbytes` must equal the
+  // buffer's size) and waits for the copy. Throws PjrtError on failure.
+  void to_host(void* dst, int64_t nbytes) const;
+
+ private:
+  std::shared_ptr<Client> client_;
+  PJRT_Buffer* buffer_;
+};
+
+// A compiled, loaded program. Owns its PJRT_LoadedExecutable.
+class Executable {
+ public:
+  Executable(std::shared_ptr<Client> client, PJRT_LoadedExecutable* exe);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  int num_outputs() const { return num_outputs_; }
+  // Enqueues one execution on device `device_index` and returns its outputs
+  // without waiting for them (the plugin computes asynchronously; errors surface
+  // in Buffer::await_ready / to_host). Throws PjrtError if the plugin rejects
+  // the call.
+  std::vector<std::shared_ptr<Buffer>> execute(
+      const std::vector<Buffer*>& args, int device_index);
+
+  // Serialized executable bytes for the persistent cache.
+  std::string serialize() const;
+
+ private:
+  std::shared_ptr<Client> client_;
+  PJRT_LoadedExecutable* exe_;
+  int num_outputs_ = 0;
+};
+
+}  // namespace ttpu::pjrt

@@ -1,0 +1,122 @@
+// torchtpu._C: the bindings, one translation unit. Python reaches the core only
+// through these functions; everything here is a thin conversion.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "aten/device.h"
+#include "aten/fallback.h"
+#include "aten/lowering.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+using ttpu::runtime::Runtime;
+
+namespace {
+
+// PJRT and plugin errors become RuntimeError with their own message.
+template <typename F>
+decltype(auto) guarded(F f) {
+  try {
+    return f();
+  } catch (const ttpu::pjrt::PluginError& e) {
+    throw std::runtime_error(e.what());
+  } catch (const ttpu::pjrt::PjrtError& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torchtpu native core";
+  ttpu::aten::register_device();
+  ttpu::aten::register_lowerings();
+
+  m.def("_set_default_plugin", &Runtime::set_default_plugin);
+  m.def("_init", [](const std::string& path, int n) {
+    guarded([&] { Runtime::init(path, n); return 0; });
+  });
+  m.def("_ensure_initialized", [] { guarded([] { Runtime::get(); return 0; }); });
+  m.def("_is_initialized", &Runtime::initialized);
+  m.def("_resolve_plugin_path", [] { return guarded([] { return Runtime::resolve_plugin_path(); }); });
+  m.def("_plugin_path", [] { return guarded([] { return Runtime::get().plugin_path(); }); });
+  m.def("_platform_name", [] { return guarded([] { return Runtime::get().client().platform_name(); }); });
+  m.def("_device_count", [] { return ttpu::aten::device_count_or_zero(); });
+  m.def("_synchronize", [] {
+    py::gil_scoped_release release;
+    guarded([] { Runtime::get().synchronize(); return 0; });
+  });
+  m.def("_set_eager_mode", [](const std::string& mode) {
+    auto& rt = guarded([]() -> Runtime& { return Runtime::get(); });
+    if (mode == "strict") {
+      rt.set_mode(ttpu::runtime::EagerMode::kStrict);
+    } else if (mode == "debug") {
+      rt.set_mode(ttpu::runtime::EagerMode::kDebug);
+      rt.synchronize();
+    } else {
+      throw py::value_error("eager mode must be 'strict' or 'debug', got '" + mode + "'");
+    }
+  });
+  m.def("_get_eager_mode", [] {
+    return guarded([] {
+      return Runtime::get().mode() == ttpu::runtime::EagerMode::kDebug ? "debug" : "strict";
+    });
+  });
+  m.def("_metrics", [] {
+    auto& mt = guarded([]() -> ttpu::runtime::Metrics& { return Runtime::get().metrics(); });
+    py::dict d;
+    d["compiles"] = mt.compiles.load();
+    d["compile_seconds"] = mt.compile_ns.load() * 1e-9;
+    d["executes"] = mt.executes.load();
+    d["cache_hits"] = mt.cache_hits.load();
+    d["cache_misses"] = mt.cache_misses.load();
+    d["bytes_to_device"] = mt.bytes_to_device.load();
+    d["bytes_to_host"] = mt.bytes_to_host.load();
+    d["cached_programs"] = Runtime::get().cached_programs();
+    return d;
+  });
+  m.def("_reset_metrics", [] {
+    guarded([] { Runtime::get().metrics().reset(); return 0; });
+    ttpu::aten::reset_fallback_counts();
+  });
+  m.def("_fallback_counts", &ttpu::aten::fallback_counts);
+  m.def("_lowered_ops", [] {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : ttpu::aten::lowering_table()) names.push_back(k);
+    return names;
+  });
+  m.def("_current_device", [] {
+    return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+  });
+  m.def("_set_device", [](int index) {
+    c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
+        ->setDevice(c10::Device(c10::DeviceType::PrivateUse1, index));
+  });
+  m.def("_manual_seed", [](uint64_t seed, int device) {
+    auto gen = ttpu::aten::default_generator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(seed);
+  });
+  m.def("_seed", [](int device) {
+    auto gen = ttpu::aten::default_generator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return gen.seed();
+  });
+  m.def("_initial_seed", [](int device) {
+    return ttpu::aten::default_generator(device).current_seed();
+  });
+  m.def("_get_rng_state", [](int device) {
+    auto gen = ttpu::aten::default_generator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return at::Tensor(gen.get_state());
+  });
+  m.def("_set_rng_state", [](const at::Tensor& state, int device) {
+    auto gen = ttpu::aten::default_generator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(state);
+  });
+  m.def("_storage_producer", [](const at::Tensor& t) { return ttpu::aten::slot_of(t).producer; });
+}

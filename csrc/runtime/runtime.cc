@@ -1,0 +1,216 @@
+#include "runtime/runtime.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "stablehlo/emit.h"
+
+namespace ttpu::runtime {
+namespace {
+
+// Bounds the bookkeeping of enqueued outputs: past this many, the older half is
+// awaited, which also keeps a runaway Python loop from queueing without limit.
+constexpr size_t kMaxInFlight = 4096;
+
+std::mutex g_init_mutex;
+Runtime* g_runtime = nullptr;  // never destroyed, see runtime.h
+std::string g_default_plugin;
+int g_cpu_devices_at_init = 0;
+
+int env_cpu_devices() {
+  const char* v = std::getenv("TORCHTPU_CPU_DEVICES");
+  if (v == nullptr || *v == '\0') return 1;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 1024) {
+    throw std::runtime_error(std::string("TORCHTPU_CPU_DEVICES must be a positive integer, got '") +
+                             v + "'");
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+void Metrics::reset() {
+  compiles = 0;
+  compile_ns = 0;
+  executes = 0;
+  cache_hits = 0;
+  cache_misses = 0;
+  bytes_to_device = 0;
+  bytes_to_host = 0;
+}
+
+pjrt::ElementType element_type(ir::DType t) {
+  using E = pjrt::ElementType;
+  switch (t) {
+    case ir::DType::kBool: return E::kPred;
+    case ir::DType::kU8: return E::kU8;
+    case ir::DType::kI8: return E::kS8;
+    case ir::DType::kI16: return E::kS16;
+    case ir::DType::kI32: return E::kS32;
+    case ir::DType::kI64: return E::kS64;
+    case ir::DType::kU32: return E::kU32;
+    case ir::DType::kU64: return E::kU64;
+    case ir::DType::kF16: return E::kF16;
+    case ir::DType::kBF16: return E::kBF16;
+    case ir::DType::kF32: return E::kF32;
+    case ir::DType::kF64: return E::kF64;
+  }
+  throw std::runtime_error("unknown dtype");
+}
+
+void Runtime::set_default_plugin(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  g_default_plugin = path;
+}
+
+std::string Runtime::resolve_plugin_path() {
+  const char* env = std::getenv("TORCHTPU_PLUGIN");
+  std::string p = env ? env : "";
+  if (p.empty() || p == "cpu") {
+    if (g_default_plugin.empty()) {
+      throw pjrt::PluginError(
+          "no PJRT plugin configured: install the xla-cpu-pjrt package, or set "
+          "TORCHTPU_PLUGIN to the path of a PJRT plugin .so");
+    }
+    return g_default_plugin;
+  }
+  return p;
+}
+
+bool Runtime::initialized() {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  return g_runtime != nullptr;
+}
+
+Runtime& Runtime::get() {
+  {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    if (g_runtime != nullptr) return *g_runtime;
+  }
+  return init(resolve_plugin_path(), env_cpu_devices());
+}
+
+Runtime& Runtime::init(const std::string& plugin_path, int cpu_device_count) {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  if (g_runtime != nullptr) {
+    if (g_runtime->plugin_path_ != plugin_path || g_cpu_devices_at_init != cpu_device_count) {
+      throw std::runtime_error(
+          "torchtpu is already initialised with plugin '" + g_runtime->plugin_path_ +
+          "'; a process can use one PJRT plugin and device count (call torchtpu.init "
+          "before the first tpu tensor is created)");
+    }
+    return *g_runtime;
+  }
+  g_runtime = new Runtime(plugin_path, cpu_device_count);
+  g_cpu_devices_at_init = cpu_device_count;
+  return *g_runtime;
+}
+
+Runtime::Runtime(std::string plugin_path, int cpu_device_count)
+    : plugin_path_(std::move(plugin_path)) {
+  client_ = pjrt::load_plugin(plugin_path_)->create_client(cpu_device_count);
+  const char* mode = std::getenv("TORCHTPU_EAGER_MODE");
+  if (mode != nullptr && std::strcmp(mode, "debug") == 0) mode_ = EagerMode::kDebug;
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
+                                                   const std::string& op) {
+  std::string key = graph.fingerprint();
+  auto it = programs_.find(key);
+  if (it != programs_.end()) {
+    ++metrics_.cache_hits;
+    return it->second;
+  }
+  ++metrics_.cache_misses;
+  std::string text = stablehlo::emit(graph, "torchtpu");
+  auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<pjrt::Executable> exe;
+  try {
+    exe = client_->compile(text);
+  } catch (const pjrt::PjrtError& e) {
+    throw pjrt::PjrtError(e.method(),
+                          "XLA rejected the program lowered for " + op + ": " + e.what(),
+                          e.code());
+  }
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::steady_clock::now() - start).count();
+  ++metrics_.compiles;
+  metrics_.compile_ns += ns;
+  programs_.emplace(std::move(key), exe);
+  return exe;
+}
+
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(
+    const ir::Graph& graph, const std::vector<pjrt::Buffer*>& args, int device,
+    const std::string& op) {
+  if (args.size() != graph.parameters().size()) {
+    throw std::runtime_error("internal: " + op + " bound " + std::to_string(args.size()) +
+                             " buffers to a program of " +
+                             std::to_string(graph.parameters().size()) + " parameters");
+  }
+  auto exe = compile(graph, op);
+  auto outs = exe->execute(args, device);
+  ++metrics_.executes;
+  if (mode_ == EagerMode::kDebug) {
+    for (auto& b : outs) b->await_ready();
+  } else {
+    track(outs);
+  }
+  return outs;
+}
+
+void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs) {
+  for (auto& b : outs) in_flight_.push_back(b);
+  if (in_flight_.size() <= kMaxInFlight) return;
+  size_t half = in_flight_.size() / 2;
+  for (size_t i = 0; i < half; ++i) {
+    if (auto b = in_flight_[i].lock()) {
+      try {
+        b->await_ready();
+      } catch (const pjrt::PjrtError&) {
+        // Left for the read of that buffer to report, with its op's name.
+      }
+    }
+  }
+  in_flight_.erase(in_flight_.begin(), in_flight_.begin() + half);
+}
+
+void Runtime::synchronize() {
+  auto pending = std::move(in_flight_);
+  in_flight_.clear();
+  for (auto& w : pending) {
+    if (auto b = w.lock()) b->await_ready();
+  }
+}
+
+std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
+                                              const std::vector<int64_t>& dims, int device) {
+  int64_t n = ir::byte_size(dtype);
+  for (int64_t d : dims) n *= d;
+  metrics_.bytes_to_device += n;
+  return client_->buffer_from_host(data, element_type(dtype), dims, device);
+}
+
+void Runtime::download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes) {
+  buffer.to_host(dst, nbytes);
+  metrics_.bytes_to_host += nbytes;
+}
+
+std::shared_ptr<pjrt::Buffer> Runtime::scalar(ir::DType dtype, uint64_t bits, int device) {
+  std::string key(reinterpret_cast<const char*>(&bits), sizeof(bits));
+  key.push_back(static_cast<char>(dtype));
+  key.push_back(static_cast<char>(device));
+  auto it = scalars_.find(key);
+  if (it != scalars_.end()) return it->second;
+  // Little-endian: the value's bytes are the low bytes of `bits`.
+  auto buf = upload(&bits, dtype, {}, device);
+  if (scalars_.size() > 4096) scalars_.clear();
+  scalars_.emplace(std::move(key), buf);
+  return buf;
+}
+
+}  // namespace ttpu::runtime

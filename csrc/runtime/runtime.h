@@ -1,0 +1,108 @@
+// The runtime: one PJRT client per process, the compiled-program cache, the eager
+// modes and the metrics. No torch include: the aten layer calls in with IR graphs
+// and PJRT buffers.
+//
+// Lifetimes: the Runtime is a process singleton created on first use and never
+// destroyed (PJRT plugins must not be unloaded; destroying the client at exit
+// races the plugin's own static destructors). Buffers are shared_ptr owned by the
+// storage Slots that hold them and by in-flight bookkeeping.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "pjrt/pjrt.h"
+
+namespace ttpu::runtime {
+
+enum class EagerMode { kStrict, kDebug };
+
+// Counters read by torchtpu.metrics. Times in nanoseconds, sizes in bytes.
+struct Metrics {
+  std::atomic<int64_t> compiles{0};
+  std::atomic<int64_t> compile_ns{0};
+  std::atomic<int64_t> executes{0};
+  std::atomic<int64_t> cache_hits{0};
+  std::atomic<int64_t> cache_misses{0};
+  std::atomic<int64_t> bytes_to_device{0};
+  std::atomic<int64_t> bytes_to_host{0};
+  void reset();
+};
+
+// The device contents of one tensor storage: a flat 1-D PJRT buffer of
+// `numel()` elements of `dtype`. A view reads and writes it through index
+// arithmetic in the programs it takes part in; replacing `buffer` is how every
+// alias of the storage sees a write. A null buffer means "never written" and
+// reads as zeros (the contents of torch.empty are unspecified).
+struct Slot {
+  std::shared_ptr<pjrt::Buffer> buffer;
+  ir::DType dtype = ir::DType::kU8;  // element type of `buffer`
+  int64_t nbytes = 0;
+  int device = 0;
+  std::string producer;  // ATen op that produced `buffer`: named in async errors
+  int64_t numel() const { return nbytes / ir::byte_size(dtype); }
+};
+
+pjrt::ElementType element_type(ir::DType t);
+
+class Runtime {
+ public:
+  // The process runtime, initialised on first use with the plugin path set by
+  // set_default_plugin() or the TORCHTPU_PLUGIN variable. Throws
+  // pjrt::PluginError if the plugin cannot be loaded.
+  static Runtime& get();
+  static bool initialized();
+  // Initialise explicitly (torchtpu.init). Throws std::runtime_error if already
+  // initialised with a different plugin or device count.
+  static Runtime& init(const std::string& plugin_path, int cpu_device_count);
+  static void set_default_plugin(const std::string& path) ;
+  static std::string resolve_plugin_path();
+
+  pjrt::Client& client() { return *client_; }
+  const std::string& plugin_path() const { return plugin_path_; }
+  int device_count() const { return client_->device_count(); }
+  EagerMode mode() const { return mode_; }
+  void set_mode(EagerMode m) { mode_ = m; }
+  Metrics& metrics() { return metrics_; }
+
+  // Compiles `graph` (cached by fingerprint) and enqueues it on `device` with
+  // `args` bound to graph.parameters() in order. In debug mode waits for the
+  // outputs, so an execution error is raised here. `op` names the ATen op for
+  // error messages. Throws pjrt::PjrtError.
+  std::vector<std::shared_ptr<pjrt::Buffer>> run(const ir::Graph& graph,
+                                                 const std::vector<pjrt::Buffer*>& args,
+                                                 int device, const std::string& op);
+  std::shared_ptr<pjrt::Executable> compile(const ir::Graph& graph, const std::string& op);
+
+  // Host -> device copy of dense row-major data.
+  std::shared_ptr<pjrt::Buffer> upload(const void* data, ir::DType dtype,
+                                       const std::vector<int64_t>& dims, int device);
+  // Device -> host copy of a whole buffer; waits. Throws pjrt::PjrtError.
+  void download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes);
+  // A cached 0-d buffer holding `bits` (the value's bit pattern in `dtype`).
+  std::shared_ptr<pjrt::Buffer> scalar(ir::DType dtype, uint64_t bits, int device);
+
+  // Waits for every enqueued program; throws the first error met.
+  void synchronize();
+  size_t cached_programs() const { return programs_.size(); }
+
+ private:
+  Runtime(std::string plugin_path, int cpu_device_count);
+  void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs);
+
+  std::string plugin_path_;
+  std::shared_ptr<pjrt::Client> client_;
+  EagerMode mode_ = EagerMode::kStrict;
+  Metrics metrics_;
+  std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> programs_;
+  std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
+  std::vector<std::weak_ptr<pjrt::Buffer>> in_flight_;
+};
+
+}  // namespace ttpu::runtime

@@ -1,0 +1,398 @@
+// Graph -> StableHLO text. One line per node in MLIR generic form:
+//   %3 = "stablehlo.add"(%1, %2) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+// Parameters are the entry block arguments %argN; a node with several results is
+// "%5:2 = ..." and its results "%5#0", "%5#1". Region bodies come from
+// emit_regions.cc.
+#include "stablehlo/emit.h"
+
+#include <cctype>
+
+#include "stablehlo/emit_util.h"
+
+namespace ttpu::stablehlo {
+
+using ir::DType;
+using ir::IrError;
+using ir::Node;
+using ir::Op;
+using ir::TensorType;
+using ir::Value;
+
+namespace {
+
+using namespace detail;  // NOLINT: the internal text helpers
+
+constexpr int kRegionIndent = 6;
+
+// `@name` when `name` is a bare MLIR identifier, else a quoted symbol.
+std::string symbol(const std::string& name) {
+  bool bare = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  for (char c : name) {
+    bare = bare && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.');
+  }
+  if (bare) return "@" + name;
+  std::string s = "@\"";
+  for (char c : name) {
+    if (c == '"' || c == '\\') s += '\\';
+    s += c;
+  }
+  return s + "\"";
+}
+
+// The StableHLO (or CHLO) op of an elementwise IR op. op_name() already is the
+// StableHLO name for ops StableHLO has; the rest are CHLO ops, which XLA
+// legalizes when it compiles (checked on the xla-cpu-pjrt plugin by the
+// end-to-end test in csrc/tests/stablehlo_run_test.cc).
+std::string elementwise_op(Op op) {
+  switch (op) {
+    case Op::kErf: return "chlo.erf";
+    case Op::kErfInv: return "chlo.erf_inv";
+    case Op::kLgamma: return "chlo.lgamma";
+    case Op::kDigamma: return "chlo.digamma";
+    case Op::kAsin: return "chlo.asin";
+    case Op::kAcos: return "chlo.acos";
+    case Op::kSinh: return "chlo.sinh";
+    case Op::kCosh: return "chlo.cosh";
+    case Op::kAsinh: return "chlo.asinh";
+    case Op::kAcosh: return "chlo.acosh";
+    case Op::kAtanh: return "chlo.atanh";
+    default: return std::string("stablehlo.") + ir::op_name(op);
+  }
+}
+
+bool is_elementwise(Op op) {
+  return (op >= Op::kNeg && op <= Op::kShiftRightLogical) || op == Op::kSelect ||
+         op == Op::kClamp || op == Op::kConvert || op == Op::kBitcastConvert;
+}
+
+class Emitter {
+ public:
+  explicit Emitter(const ir::Graph& g) : g_(g), names_(g.nodes().size()) {}
+
+  std::string module(const std::string& module_name) {
+    const auto& params = g_.parameters();
+    std::string sig;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const int32_t id = params[i];
+      if (id < 0 || static_cast<size_t>(id) >= g_.nodes().size() ||
+          g_.nodes()[id].op != Op::kParameter) {
+        throw IrError("stablehlo emit: parameter list names node " + std::to_string(id) +
+                      ", which is not a parameter");
+      }
+      names_[id] = "%arg" + std::to_string(i);
+      sig += (i ? ", " : "") + names_[id] + ": " + g_.nodes()[id].results[0].mlir();
+    }
+    for (size_t id = 0; id < g_.nodes().size(); ++id) emit_node(static_cast<int32_t>(id));
+
+    std::string out_names, out_types;
+    for (size_t i = 0; i < g_.outputs().size(); ++i) {
+      const Value v = g_.outputs()[i];
+      out_types += (i ? ", " : "") + g_.type(v).mlir();  // throws on a bad output
+      out_names += (i ? ", " : "") + ref(v);
+    }
+    std::string s = "module " + symbol(module_name) + " {\n  func.func public @main(" + sig +
+                    ") -> (" + out_types + ") {\n";
+    s += body_;
+    s += "    \"func.return\"(" + out_names + ") : (" + out_types + ") -> ()\n  }\n}\n";
+    return s;
+  }
+
+ private:
+  std::string ref(Value v) const {
+    const TensorType& t = g_.type(v);  // validates v
+    (void)t;
+    const Node& n = g_.nodes()[v.node];
+    if (names_[v.node].empty()) {
+      throw IrError("stablehlo emit: node " + std::to_string(v.node) + " (" +
+                    ir::op_name(n.op) + ") is used before it is defined");
+    }
+    if (n.results.size() == 1) return names_[v.node];
+    return names_[v.node] + "#" + std::to_string(v.index);
+  }
+
+  // `"<op>"(operands) <regions> {attrs} : (types) -> results`, assigned to node `id`.
+  void line(int32_t id, const std::string& op, const std::vector<Value>& operands,
+            const std::string& attrs, const std::string& regions = "") {
+    const Node& n = g_.nodes()[id];
+    std::string name = "%" + std::to_string(id);
+    std::string s = "    " + name;
+    if (n.results.size() != 1) s += ":" + std::to_string(n.results.size());
+    s += " = \"" + op + "\"(";
+    std::string types;
+    for (size_t i = 0; i < operands.size(); ++i) {
+      s += (i ? ", " : "") + ref(operands[i]);
+      types += (i ? ", " : "") + g_.type(operands[i]).mlir();
+    }
+    s += ")";
+    if (!regions.empty()) s += " (" + regions + ")";
+    if (!attrs.empty()) s += " {" + attrs + "}";
+    s += " : (" + types + ") -> ";
+    if (n.results.size() == 1) {
+      s += n.results[0].mlir();
+    } else {
+      s += "(";
+      for (size_t i = 0; i < n.results.size(); ++i) s += (i ? ", " : "") + n.results[i].mlir();
+      s += ")";
+    }
+    body_ += s + "\n";
+    names_[id] = name;
+  }
+
+  std::string temp_constant(uint64_t bits, const TensorType& t) {
+    const std::string name = "%c" + std::to_string(temp_++);
+    body_ += "    " + name + " = \"stablehlo.constant\"() {value = dense<" +
+             literal_text(bits, t.dtype) + "> : " + t.mlir() + "} : () -> " + t.mlir() + "\n";
+    return name;
+  }
+
+  std::vector<DType> dtypes(const std::vector<Value>& vs) const {
+    std::vector<DType> out;
+    for (Value v : vs) out.push_back(g_.type(v).dtype);
+    return out;
+  }
+
+  void emit_node(int32_t id);
+  void emit_structured(int32_t id, const Node& n);
+
+  const ir::Graph& g_;
+  std::vector<std::string> names_;
+  std::string body_;
+  int temp_ = 0;
+  int region_counter_ = 0;
+};
+
+void Emitter::emit_node(int32_t id) {
+  const Node& n = g_.nodes()[id];
+  const auto& a = n.attrs;
+  const auto& ints = a.ints;
+  auto need_ints = [&](size_t count) {
+    if (ints.size() != count) {
+      throw IrError(std::string("stablehlo emit: ") + ir::op_name(n.op) + " node " +
+                    std::to_string(id) + " has " + std::to_string(ints.size()) +
+                    " int attributes, expected " + std::to_string(count));
+    }
+  };
+  switch (n.op) {
+    case Op::kParameter:
+      if (names_[id].empty()) {
+        throw IrError("stablehlo emit: parameter node " + std::to_string(id) +
+                      " is missing from graph.parameters()");
+      }
+      return;
+    case Op::kConstant: {
+      const TensorType& t = n.results[0];
+      line(id, "stablehlo.constant", {},
+           "value = dense<" + literal_text(a.literal, t.dtype) + "> : " + t.mlir());
+      return;
+    }
+    case Op::kIota:
+      line(id, "stablehlo.iota", {}, "iota_dimension = " + std::to_string(a.dim) + " : i64");
+      return;
+    case Op::kAtan: {
+      // StableHLO has no atan: atan(x) = atan2(x, 1).
+      const TensorType& t = n.results[0];
+      const std::string one = temp_constant(ir::literal_bits(1.0, t.dtype), t);
+      const std::string x = ref(n.operands[0]);
+      const std::string name = "%" + std::to_string(id);
+      body_ += "    " + name + " = \"stablehlo.atan2\"(" + x + ", " + one + ") : (" + t.mlir() +
+               ", " + t.mlir() + ") -> " + t.mlir() + "\n";
+      names_[id] = name;
+      return;
+    }
+    case Op::kCompare: {
+      const DType t = g_.type(n.operands[0]).dtype;
+      line(id, "stablehlo.compare", n.operands,
+           "comparison_direction = " + comparison_direction(a.cmp) +
+               ", compare_type = " + comparison_type(t));
+      return;
+    }
+    case Op::kReshape:
+      line(id, "stablehlo.reshape", n.operands, "");
+      return;
+    case Op::kBroadcastInDim:
+      need_ints(1);
+      line(id, "stablehlo.broadcast_in_dim", n.operands,
+           "broadcast_dimensions = " + i64_array(ints[0]));
+      return;
+    case Op::kTranspose:
+      need_ints(1);
+      line(id, "stablehlo.transpose", n.operands, "permutation = " + i64_array(ints[0]));
+      return;
+    case Op::kSlice:
+      need_ints(3);
+      line(id, "stablehlo.slice", n.operands,
+           "start_indices = " + i64_array(ints[0]) + ", limit_indices = " + i64_array(ints[1]) +
+               ", strides = " + i64_array(ints[2]));
+      return;
+    case Op::kConcatenate:
+      line(id, "stablehlo.concatenate", n.operands,
+           "dimension = " + std::to_string(a.dim) + " : i64");
+      return;
+    case Op::kPad:
+      need_ints(3);
+      line(id, "stablehlo.pad", n.operands,
+           "edge_padding_low = " + i64_array(ints[0]) + ", edge_padding_high = " +
+               i64_array(ints[1]) + ", interior_padding = " + i64_array(ints[2]));
+      return;
+    case Op::kReverse:
+      need_ints(1);
+      line(id, "stablehlo.reverse", n.operands, "dimensions = " + i64_array(ints[0]));
+      return;
+    case Op::kDynamicSlice:
+      need_ints(1);
+      line(id, "stablehlo.dynamic_slice", n.operands, "slice_sizes = " + i64_array(ints[0]));
+      return;
+    case Op::kDynamicUpdateSlice:
+      line(id, "stablehlo.dynamic_update_slice", n.operands, "");
+      return;
+    default:
+      break;
+  }
+  if (is_elementwise(n.op)) {
+    line(id, elementwise_op(n.op), n.operands, "");
+    return;
+  }
+  emit_structured(id, n);
+}
+
+void Emitter::emit_structured(int32_t id, const Node& n) {
+  const auto& a = n.attrs;
+  const auto& ints = a.ints;
+  auto need_ints = [&](size_t count) {
+    if (ints.size() != count) {
+      throw IrError(std::string("stablehlo emit: ") + ir::op_name(n.op) + " node " +
+                    std::to_string(id) + " has " + std::to_string(ints.size()) +
+                    " int attributes, expected " + std::to_string(count));
+    }
+  };
+  int* rc = &region_counter_;
+  switch (n.op) {
+    case Op::kGather: {
+      const auto& d = a.gather;
+      std::string dn = "#stablehlo.gather<";
+      std::string sep;
+      auto field = [&](const char* name, const std::vector<int64_t>& v) {
+        if (v.empty()) return;
+        dn += sep + name + " = " + int_list(v);
+        sep = ", ";
+      };
+      field("offset_dims", d.offset_dims);
+      field("collapsed_slice_dims", d.collapsed_slice_dims);
+      field("start_index_map", d.start_index_map);
+      dn += sep + "index_vector_dim = " + std::to_string(d.index_vector_dim) + ">";
+      line(id, "stablehlo.gather", n.operands,
+           "dimension_numbers = " + dn + ", slice_sizes = " + i64_array(d.slice_sizes) +
+               ", indices_are_sorted = false");
+      return;
+    }
+    case Op::kScatter: {
+      const auto& d = a.scatter;
+      std::string dn = "#stablehlo.scatter<";
+      std::string sep;
+      auto field = [&](const char* name, const std::vector<int64_t>& v) {
+        if (v.empty()) return;
+        dn += sep + name + " = " + int_list(v);
+        sep = ", ";
+      };
+      field("update_window_dims", d.update_window_dims);
+      field("inserted_window_dims", d.inserted_window_dims);
+      field("scatter_dims_to_operand_dims", d.scatter_dims_to_operand_dims);
+      dn += sep + "index_vector_dim = " + std::to_string(d.index_vector_dim) + ">";
+      const DType t = n.results[0].dtype;
+      line(id, "stablehlo.scatter", n.operands,
+           "scatter_dimension_numbers = " + dn +
+               ", indices_are_sorted = false, unique_indices = false",
+           reducer_region(a.reducer, {t}, rc, kRegionIndent));
+      return;
+    }
+    case Op::kReduce: {
+      need_ints(1);
+      const size_t half = n.operands.size() / 2;
+      const std::vector<Value> operands(n.operands.begin(), n.operands.begin() + half);
+      line(id, "stablehlo.reduce", n.operands, "dimensions = " + i64_array(ints[0]),
+           reducer_region(a.reducer, dtypes(operands), rc, kRegionIndent));
+      return;
+    }
+    case Op::kReduceWindow: {
+      need_ints(6);
+      std::string attrs = "window_dimensions = " + i64_array(ints[0]) +
+                          ", window_strides = " + i64_array(ints[1]) +
+                          ", base_dilations = " + i64_array(ints[2]) +
+                          ", window_dilations = " + i64_array(ints[3]);
+      if (!ints[4].empty()) attrs += ", padding = " + padding_attr(ints[4], ints[5]);
+      line(id, "stablehlo.reduce_window", n.operands, attrs,
+           reducer_region(a.reducer, {n.results[0].dtype}, rc, kRegionIndent));
+      return;
+    }
+    case Op::kSelectAndScatter: {
+      need_ints(4);
+      const DType t = n.results[0].dtype;
+      std::string attrs =
+          "window_dimensions = " + i64_array(ints[0]) + ", window_strides = " + i64_array(ints[1]);
+      if (!ints[2].empty()) attrs += ", padding = " + padding_attr(ints[2], ints[3]);
+      // Separate statements: both regions draw names from the same counter.
+      const std::string select = select_region(a.cmp, t, rc, kRegionIndent);
+      const std::string scatter = reducer_region(ir::Reducer::kAdd, {t}, rc, kRegionIndent);
+      line(id, "stablehlo.select_and_scatter", n.operands, attrs, select + ", " + scatter);
+      return;
+    }
+    case Op::kSort:
+      line(id, "stablehlo.sort", n.operands,
+           "dimension = " + std::to_string(a.dim) + " : i64, is_stable = true",
+           sort_region(a.cmp, dtypes(n.operands), rc, kRegionIndent));
+      return;
+    case Op::kDotGeneral: {
+      need_ints(4);
+      std::string dn = "#stablehlo.dot<";
+      std::string sep;
+      const char* names[] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
+                             "lhs_contracting_dimensions", "rhs_contracting_dimensions"};
+      for (int i = 0; i < 4; ++i) {
+        if (ints[i].empty()) continue;
+        dn += sep + names[i] + " = " + int_list(ints[i]);
+        sep = ", ";
+      }
+      line(id, "stablehlo.dot_general", n.operands, "dot_dimension_numbers = " + dn + ">");
+      return;
+    }
+    case Op::kConvolution: {
+      const auto& c = a.conv;
+      const size_t spatial = static_cast<size_t>(n.results[0].rank() - 2);
+      std::string s;
+      for (size_t i = 0; i < spatial; ++i) s += ", " + std::to_string(i);
+      std::string attrs = "dimension_numbers = #stablehlo.conv<[b, f" + s + "]x[o, i" + s +
+                          "]->[b, f" + s + "]>, feature_group_count = " +
+                          std::to_string(c.feature_group_count) +
+                          " : i64, batch_group_count = " + std::to_string(c.batch_group_count) +
+                          " : i64";
+      if (spatial > 0) {
+        if (c.window_strides.size() != spatial || c.padding_low.size() != spatial ||
+            c.padding_high.size() != spatial || c.lhs_dilation.size() != spatial ||
+            c.rhs_dilation.size() != spatial) {
+          throw IrError("stablehlo emit: convolution node " + std::to_string(id) +
+                        " has ConvDims of the wrong length");
+        }
+        attrs += ", window_strides = " + i64_array(c.window_strides) +
+                 ", padding = " + padding_attr(c.padding_low, c.padding_high) +
+                 ", lhs_dilation = " + i64_array(c.lhs_dilation) +
+                 ", rhs_dilation = " + i64_array(c.rhs_dilation);
+      }
+      line(id, "stablehlo.convolution", n.operands, attrs);
+      return;
+    }
+    case Op::kRngBitGenerator:
+      line(id, "stablehlo.rng_bit_generator", n.operands,
+           "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
+      return;
+    default:
+      throw IrError(std::string("stablehlo emit: no lowering for ") + ir::op_name(n.op));
+  }
+}
+
+}  // namespace
+
+std::string emit(const ir::Graph& graph, const std::string& module_name) {
+  return Emitter(graph).module(module_name);
+}
+
+}  // namespace ttpu::stablehlo

@@ -1,0 +1,25 @@
+"""Eager execution modes: ``strict`` (default, asynchronous) and ``debug``."""
+
+from torchtpu import _C
+
+_MODES = ("strict", "debug")
+
+
+def set_eager_mode(mode):
+    """Selects how ATen ops execute on tpu.
+
+    ``"strict"``: each op is compiled once per signature, enqueued, and the host
+    waits only when a value is read. ``"debug"``: the same, but waits after every
+    op, so an error is raised at the Python line that issued it.
+
+    Raises:
+        ValueError: ``mode`` is not one of ``"strict"``, ``"debug"``.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"eager mode must be one of {_MODES}, got {mode!r}")
+    _C._set_eager_mode(mode)
+
+
+def get_eager_mode():
+    """The current eager mode, ``"strict"`` or ``"debug"``."""
+    return _C._get_eager_mode()

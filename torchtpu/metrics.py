@@ -1,0 +1,34 @@
+"""Counters of the tpu runtime, for finding recompiles, transfers and fallbacks.
+
+``metrics()`` returns a dict: ``compiles`` (XLA compilations), ``compile_seconds``
+(total wall seconds compiling), ``executes`` (programs run), ``cache_hits`` /
+``cache_misses`` (in-memory program cache), ``bytes_to_device`` /
+``bytes_to_host`` (bytes copied by transfers), ``cached_programs``.
+"""
+
+from torchtpu import _C
+
+
+def metrics():
+    """Runtime counters since start or the last :func:`reset` (see module doc)."""
+    return dict(_C._metrics())
+
+
+def fallback_counts():
+    """Per-op counts of CPU fallbacks, e.g. ``{"aten::cumsum": 3}``."""
+    return dict(_C._fallback_counts())
+
+
+def total_fallbacks():
+    """Number of CPU fallback calls since the last :func:`reset`."""
+    return sum(_C._fallback_counts().values())
+
+
+def reset():
+    """Zeroes every counter and the fallback counts."""
+    _C._reset_metrics()
+
+
+def lowered_ops():
+    """Names of the ATen ops with a tpu lowering (functional overloads)."""
+    return sorted(_C._lowered_ops())
