@@ -8,6 +8,7 @@ xla-cpu-pjrt wheel.
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,9 @@ def _plugin_dir() -> Path:
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
+        # An installed torchtpu is autoloaded by `import torch`; while building,
+        # its extension may be missing or stale.
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
         import torch
 
         out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
@@ -39,12 +43,19 @@ class CMakeBuild(build_ext):
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DPJRT_INCLUDE_DIR={plugin_dir / 'include'}",
             f"-DTORCHTPU_TEST_PLUGIN={plugin_dir / 'xla_cpu_pjrt.so'}",
-            f"-DTORCHTPU_PACKAGE_DIR={out_dir / 'torchtpu'}",
+            f"-DTORCHTPU_PACKAGE_DIR={ROOT / 'torchtpu'}",
             "-DCMAKE_BUILD_TYPE=Release",
         ]
         subprocess.check_call(cfg)
         jobs = os.environ.get("TORCHTPU_BUILD_JOBS", "2")
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
+        # CMake writes torchtpu/_C.so in the source tree (what an editable install
+        # imports); a wheel build expects the file at setuptools' own path too.
+        target = Path(self.get_ext_fullpath(ext.name)).resolve()
+        built = ROOT / "torchtpu" / target.name
+        if target != built:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(built, target)
 
 
 setup(

@@ -10,7 +10,17 @@ The plugin is OpenXLA's CPU plugin (package ``xla-cpu-pjrt``) unless
 ``TORCHTPU_PLUGIN`` names another PJRT plugin ``.so`` or :func:`init` is called.
 """
 
-import torch
+
+def _autoload():
+    """Entry point of the ``torch.backends`` group: importing is the work.
+
+    Defined before ``import torch``: when ``import torchtpu`` comes first, torch's
+    backend autoload re-enters this partially initialised module and looks this
+    name up.
+    """
+
+
+import torch  # noqa: E402
 
 torch.utils.rename_privateuse1_backend("tpu")
 
@@ -55,6 +65,3 @@ def sync():
     """
     _C._synchronize()
 
-
-def _autoload():
-    """Entry point of the ``torch.backends`` group: importing is the work."""

@@ -118,5 +118,9 @@ PYBIND11_MODULE(_C, m) {
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(state);
   });
+  // For tests: the error path of a program the plugin rejects.
+  m.def("_compile_stablehlo", [](const std::string& text, const std::string& op) {
+    guarded([&] { Runtime::get().compile_text(text, op); return 0; });
+  });
   m.def("_storage_producer", [](const at::Tensor& t) { return ttpu::aten::slot_of(t).producer; });
 }

@@ -126,7 +126,13 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
     return it->second;
   }
   ++metrics_.cache_misses;
-  std::string text = stablehlo::emit(graph, "torchtpu");
+  auto exe = compile_text(stablehlo::emit(graph, "torchtpu"), op);
+  programs_.emplace(std::move(key), exe);
+  return exe;
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::compile_text(const std::string& text,
+                                                        const std::string& op) {
   auto start = std::chrono::steady_clock::now();
   std::shared_ptr<pjrt::Executable> exe;
   try {
@@ -140,7 +146,6 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
                 std::chrono::steady_clock::now() - start).count();
   ++metrics_.compiles;
   metrics_.compile_ns += ns;
-  programs_.emplace(std::move(key), exe);
   return exe;
 }
 

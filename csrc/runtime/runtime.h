@@ -79,6 +79,8 @@ class Runtime {
                                                  const std::vector<pjrt::Buffer*>& args,
                                                  int device, const std::string& op);
   std::shared_ptr<pjrt::Executable> compile(const ir::Graph& graph, const std::string& op);
+  // Compiles StableHLO text (uncached); a rejection is a PjrtError naming `op`.
+  std::shared_ptr<pjrt::Executable> compile_text(const std::string& text, const std::string& op);
 
   // Host -> device copy of dense row-major data.
   std::shared_ptr<pjrt::Buffer> upload(const void* data, ir::DType dtype,

@@ -152,6 +152,7 @@ class Emitter {
   }
 
   void emit_node(int32_t id);
+  void emit_nan_propagating(int32_t id, const Node& n);
   void emit_structured(int32_t id, const Node& n);
 
   const ir::Graph& g_;
@@ -199,6 +200,13 @@ void Emitter::emit_node(int32_t id) {
       names_[id] = name;
       return;
     }
+    case Op::kMax:
+    case Op::kMin:
+      if (ir::is_float(n.results[0].dtype)) {
+        emit_nan_propagating(id, n);
+        return;
+      }
+      break;
     case Op::kCompare: {
       const DType t = g_.type(n.operands[0]).dtype;
       line(id, "stablehlo.compare", n.operands,
@@ -253,6 +261,34 @@ void Emitter::emit_node(int32_t id) {
     return;
   }
   emit_structured(id, n);
+}
+
+// Float maximum/minimum that propagate NaN, as the StableHLO spec (IEEE 754
+// maximum/minimum) and PyTorch (torch.maximum, amax) require. The xla-cpu-pjrt
+// 0.81 plugin compiles stablehlo.maximum as a fast min/max (x > y ? x : y):
+// maximum(1, NaN) gave 1 and a max-reduce dropped NaN (XLA's
+// xla_cpu_enable_fast_min_max), so NaN is selected explicitly:
+//   r = select(isnan(b), b, select(isnan(a), a, maximum(a, b)))
+void Emitter::emit_nan_propagating(int32_t id, const Node& n) {
+  const std::string t = n.results[0].mlir();
+  const std::string i1 = TensorType{DType::kBool, n.results[0].dims}.mlir();
+  const std::string a = ref(n.operands[0]);
+  const std::string b = ref(n.operands[1]);
+  const std::string p = "%n" + std::to_string(id) + "_";  // temps %n<id>_m, ...
+  const std::string cmp = " {comparison_direction = " + comparison_direction(ir::Cmp::kNE) +
+                          ", compare_type = " + comparison_type(n.results[0].dtype) + "}";
+  body_ += "    " + p + "m = \"" + elementwise_op(n.op) + "\"(" + a + ", " + b + ") : (" + t +
+           ", " + t + ") -> " + t + "\n";
+  body_ += "    " + p + "an = \"stablehlo.compare\"(" + a + ", " + a + ")" + cmp + " : (" + t +
+           ", " + t + ") -> " + i1 + "\n";
+  body_ += "    " + p + "bn = \"stablehlo.compare\"(" + b + ", " + b + ")" + cmp + " : (" + t +
+           ", " + t + ") -> " + i1 + "\n";
+  body_ += "    " + p + "a = \"stablehlo.select\"(" + p + "an, " + a + ", " + p + "m) : (" + i1 +
+           ", " + t + ", " + t + ") -> " + t + "\n";
+  const std::string name = "%" + std::to_string(id);
+  body_ += "    " + name + " = \"stablehlo.select\"(" + p + "bn, " + b + ", " + p + "a) : (" + i1 +
+           ", " + t + ", " + t + ") -> " + t + "\n";
+  names_[id] = name;
 }
 
 void Emitter::emit_structured(int32_t id, const Node& n) {

@@ -179,7 +179,18 @@ std::string reducer_region(Reducer reducer, const std::vector<DType>& dtypes, in
     for (size_t i = 0; i < n; ++i) results.push_back(g.arg(n + i));  // the update wins
   } else {
     for (size_t i = 0; i < n; ++i) {
-      results.push_back(g.op(combiner(reducer, dtypes[i]), {g.arg(i), g.arg(n + i)}, dtypes[i]));
+      const Region::Val& a = g.arg(i);
+      const Region::Val& b = g.arg(n + i);
+      Region::Val r = g.op(combiner(reducer, dtypes[i]), {a, b}, dtypes[i]);
+      if ((reducer == Reducer::kMax || reducer == Reducer::kMin) && ir::is_float(dtypes[i])) {
+        // NaN wins, as in emit.cc's elementwise maximum/minimum (the CPU
+        // plugin's fast min/max would drop it).
+        const Region::Val a_nan = g.is_nan(a);
+        const Region::Val b_nan = g.is_nan(b);
+        const Region::Val with_a = g.select(a_nan, a, r);
+        r = g.select(b_nan, b, with_a);
+      }
+      results.push_back(r);
     }
   }
   return g.finish(results, indent);

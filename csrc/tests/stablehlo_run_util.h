@@ -76,6 +76,13 @@ inline Array array_of(ir::DType dtype, std::vector<int64_t> dims, const std::vec
   return a;
 }
 
+// The values `v` take once stored in `dtype`.
+inline std::vector<double> stored(ir::DType dtype, const std::vector<double>& v) {
+  std::vector<double> out;
+  for (double x : v) out.push_back(ir::literal_to_double(ir::literal_bits(x, dtype), dtype));
+  return out;
+}
+
 inline pjrt::ElementType element_type(ir::DType t) {
   using E = pjrt::ElementType;
   switch (t) {

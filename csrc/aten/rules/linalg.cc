@@ -1,0 +1,285 @@
+// Lowerings of the matrix products (mm, bmm, addmm, baddbmm, addbmm, mv, addmv,
+// dot, vdot, addr) to dot_general. matmul, linear, outer, einsum... are
+// CompositeImplicitAutograd and reach these ops after decomposition.
+//
+// Argument checks run before any IR is built and repeat the CPU kernels' checks
+// in their order with their text (aten/src/ATen/native/LinearAlgebra.cpp and
+// Blas.cpp), so a user sees the same RuntimeError on tpu as on CPU.
+#include <ATen/ExpandUtils.h>
+
+#include "aten/ops_util.h"
+
+namespace ttpu::aten {
+namespace {
+
+using ir::Op;
+using ir::Value;
+
+// CPU's GEMM kernels have no bool instantiation; they raise NotImplementedError
+// naming the kernel ("addmm_impl_cpu_"), which we repeat.
+void check_not_bool(const at::Tensor& t, const char* kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() != at::kBool, "\"", kernel,
+                              "\" not implemented for '", t.scalar_type(), "'");
+}
+
+// `self` broadcast to `sizes` the way at::expand checks it, so a mismatch raises
+// expand's own message ("The expanded size of the tensor (4) must match ...").
+void check_expandable(const at::Tensor& self, c10::IntArrayRef sizes) {
+  at::inferExpandGeometry_dimvector(self.sizes(), self.strides(), sizes);
+}
+
+// beta * self + alpha * product, PyTorch's addmm family. beta == 0 ignores self
+// entirely, so NaN/inf in it do not propagate (documented for torch.addmm);
+// beta/alpha == 1 skip their multiply. Other values are program parameters, so a
+// changing scale never recompiles.
+Value scaled_sum(LoweringContext& ctx, const at::Tensor& self, Value product,
+                 const c10::Scalar& beta, const c10::Scalar& alpha) {
+  auto& g = ctx.g();
+  const ir::DType dt = dtype(ctx, product);
+  const auto& shape = dims(ctx, product);
+  if (!alpha.equal(1)) product = g.binary(Op::kMul, product, broadcast_to(ctx, ctx.scalar(alpha, dt), shape));
+  if (beta.equal(0)) return product;
+  Value s = broadcast_to(ctx, g.convert(ctx.tensor(self), dt), shape);
+  if (!beta.equal(1)) s = g.binary(Op::kMul, s, broadcast_to(ctx, ctx.scalar(beta, dt), shape));
+  return g.binary(Op::kAdd, s, product);
+}
+
+// [n, k] x [k, m] -> [n, m]
+Value matmul2d(LoweringContext& ctx, Value a, Value b) {
+  return ctx.g().dot_general(a, b, {}, {}, {1}, {0});
+}
+
+// [b, n, k] x [b, k, m] -> [b, n, m]
+Value matmul3d(LoweringContext& ctx, Value a, Value b) {
+  return ctx.g().dot_general(a, b, {0}, {0}, {2}, {1});
+}
+
+// --------------------------------------------------------------------- mm / addmm
+
+void check_mm_shapes(const at::Tensor& mat1, const at::Tensor& mat2) {
+  TORCH_CHECK(mat1.size(1) == mat2.size(0), "mat1 and mat2 shapes cannot be multiplied (",
+              mat1.size(0), "x", mat1.size(1), " and ", mat2.size(0), "x", mat2.size(1), ")");
+}
+
+// mm(self, mat2): TORCH_META_FUNC(mm).
+std::vector<Value> mm(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const at::Tensor& mat2 = a.tensor(1);
+  TORCH_CHECK(self.dim() == 2, "self must be a matrix");
+  TORCH_CHECK(mat2.dim() == 2, "mat2 must be a matrix");
+  TORCH_CHECK(self.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
+              self.dtype(), " != ", mat2.dtype());
+  check_mm_shapes(self, mat2);
+  check_not_bool(self, "addmm_impl_cpu_");
+  return {matmul2d(ctx, ctx.tensor(self), ctx.tensor(mat2))};
+}
+
+// The checks of addmm's meta function (ADDMM_META) in their order.
+void check_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2) {
+  TORCH_CHECK(self.scalar_type() == mat2.scalar_type(), "self and mat2 must have the same dtype, but got ",
+              self.scalar_type(), " and ", mat2.scalar_type());
+  TORCH_CHECK(mat1.scalar_type() == mat2.scalar_type(), "mat1 and mat2 must have the same dtype, but got ",
+              mat1.scalar_type(), " and ", mat2.scalar_type());
+  TORCH_CHECK(mat1.dim() == 2, "mat1 must be a matrix, got ", mat1.dim(), "-D tensor");
+  TORCH_CHECK(mat2.dim() == 2, "mat2 must be a matrix, got ", mat2.dim(), "-D tensor");
+  check_mm_shapes(mat1, mat2);
+}
+
+// addmm(self, mat1, mat2, beta, alpha) = beta * self + alpha * (mat1 @ mat2).
+std::vector<Value> addmm(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const at::Tensor& mat1 = a.tensor(1);
+  const at::Tensor& mat2 = a.tensor(2);
+  check_addmm(self, mat1, mat2);
+  check_expandable(self, {mat1.size(0), mat2.size(1)});
+  check_not_bool(self, "addmm_impl_cpu_");
+  Value product = matmul2d(ctx, ctx.tensor(mat1), ctx.tensor(mat2));
+  return {scaled_sum(ctx, self, product, a.scalar(3), a.scalar(4))};
+}
+
+// ------------------------------------------------------------ bmm / baddbmm / addbmm
+
+// common_checks_baddbmm_bmm: batch1 [b, n, k], batch2 [b, k, m].
+void check_bmm(const at::Tensor& batch1, const at::Tensor& batch2) {
+  TORCH_CHECK(batch1.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(batch2.dim() == 3, "batch2 must be a 3D tensor");
+  const int64_t bs = batch1.size(0), contraction = batch1.size(2);
+  TORCH_CHECK(batch2.size(0) == bs && batch2.size(1) == contraction,
+              "Expected size for first two dimensions of batch2 tensor to be: [", bs, ", ",
+              contraction, "] but got: [", batch2.size(0), ", ", batch2.size(1), "].");
+}
+
+// The CPU kernel dispatches on batch1's dtype and reads batch2 with it.
+void check_bmm_dtypes(const at::Tensor& batch1, const at::Tensor& batch2) {
+  TORCH_CHECK(batch1.scalar_type() == batch2.scalar_type(), "expected scalar type ",
+              batch1.scalar_type(), " but found ", batch2.scalar_type());
+}
+
+std::vector<Value> bmm(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& batch1 = a.tensor(0);
+  const at::Tensor& batch2 = a.tensor(1);
+  check_bmm(batch1, batch2);
+  check_not_bool(batch1, "bmm");
+  check_bmm_dtypes(batch1, batch2);
+  return {matmul3d(ctx, ctx.tensor(batch1), ctx.tensor(batch2))};
+}
+
+// baddbmm(self, batch1, batch2, beta, alpha) = beta * self + alpha * bmm(batch1, batch2).
+std::vector<Value> baddbmm(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const at::Tensor& batch1 = a.tensor(1);
+  const at::Tensor& batch2 = a.tensor(2);
+  // TORCH_META_FUNC(baddbmm) expands self before the common checks.
+  check_expandable(self, {batch1.size(0), batch1.size(1), batch2.size(2)});
+  TORCH_CHECK(self.dtype() == batch1.dtype() && self.dtype() == batch2.dtype(),
+              "Input dtypes must be the same, got: input ", self.dtype(), ", batch1: ",
+              batch1.dtype(), ", batch2: ", batch2.dtype());
+  check_bmm(batch1, batch2);
+  check_not_bool(batch1, "baddbmm");
+  Value product = matmul3d(ctx, ctx.tensor(batch1), ctx.tensor(batch2));
+  return {scaled_sum(ctx, self, product, a.scalar(3), a.scalar(4))};
+}
+
+// addbmm(self, batch1, batch2, beta, alpha) = beta * self + alpha * sum_b batch1[b] @ batch2[b]:
+// one dot_general contracting both the batch and the inner dimension.
+std::vector<Value> addbmm(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const at::Tensor& batch1 = a.tensor(1);
+  const at::Tensor& batch2 = a.tensor(2);
+  // addbmm_out: expand first, then addbmm_impl_'s checks, then addmm_'s per batch.
+  check_expandable(self, {batch1.size(1), batch2.size(2)});
+  TORCH_CHECK(batch1.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(batch2.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(batch1.size(0) == batch2.size(0), "batch1 and batch2 must have same number of batches, got ",
+              batch1.size(0), " and ", batch2.size(0));
+  TORCH_CHECK(batch1.size(2) == batch2.size(1), "Incompatible matrix sizes for bmm (", batch1.size(1), "x",
+              batch1.size(2), " and ", batch2.size(1), "x", batch2.size(2), ")");
+  if (batch1.size(0) > 0) {
+    TORCH_CHECK(self.scalar_type() == batch2.scalar_type(), "self and mat2 must have the same dtype, but got ",
+                self.scalar_type(), " and ", batch2.scalar_type());
+    TORCH_CHECK(batch1.scalar_type() == batch2.scalar_type(),
+                "mat1 and mat2 must have the same dtype, but got ", batch1.scalar_type(), " and ",
+                batch2.scalar_type());
+    check_not_bool(self, "addmm_impl_cpu_");
+  }
+  const ir::DType dt = to_ir(self.scalar_type());
+  Value b1 = ctx.g().convert(ctx.tensor(batch1), dt);
+  Value b2 = ctx.g().convert(ctx.tensor(batch2), dt);
+  Value product = ctx.g().dot_general(b1, b2, {}, {}, {0, 2}, {0, 1});
+  return {scaled_sum(ctx, self, product, a.scalar(3), a.scalar(4))};
+}
+
+// --------------------------------------------------------------------- mv / addmv
+
+// TORCH_META_FUNC(addmv) with self of `self_dim` dims and `self_numel` elements.
+void check_addmv(int64_t self_dim, int64_t self_numel, int64_t self_size0, const at::Tensor& mat,
+                 const at::Tensor& vec) {
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && self_dim <= 1,
+              "vector + matrix @ vector expected, got ", self_dim, ", ", mat.dim(), ", ", vec.dim());
+  TORCH_CHECK(mat.size(1) == vec.size(0) && (mat.size(0) == self_numel || self_numel == 1),
+              "size mismatch, got input (", self_size0, "), mat (", mat.size(0), "x", mat.size(1),
+              "), vec (", vec.size(0), ")");
+}
+
+void check_addmv_dtypes(c10::ScalarType self, const at::Tensor& mat, const at::Tensor& vec) {
+  TORCH_CHECK(self == mat.scalar_type() && mat.scalar_type() == vec.scalar_type(),
+              "addmv input tensors must have the same dtype, but got ", self, ", ", mat.scalar_type(),
+              ", and ", vec.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(mat.scalar_type() != at::kBool,
+                              "\"addmv_impl_cpu\" not implemented for 'Bool'");
+}
+
+// [n, k] x [k] -> [n]
+Value matvec(LoweringContext& ctx, const at::Tensor& mat, const at::Tensor& vec) {
+  return ctx.g().dot_general(ctx.tensor(mat), ctx.tensor(vec), {}, {}, {1}, {0});
+}
+
+// mv(self, vec): ATen's composite allocates a result shaped like vec and calls
+// addmv_(result, self, vec, 0, 1), so its errors are addmv's with that result.
+std::vector<Value> mv(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& mat = a.tensor(0);
+  const at::Tensor& vec = a.tensor(1);
+  const int64_t rows = mat.size(0);
+  check_addmv(1, rows, rows, mat, vec);
+  check_addmv_dtypes(vec.scalar_type(), mat, vec);
+  return {matvec(ctx, mat, vec)};
+}
+
+std::vector<Value> addmv(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const at::Tensor& mat = a.tensor(1);
+  const at::Tensor& vec = a.tensor(2);
+  check_addmv(self.dim(), self.numel(), self.dim() > 0 ? self.size(0) : self.numel(), mat, vec);
+  check_addmv_dtypes(self.scalar_type(), mat, vec);
+  return {scaled_sum(ctx, self, matvec(ctx, mat, vec), a.scalar(3), a.scalar(4))};
+}
+
+// --------------------------------------------------------------------- dot / vdot / addr
+
+// dot_check (Blas.cpp).
+void check_dot(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(),
+              "D and ", other.dim(), "D tensors");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(),
+              "dot : expected both vectors to have same dtype, but found ", self.scalar_type(),
+              " and ", other.scalar_type());
+  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [",
+              self.numel(), "] and src [", other.numel(),
+              "] to have the same number of elements, but got ", self.numel(), " and ",
+              other.numel(), " elements respectively");
+}
+
+// dot and vdot agree on real dtypes (vdot conjugates its first argument).
+std::vector<Value> dot(LoweringContext& ctx, const Args& a, const char* name) {
+  const at::Tensor& self = a.tensor(0);
+  const at::Tensor& other = a.tensor(1);
+  check_dot(self, other);
+  check_not_bool(self, name);
+  return {ctx.g().dot_general(ctx.tensor(self), ctx.tensor(other), {}, {}, {0}, {0})};
+}
+
+// addr(self, vec1, vec2, beta, alpha) = beta * self + alpha * outer(vec1, vec2);
+// bool tensors use logical and/or (torch.addr's documented bool semantics).
+std::vector<Value> addr(LoweringContext& ctx, const Args& a) {
+  auto& g = ctx.g();
+  const at::Tensor& self = a.tensor(0);
+  const at::Tensor& vec1 = a.tensor(1);
+  const at::Tensor& vec2 = a.tensor(2);
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-d argument vec1, but got ", vec1.dim(), "-d");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-d argument vec2, but got ", vec2.dim(), "-d");
+  const c10::Scalar beta = a.scalar(3), alpha = a.scalar(4);
+  const c10::ScalarType st = at::result_type(at::result_type(self, vec1), vec2);
+  const ir::DType dt = to_ir(st);
+  if (st == at::kBool) {
+    TORCH_CHECK(beta.isBoolean() && alpha.isBoolean() || beta.isIntegral(true) && alpha.isIntegral(true),
+                "Boolean beta only supported for Boolean results.");
+  } else if (!at::isFloatingType(st) && !at::isComplexType(st)) {
+    TORCH_CHECK(!beta.isFloatingPoint() && !alpha.isFloatingPoint(),
+                "For integral input tensors, argument beta must not be a floating point number.");
+  }
+  const std::vector<int64_t> shape{vec1.size(0), vec2.size(0)};
+  check_expandable(self, shape);
+  Value v1 = g.broadcast_in_dim(g.convert(ctx.tensor(vec1), dt), shape, {0});
+  Value v2 = g.broadcast_in_dim(g.convert(ctx.tensor(vec2), dt), shape, {1});
+  if (st == at::kBool) {
+    Value outer = g.binary(Op::kAnd, v1, v2);
+    if (!alpha.toBool()) outer = g.constant(0, {dt, shape});
+    if (!beta.toBool()) return {outer};
+    return {g.binary(Op::kOr, broadcast_to(ctx, g.convert(ctx.tensor(self), dt), shape), outer)};
+  }
+  return {scaled_sum(ctx, self, g.binary(Op::kMul, v1, v2), beta, alpha)};
+}
+
+RegisterLowering r_mm("mm", mm);
+RegisterLowering r_addmm("addmm", addmm);
+RegisterLowering r_bmm("bmm", bmm);
+RegisterLowering r_baddbmm("baddbmm", baddbmm);
+RegisterLowering r_addbmm("addbmm", addbmm);
+RegisterLowering r_mv("mv", mv);
+RegisterLowering r_addmv("addmv", addmv);
+RegisterLowering r_dot("dot", [](LoweringContext& c, const Args& a) { return dot(c, a, "dot"); });
+RegisterLowering r_vdot("vdot", [](LoweringContext& c, const Args& a) { return dot(c, a, "vdot"); });
+RegisterLowering r_addr("addr", addr);
+
+}  // namespace
+}  // namespace ttpu::aten

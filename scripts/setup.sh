@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Sets up everything on a fresh machine: system packages (GoogleTest, ccache,
+# ninja), a virtual environment in .venv with torch==2.13.0 (CPU build), the
+# xla-cpu-pjrt plugin and the example/test dependencies, then builds torchtpu.
+# Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+command -v ccache >/dev/null || need_apt+=(ccache)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v cmake >/dev/null || need_apt+=(cmake)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# torch first and pinned: 2.13.0 is the CPU build on this machine's disk; the
+# rest must not pull another torch.
+.venv/bin/python -m pip install -q torch==2.13.0
+.venv/bin/python -m pip install -q -r requirements-dev.txt
+.venv/bin/python -m pip install -q --no-build-isolation --no-deps -e .

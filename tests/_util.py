@@ -1,0 +1,55 @@
+"""Helpers shared by the Python tests: compare tpu results with CPU PyTorch and
+prove that no CPU fallback ran."""
+
+import contextlib
+
+import torch
+
+import torchtpu
+
+
+@contextlib.contextmanager
+def no_fallback():
+    """Fails the test if any ATen op inside the block ran through the CPU fallback."""
+    torchtpu.metrics.reset()
+    yield
+    counts = torchtpu.metrics.fallback_counts()
+    assert not counts, f"CPU fallback ran: {counts}"
+
+
+def to_tpu(x):
+    """Moves tensors (also inside lists/tuples) to tpu, keeping view structure."""
+    if isinstance(x, torch.Tensor):
+        return x.to("tpu")
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_tpu(v) for v in x)
+    return x
+
+
+def assert_close_cpu(actual, expected, rtol=None, atol=None, check_dtype=True):
+    """Asserts a tpu result equals the CPU one: values, dtype and shape.
+
+    `actual` may hold tpu tensors (nested lists/tuples too); `expected` holds the
+    CPU PyTorch result. Tolerances default to torch.testing's per-dtype ones.
+    """
+    if isinstance(expected, (list, tuple)):
+        assert isinstance(actual, (list, tuple)) and len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_close_cpu(a, e, rtol, atol, check_dtype)
+        return
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"expected a tensor, got {type(actual)}"
+        assert actual.device.type == "tpu", f"result on {actual.device}, expected tpu"
+        actual = actual.cpu()
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, check_dtype=check_dtype,
+                               equal_nan=True)
+
+
+def run_both(fn, *inputs, **kwargs):
+    """Runs `fn` on CPU inputs and on their tpu copies (no fallback allowed) and
+    compares the results. Returns (tpu_result, cpu_result)."""
+    expected = fn(*inputs, **kwargs)
+    with no_fallback():
+        actual = fn(*to_tpu(inputs), **kwargs)
+    assert_close_cpu(actual, expected)
+    return actual, expected

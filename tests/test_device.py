@@ -1,0 +1,105 @@
+"""The tpu device as a PyTorch user meets it: creation, transfers, printing,
+item, the torch.tpu module, RNG seeding, save/load, modules."""
+
+import io
+
+import pytest
+import torch
+
+import torchtpu
+from _util import assert_close_cpu, no_fallback
+
+
+def test_device_module():
+    assert torch.tpu.is_available()
+    assert torch.tpu.device_count() == 1
+    assert torch.tpu.current_device() == 0
+    assert torch.device("tpu").type == "tpu"
+    torch.tpu.synchronize()
+
+
+def test_round_trip_dtypes():
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                  torch.int32, torch.int8, torch.uint8, torch.bool):
+        x = (torch.arange(-6, 6) * 3).to(dtype).reshape(3, 4)
+        y = x.to("tpu")
+        assert y.device.type == "tpu" and y.dtype == dtype and y.shape == x.shape
+        torch.testing.assert_close(y.cpu(), x)
+
+
+def test_int64_beyond_32_bits_round_trips():
+    x = torch.tensor([2**40 + 1, -(2**50) - 3, 2**63 - 1], dtype=torch.int64)
+    assert torch.equal(x.to("tpu").cpu(), x)
+    with no_fallback():
+        y = x.to("tpu") + 1
+    assert torch.equal(y.cpu()[:2], x[:2] + 1)
+
+
+def test_factories_and_print():
+    with no_fallback():
+        z = torch.zeros(2, 3, device="tpu")
+        o = torch.ones(4, dtype=torch.int64, device="tpu")
+        f = torch.full((2,), 3.5, device="tpu")
+    assert_close_cpu(z, torch.zeros(2, 3))
+    assert_close_cpu(o, torch.ones(4, dtype=torch.int64))
+    assert_close_cpu(f, torch.full((2,), 3.5))
+    text = str(f)
+    assert "3.5" in text and "tpu" in text
+
+
+def test_item_and_tolist():
+    x = torch.tensor([1.5, -2.0]).to("tpu")
+    assert (x[0] * 2).item() == 3.0
+    assert x.tolist() == [1.5, -2.0]
+    assert bool((x > 0)[0])
+
+
+def test_empty_and_zero_dim():
+    e = torch.empty(0, 3, device="tpu")
+    assert e.shape == (0, 3)
+    assert e.cpu().shape == (0, 3)
+    s = torch.tensor(2.5).to("tpu")
+    assert s.dim() == 0 and s.item() == 2.5
+
+
+def test_model_to_tpu_and_state_dict_save_load():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    cpu_state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.to("tpu")
+    assert all(p.device.type == "tpu" for p in model.parameters())
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    for k, v in loaded.items():
+        assert v.device.type == "tpu"
+        torch.testing.assert_close(v.cpu(), cpu_state[k])
+    buf.seek(0)
+    on_cpu = torch.load(buf, map_location="cpu")
+    for k, v in on_cpu.items():
+        torch.testing.assert_close(v, cpu_state[k])
+
+
+def test_tensor_methods_generated():
+    x = torch.ones(2)
+    assert x.tpu().is_tpu
+    assert not x.is_tpu
+
+
+def test_metrics_count_compiles_and_cache_hits():
+    torchtpu.metrics.reset()
+    a = torch.ones(7, 5, device="tpu")
+    b = a + a
+    b = b + a
+    m = torchtpu.metrics.metrics()
+    assert m["executes"] >= 2
+    assert m["cache_hits"] >= 1
+    assert m["bytes_to_host"] == 0
+    b.cpu()
+    assert torchtpu.metrics.metrics()["bytes_to_host"] == 7 * 5 * 4
+
+
+def test_init_rejects_a_second_plugin(tmp_path):
+    with pytest.raises(RuntimeError, match="already initialised"):
+        torchtpu.init(plugin=str(tmp_path / "other.so"))

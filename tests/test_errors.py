@@ -1,0 +1,102 @@
+"""Bad input gets a clear Python exception, never a crash or a hang."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torchtpu
+
+
+def test_mm_shape_mismatch():
+    a = torch.ones(2, 3, device="tpu")
+    b = torch.ones(4, 5, device="tpu")
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+        torch.mm(a, b)
+
+
+def test_broadcast_mismatch():
+    with pytest.raises(RuntimeError, match="must match the size"):
+        torch.ones(2, 3, device="tpu") + torch.ones(4, device="tpu")
+
+
+def test_cpu_and_tpu_mixed():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="tpu") + torch.ones(3)
+
+
+def test_cpu_zero_dim_tensor_mixes_like_a_scalar():
+    y = torch.ones(3, device="tpu") + torch.tensor(2.0)
+    assert y.device.type == "tpu"
+    assert y.cpu().tolist() == [3.0, 3.0, 3.0]
+
+
+def run_python(code, **env):
+    full = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full, timeout=120)
+
+
+def test_missing_plugin_names_the_path_and_the_fix():
+    r = run_python(
+        "import torch, torchtpu\n"
+        "try:\n"
+        "    torch.ones(2, device='tpu')\n"
+        "except RuntimeError as e:\n"
+        "    print('ERR', e)\n",
+        TORCHTPU_PLUGIN="/no/such.so")
+    assert r.returncode == 0, r.stderr
+    assert "ERR" in r.stdout and "/no/such.so" in r.stdout
+    assert "TORCHTPU_PLUGIN" in r.stdout
+    assert torch.tpu.is_available()  # this process is unaffected
+
+
+def test_missing_plugin_device_count_is_zero_not_an_error():
+    r = run_python("import torch, torchtpu\nprint(torch.tpu.is_available(), torch.tpu.device_count())",
+                   TORCHTPU_PLUGIN="/no/such.so")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("False 0")
+
+
+def test_fallback_error_mode():
+    r = run_python(
+        "import torch, torchtpu\n"
+        "x = torch.ones(4, device='tpu')\n"
+        "try:\n"
+        "    torch.special.zeta(x, x)\n"
+        "except NotImplementedError as e:\n"
+        "    print('ERR', e)\n",
+        TORCHTPU_FALLBACK="error")
+    assert r.returncode == 0, r.stderr
+    assert "ERR" in r.stdout and "zeta" in r.stdout and "TORCHTPU_FALLBACK" in r.stdout
+
+
+def test_fallback_is_counted_and_correct():
+    torchtpu.metrics.reset()
+    x = torch.tensor([1.0, 2.0], device="tpu")
+    y = torch.special.zeta(x, x)
+    torch.testing.assert_close(y.cpu(), torch.special.zeta(torch.tensor([1.0, 2.0]),
+                                                            torch.tensor([1.0, 2.0])))
+    assert torchtpu.metrics.fallback_counts().get("aten::special_zeta.out", 0) == 1
+
+
+def test_a_failed_op_leaves_earlier_tensors_readable():
+    a = torch.arange(4.0, device="tpu")
+    with pytest.raises(RuntimeError):
+        torch.mm(a.reshape(2, 2), torch.ones(3, 3, device="tpu"))
+    assert a.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_bad_eager_mode():
+    with pytest.raises(ValueError, match="eager mode"):
+        torchtpu.set_eager_mode("fast")
+
+
+def test_rejected_stablehlo_names_the_op_and_does_not_abort():
+    bad = "module @m { func.func public @main(%a: tensor<3xf32>) -> tensor<3xf32> {" \
+          " %0 = stablehlo.add %a, %a : tensor<4xf32> return %0 : tensor<3xf32> } }"
+    with pytest.raises(RuntimeError, match="aten::fake_op"):
+        torchtpu._C._compile_stablehlo(bad, "aten::fake_op")
+    assert (torch.ones(2, device="tpu") + 1).cpu().tolist() == [2.0, 2.0]

@@ -1,0 +1,110 @@
+"""View aliasing and in-place semantics, compared with CPU PyTorch: writes through
+a view reach the base and sibling views; in-place ops keep data_ptr."""
+
+import torch
+
+from _util import assert_close_cpu, no_fallback
+
+
+def both(fn):
+    """Runs fn(x) on a CPU tensor and on its tpu copy; returns both bases."""
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    cpu = base.clone()
+    tpu = base.to("tpu")
+    fn(cpu)
+    with no_fallback():
+        fn(tpu)
+    assert_close_cpu(tpu, cpu)
+    return tpu, cpu
+
+
+def test_transpose_contiguous():
+    x = torch.arange(12.0).reshape(3, 4)
+    with no_fallback():
+        y = x.to("tpu").t().contiguous()
+    assert y.is_contiguous()
+    assert_close_cpu(y, x.t().contiguous())
+
+
+def test_strided_slice_in_place():
+    both(lambda x: x[::2].add_(1))
+    both(lambda x: x[:, 1::3].mul_(-2))
+
+
+def test_view_flat_index_assignment():
+    def fn(x):
+        x.view(-1)[3] = 7
+
+    both(fn)
+
+
+def test_write_through_view_reaches_base_and_siblings():
+    x = torch.zeros(4, 6, device="tpu")
+    a = x[1]
+    b = x[:, 2]
+    with no_fallback():
+        a.fill_(5)
+    assert x[1, 0].item() == 5
+    assert b[1].item() == 5
+    assert b[0].item() == 0
+
+
+def test_in_place_keeps_data_ptr():
+    x = torch.ones(10, device="tpu")
+    p = x.data_ptr()
+    with no_fallback():
+        x.add_(1)
+        x.mul_(3)
+    assert x.data_ptr() == p
+    assert_close_cpu(x, torch.full((10,), 6.0))
+
+
+def test_split_chunk_unbind_alias_base():
+    x = torch.zeros(6, 2, device="tpu")
+    parts = x.split(2)
+    with no_fallback():
+        parts[1].add_(1)
+    chunks = x.chunk(3, dim=0)
+    rows = x.unbind(0)
+    assert_close_cpu(chunks[1], torch.ones(2, 2))
+    assert_close_cpu(rows[2], torch.ones(2))
+    assert_close_cpu(x[:2], torch.zeros(2, 2))
+
+
+def test_permute_expand_and_broadcast_reads():
+    base = torch.arange(6.0).reshape(2, 3, 1)
+    x = base.to("tpu")
+    with no_fallback():
+        y = x.permute(2, 0, 1) * 2
+        z = x.expand(2, 3, 4) + 1
+    assert_close_cpu(y, base.permute(2, 0, 1) * 2)
+    assert_close_cpu(z, base.expand(2, 3, 4) + 1)
+
+
+def test_copy_into_non_contiguous_view():
+    def fn(x):
+        x.t()[1:3].copy_(torch.full((2, 4), -1.0, device=x.device))
+
+    both(fn)
+
+
+def test_out_variant_writes_into_view_and_keeps_ptr():
+    a = torch.arange(4.0)
+    out_cpu = torch.zeros(2, 4)
+    torch.add(a, 1, out=out_cpu[1])
+    out = torch.zeros(2, 4, device="tpu")
+    p = out.data_ptr()
+    with no_fallback():
+        torch.add(a.to("tpu"), 1, out=out[1])
+    assert out.data_ptr() == p
+    assert_close_cpu(out, out_cpu)
+
+
+def test_expanded_in_place_write_is_an_error():
+    x = torch.zeros(1, 3, device="tpu").expand(2, 3)
+    try:
+        x.add_(1)
+    except RuntimeError as e:
+        assert "single memory location" in str(e)
+    else:
+        raise AssertionError("writing into an expanded tensor must raise")
