@@ -32,6 +32,7 @@ enum class Op : uint8_t {
   kErf, kAtan, kAsin, kAcos, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kLgamma, kDigamma,
   kErfInv, kPopcnt,
   // elementwise binary (same operand types; shapes must already match)
+  // (kMax/kMin on floats propagate NaN, as IEEE maximum and PyTorch do)
   kAdd, kSub, kMul, kDiv, kRem, kPow, kMax, kMin, kAnd, kOr, kXor, kAtan2,
   kShiftLeft, kShiftRightArithmetic, kShiftRightLogical,
   // other elementwise
@@ -65,13 +66,17 @@ enum class Op : uint8_t {
   kRngBitGenerator,  // (state ui64[2]) -> (new state, bits of result type); THREE_FRY
 };
 
-const char* op_name(Op op);  // "add", "dot_general", ...
+// "add", "dot_general", ...: the StableHLO op's name where StableHLO has the op
+// ("negate", "exponential", "sine"), else a descriptive one ("erf", "atan").
+const char* op_name(Op op);
 
 enum class Cmp : uint8_t { kEQ, kNE, kLT, kLE, kGT, kGE };
 
 // The combining function of reduce / reduce_window / scatter.
 // kArgMax/kArgMin reduce (values, indices) pairs, first index wins on ties;
-// NaN counts as the maximum (PyTorch's argmax semantics). kReplace is scatter only.
+// NaN wins for both, so the first NaN's index is the result (PyTorch's argmax
+// and argmin semantics: torch.argmin([1, nan]) == 1). kMax/kMin on floats
+// propagate NaN. kReplace is scatter only.
 enum class Reducer : uint8_t { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kArgMax, kArgMin, kReplace };
 
 struct Value {
@@ -91,6 +96,10 @@ struct ScatterDims {
 // Convolution with explicit layouts: input [batch, feature, spatial...],
 // kernel [out feature, in feature, spatial...], output [batch, feature, spatial...]
 // (PyTorch's NCHW / OIHW), so only sizes vary.
+// An empty vector given to convolution() means the default (strides and
+// dilations 1, padding 0); the node stores the filled-in form, so equal
+// programs have equal fingerprints. The same holds for reduce_window's and
+// select_and_scatter's strides, dilations and padding.
 struct ConvDims {
   std::vector<int64_t> window_strides, padding_low, padding_high, lhs_dilation, rhs_dilation;
   int64_t feature_group_count = 1;
@@ -103,7 +112,8 @@ struct Attrs {
   DType dtype = DType::kF32;
   Cmp cmp = Cmp::kEQ;
   Reducer reducer = Reducer::kNone;
-  uint64_t literal = 0;  // constant value: bit pattern in the result dtype
+  uint64_t literal = 0;  // constant value: bit pattern in the result dtype,
+                         // zero-extended (types.h literal_bits)
   GatherDims gather;
   ScatterDims scatter;
   ConvDims conv;

@@ -98,9 +98,9 @@ class Emitter {
   }
 
  private:
+  // The SSA name of `v`; throws IrError when v is not a value of the graph.
   std::string ref(Value v) const {
-    const TensorType& t = g_.type(v);  // validates v
-    (void)t;
+    g_.type(v);  // validates node and result index
     const Node& n = g_.nodes()[v.node];
     if (names_[v.node].empty()) {
       throw IrError("stablehlo emit: node " + std::to_string(v.node) + " (" +

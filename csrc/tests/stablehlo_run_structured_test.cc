@@ -127,6 +127,26 @@ TEST(RunReduce, SimpleReducers) {
   EXPECT_EQ(out[9].doubles(), (Doubles{6, 15}));
 }
 
+// PyTorch's amax/amin, max_pool and scatter_reduce("amax") propagate NaN; the
+// plugin's fast min/max alone would drop it (see emit.cc).
+TEST(RunReduce, MaxMinPropagateNan) {
+  Graph g;
+  Value x = g.parameter({DType::kF32, {4}});
+  auto f = [&](double v) { return g.constant(v, {DType::kF32, {}}); };
+  Value zeros = g.constant(0, {DType::kF32, {3}});
+  Value idx = g.constant_int(1, {DType::kI32, {1, 1}});
+  g.set_outputs({g.reduce({x}, {f(-kInf)}, {0}, Reducer::kMax)[0],
+                 g.reduce({x}, {f(kInf)}, {0}, Reducer::kMin)[0],
+                 g.reduce_window(x, f(-kInf), {2}, {1}, {}, {}, {}, {}, Reducer::kMax),
+                 g.scatter(zeros, idx, g.slice(x, {1}, {2}, {1}), ScatterDims{{}, {0}, {0}, 1},
+                           Reducer::kMax)});
+  auto out = run(g, {array_of(DType::kF32, {4}, {1, kNan, -3, 2})});
+  expect_near(out[0].doubles(), {kNan}, 0, 0, "reduce max");
+  expect_near(out[1].doubles(), {kNan}, 0, 0, "reduce min");
+  expect_near(out[2].doubles(), {kNan, kNan, 2}, 0, 0, "reduce_window max");
+  expect_near(out[3].doubles(), {0, kNan, 0}, 0, 0, "scatter max");
+}
+
 // Runs an argmax/argmin reduce over the last dimension of `values` (f32 or i32).
 std::pair<Doubles, Doubles> arg_reduce(Reducer r, DType t, Dims dims, const Doubles& values) {
   Graph g;
