@@ -63,7 +63,7 @@ class LoweringKernel final : public c10::OperatorKernel {
         at::Tensor self = args[0].toTensor();
         auto values = (*rule_)(ctx, Args(args));
         TORCH_CHECK(!values.empty(), name_, ": the rule returned no value");
-        const auto& t = ctx.g().type(values[0]);
+        const ir::TensorType t = ctx.g().type(values[0]);
         check_castable(to_aten(t.dtype), self);
         TORCH_CHECK(c10::IntArrayRef(t.dims) == self.sizes(), "output with shape ",
                     self.sizes(), " doesn't match the broadcast shape ",
@@ -87,7 +87,7 @@ class LoweringKernel final : public c10::OperatorKernel {
         TORCH_CHECK(values.size() >= outs.size(), name_, ": rule returned ", values.size(),
                     " values for ", outs.size(), " outputs");
         for (size_t i = 0; i < outs.size(); ++i) {
-          const auto& t = ctx.g().type(values[i]);
+          const ir::TensorType t = ctx.g().type(values[i]);
           check_castable(to_aten(t.dtype), outs[i]);
           resize_out(outs[i], t.dims);
           ctx.write(outs[i], values[i]);
@@ -179,6 +179,9 @@ void register_lowerings() {
   static bool done = false;
   if (done) return;
   done = true;
+  for (const auto& name : duplicate_lowerings()) {
+    TORCH_CHECK(false, "torchtpu: aten::", name, " has two lowering rules");
+  }
   auto& dispatcher = c10::Dispatcher::singleton();
   std::unordered_map<std::string, std::vector<c10::OperatorName>> overloads;
   for (const auto& n : dispatcher.getAllOpNames()) {

@@ -269,6 +269,10 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
   std::vector<ir::Value> outs;
   std::vector<at::Tensor> tensors;
   for (ir::Value r : results) {
+    if (!r.valid()) {
+      tensors.emplace_back();
+      continue;
+    }
     const ir::TensorType& t = graph_.type(r);
     tensors.push_back(new_tensor(t.dims, to_aten(t.dtype), device_));
     if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
@@ -291,7 +295,7 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
   }
   size_t k = 0;
   for (auto& t : tensors) {
-    if (t.numel() == 0) continue;
+    if (!t.defined() || t.numel() == 0) continue;
     auto& slot = slot_of(t);
     slot.dtype = to_ir(t.scalar_type());
     slot.buffer = buffers[k++];
@@ -308,6 +312,17 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
 std::unordered_map<std::string, Rule>& lowering_table() {
   static std::unordered_map<std::string, Rule> table;
   return table;
+}
+
+std::vector<std::string>& duplicate_lowerings() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+RegisterLowering::RegisterLowering(const char* name, Rule rule) {
+  if (!lowering_table().emplace(name, std::move(rule)).second) {
+    duplicate_lowerings().push_back(name);
+  }
 }
 
 std::unordered_map<std::string, Rule>& out_only_table() {

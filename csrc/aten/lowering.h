@@ -69,7 +69,8 @@ class LoweringContext {
   void write(const at::Tensor& dst, ir::Value value);
 
   // Compiles (cached) and runs the program: returns one new tpu tensor per
-  // `results` value, and applies the writes. Translates runtime errors into
+  // `results` value (an undefined tensor for an invalid value: an optional
+  // result such as an unrequested gradient), and applies the writes. Translates runtime errors into
   // c10 errors naming the op.
   std::vector<at::Tensor> run(const std::vector<ir::Value>& results);
 
@@ -96,8 +97,10 @@ using Rule = std::function<std::vector<ir::Value>(LoweringContext&, const Args&)
 std::unordered_map<std::string, Rule>& lowering_table();
 
 // Registers `rule` for a functional op at static-initialisation time.
+// A name registered twice is recorded and makes register_lowerings() fail, so
+// one rule can never silently shadow another.
 struct RegisterLowering {
-  RegisterLowering(const char* name, Rule rule) { lowering_table().emplace(name, std::move(rule)); }
+  RegisterLowering(const char* name, Rule rule);
 };
 
 // Out-only ATen ops with no functional overload at the backend level (arange's
@@ -109,5 +112,6 @@ void resize_out(const at::Tensor& out, c10::IntArrayRef sizes);
 // Installs every table entry (and derived in-place/out variants) as a
 // PrivateUse1 kernel. Called once from module init.
 void register_lowerings();
+std::vector<std::string>& duplicate_lowerings();
 
 }  // namespace ttpu::aten

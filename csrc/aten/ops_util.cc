@@ -9,14 +9,14 @@
 
 namespace ttpu::aten {
 
-const std::vector<int64_t>& dims(LoweringContext& ctx, ir::Value v) {
+std::vector<int64_t> dims(LoweringContext& ctx, ir::Value v) {
   return ctx.g().type(v).dims;
 }
 
 ir::DType dtype(LoweringContext& ctx, ir::Value v) { return ctx.g().type(v).dtype; }
 
 ir::Value broadcast_to(LoweringContext& ctx, ir::Value v, c10::IntArrayRef sizes) {
-  const auto& in = dims(ctx, v);
+  const auto in = dims(ctx, v);
   std::vector<int64_t> target(sizes.begin(), sizes.end());
   if (in == target) return v;
   TORCH_CHECK(in.size() <= target.size() && at::is_expandable_to(in, sizes),

@@ -26,7 +26,8 @@ ir::Value compare(LoweringContext& ctx, ir::Cmp cmp, ir::Value a, ir::Value b);
 int64_t wrap_dim(int64_t d, int64_t rank);
 // A splat constant shaped like `like`, in `like`'s dtype.
 ir::Value full_like(LoweringContext& ctx, ir::Value like, double value);
-const std::vector<int64_t>& dims(LoweringContext& ctx, ir::Value v);
+// A copy: a reference into the graph would dangle once another node is added.
+std::vector<int64_t> dims(LoweringContext& ctx, ir::Value v);
 ir::DType dtype(LoweringContext& ctx, ir::Value v);
 // Sum / max / ... over `dims` (keepdim reshapes back to rank).
 ir::Value reduce(LoweringContext& ctx, ir::Value v, std::vector<int64_t> dims, bool keepdim,

@@ -6,6 +6,7 @@
 // in their order with their text (aten/src/ATen/native/LinearAlgebra.cpp and
 // Blas.cpp), so a user sees the same RuntimeError on tpu as on CPU.
 #include <ATen/ExpandUtils.h>
+#include <ATen/native/TypeProperties.h>
 
 #include "aten/ops_util.h"
 
@@ -28,6 +29,10 @@ void check_expandable(const at::Tensor& self, c10::IntArrayRef sizes) {
   at::inferExpandGeometry_dimvector(self.sizes(), self.strides(), sizes);
 }
 
+// Whether a beta/alpha equals `v` (bool scalars count as 0/1, as CPU's
+// beta.to<scalar_t>() reads them).
+bool scalar_is(const c10::Scalar& s, double v) { return s.toDouble() == v; }
+
 // beta * self + alpha * product, PyTorch's addmm family. beta == 0 ignores self
 // entirely, so NaN/inf in it do not propagate (documented for torch.addmm);
 // beta/alpha == 1 skip their multiply. Other values are program parameters, so a
@@ -36,11 +41,13 @@ Value scaled_sum(LoweringContext& ctx, const at::Tensor& self, Value product,
                  const c10::Scalar& beta, const c10::Scalar& alpha) {
   auto& g = ctx.g();
   const ir::DType dt = dtype(ctx, product);
-  const auto& shape = dims(ctx, product);
-  if (!alpha.equal(1)) product = g.binary(Op::kMul, product, broadcast_to(ctx, ctx.scalar(alpha, dt), shape));
-  if (beta.equal(0)) return product;
+  const auto shape = dims(ctx, product);  // a copy: adding nodes moves the graph's storage
+  if (!scalar_is(alpha, 1)) {
+    product = g.binary(Op::kMul, product, broadcast_to(ctx, ctx.scalar(alpha, dt), shape));
+  }
+  if (scalar_is(beta, 0)) return product;
   Value s = broadcast_to(ctx, g.convert(ctx.tensor(self), dt), shape);
-  if (!beta.equal(1)) s = g.binary(Op::kMul, s, broadcast_to(ctx, ctx.scalar(beta, dt), shape));
+  if (!scalar_is(beta, 1)) s = g.binary(Op::kMul, s, broadcast_to(ctx, ctx.scalar(beta, dt), shape));
   return g.binary(Op::kAdd, s, product);
 }
 
@@ -131,11 +138,11 @@ std::vector<Value> baddbmm(LoweringContext& ctx, const Args& a) {
   const at::Tensor& batch2 = a.tensor(2);
   // TORCH_META_FUNC(baddbmm) expands self before the common checks.
   check_expandable(self, {batch1.size(0), batch1.size(1), batch2.size(2)});
-  TORCH_CHECK(self.dtype() == batch1.dtype() && self.dtype() == batch2.dtype(),
-              "Input dtypes must be the same, got: input ", self.dtype(), ", batch1: ",
-              batch1.dtype(), ", batch2: ", batch2.dtype());
+  TORCH_CHECK(self.dtype() == batch1.dtype(), "Input dtypes must be the same, got: input ",
+              self.dtype(), ", batch1: ", batch1.dtype(), ", batch2: ", batch2.dtype());
   check_bmm(batch1, batch2);
   check_not_bool(batch1, "baddbmm");
+  check_bmm_dtypes(batch1, batch2);
   Value product = matmul3d(ctx, ctx.tensor(batch1), ctx.tensor(batch2));
   return {scaled_sum(ctx, self, product, a.scalar(3), a.scalar(4))};
 }
@@ -238,32 +245,38 @@ std::vector<Value> dot(LoweringContext& ctx, const Args& a, const char* name) {
   return {ctx.g().dot_general(ctx.tensor(self), ctx.tensor(other), {}, {}, {0}, {0})};
 }
 
-// addr(self, vec1, vec2, beta, alpha) = beta * self + alpha * outer(vec1, vec2);
-// bool tensors use logical and/or (torch.addr's documented bool semantics).
+// check_addr_scalar (LinearAlgebra.cpp).
+void check_addr_scalar(c10::ScalarType st, const c10::Scalar& s, const char* name) {
+  TORCH_CHECK(!s.isBoolean() || st == at::kBool, "Boolean ", name, " only supported for Boolean results.");
+  TORCH_CHECK(at::isFloatingType(st) || at::isComplexType(st) || s.isIntegral(true),
+              "For integral input tensors, argument ", name, " must not be a floating point number.");
+}
+
+// addr(self, vec1, vec2, beta, alpha) = beta * self + alpha * outer(vec1, vec2) in
+// the three tensors' promoted dtype; for bool, (beta && self) || (alpha && v1 && v2)
+// as the CPU kernel (addr_kernel) computes it.
 std::vector<Value> addr(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& vec1 = a.tensor(1);
   const at::Tensor& vec2 = a.tensor(2);
-  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-d argument vec1, but got ", vec1.dim(), "-d");
-  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-d argument vec2, but got ", vec2.dim(), "-d");
-  const c10::Scalar beta = a.scalar(3), alpha = a.scalar(4);
-  const c10::ScalarType st = at::result_type(at::result_type(self, vec1), vec2);
-  const ir::DType dt = to_ir(st);
-  if (st == at::kBool) {
-    TORCH_CHECK(beta.isBoolean() && alpha.isBoolean() || beta.isIntegral(true) && alpha.isIntegral(true),
-                "Boolean beta only supported for Boolean results.");
-  } else if (!at::isFloatingType(st) && !at::isComplexType(st)) {
-    TORCH_CHECK(!beta.isFloatingPoint() && !alpha.isFloatingPoint(),
-                "For integral input tensors, argument beta must not be a floating point number.");
-  }
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
   const std::vector<int64_t> shape{vec1.size(0), vec2.size(0)};
   check_expandable(self, shape);
+  at::native::ResultTypeState state{};
+  for (const at::Tensor* t : {&self, &vec1, &vec2}) {
+    state = at::native::update_result_type_state(*t, state);
+  }
+  const c10::ScalarType st = at::native::result_type(state);
+  const c10::Scalar beta = a.scalar(3), alpha = a.scalar(4);
+  check_addr_scalar(st, beta, "beta");
+  check_addr_scalar(st, alpha, "alpha");
+  const ir::DType dt = to_ir(st);
   Value v1 = g.broadcast_in_dim(g.convert(ctx.tensor(vec1), dt), shape, {0});
   Value v2 = g.broadcast_in_dim(g.convert(ctx.tensor(vec2), dt), shape, {1});
   if (st == at::kBool) {
-    Value outer = g.binary(Op::kAnd, v1, v2);
-    if (!alpha.toBool()) outer = g.constant(0, {dt, shape});
+    Value outer = alpha.toBool() ? g.binary(Op::kAnd, v1, v2) : g.constant(0, {dt, shape});
     if (!beta.toBool()) return {outer};
     return {g.binary(Op::kOr, broadcast_to(ctx, g.convert(ctx.tensor(self), dt), shape), outer)};
   }

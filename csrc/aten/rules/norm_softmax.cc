@@ -17,9 +17,12 @@ using ValueList = std::vector<ir::Value>;
 // The output dtype of _softmax/_log_softmax(self, dim, half_to_float): f32
 // for a half input with half_to_float (CUDA's fused cast; ATen's CPU kernel
 // refuses it, a device may offer it), else the input's dtype.
-DType softmax_dtype(const at::Tensor& self, bool half_to_float, const char* name) {
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "\"", name, "\" not implemented for '",
-              c10::toString(self.scalar_type()), "'");
+DType softmax_dtype(const at::Tensor& self, int64_t dim, bool half_to_float, const char* name) {
+  // ATen's dispatch error names the CPU kernel, which differs for the last dim.
+  const bool last = self.dim() == 0 || dim == self.dim() - 1;
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", name,
+                              last ? "_lastdim" : "", "_kernel_impl\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
   if (half_to_float) {
     TORCH_CHECK(self.scalar_type() == at::kHalf,
                 "conversion is supported for Half type only");
@@ -48,20 +51,19 @@ std::vector<int64_t> dim_list(const at::Tensor& t, int64_t d) {
 // _softmax(Tensor self, int dim, bool half_to_float)
 ValueList softmax(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
-  DType out = softmax_dtype(self, a.boolean(2), "softmax");
   int64_t dim = softmax_dim(self, a.integer(1));
+  DType out = softmax_dtype(self, dim, a.boolean(2), "softmax");
   auto& g = ctx.g();
   ir::Value e = g.unary(Op::kExp, shifted(ctx, self, dim));
   ir::Value s = sum_broadcast(ctx, e, dim_list(self, dim));
-  if (self.dim() == 0) s = e;
   return {g.convert(g.binary(Op::kDiv, e, s), out)};
 }
 
 // _log_softmax(Tensor self, int dim, bool half_to_float): (x - m) - log(sum(exp(x - m))).
 ValueList log_softmax(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
-  DType out = softmax_dtype(self, a.boolean(2), "log_softmax");
   int64_t dim = softmax_dim(self, a.integer(1));
+  DType out = softmax_dtype(self, dim, a.boolean(2), "log_softmax");
   auto& g = ctx.g();
   ir::Value z = shifted(ctx, self, dim);
   ir::Value s = sum_broadcast(ctx, g.unary(Op::kExp, z), dim_list(self, dim));
@@ -88,9 +90,29 @@ ValueList softmax_backward(LoweringContext& ctx, const Args& a) {
   ir::Value gy = g.convert(ctx.tensor(grad), acc);
   ir::Value y = g.convert(ctx.tensor(output), acc);
   ir::Value gyy = g.binary(Op::kMul, gy, y);
-  ir::Value s = self_or_sum(ctx, gyy, dim_list(grad, dim));
+  ir::Value s = sum_broadcast(ctx, gyy, dim_list(grad, dim));
   return {g.convert(g.binary(Op::kMul, y, g.binary(Op::kSub, gy, s)), out)};
 }
+
+// _log_softmax_backward_data(grad_output, output, dim, input_dtype):
+// g - exp(y) * sum(g) along dim, y being log_softmax's output.
+ValueList log_softmax_backward(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& grad = a.tensor(0);
+  const at::Tensor& output = a.tensor(1);
+  int64_t dim = softmax_dim(grad, a.integer(2));
+  DType out = backward_dtype(grad, a[3].toScalarType());
+  auto& g = ctx.g();
+  DType acc = acc_dtype(to_ir(grad.scalar_type()));
+  ir::Value gy = g.convert(ctx.tensor(grad), acc);
+  ir::Value y = g.convert(ctx.tensor(output), acc);
+  ir::Value s = sum_broadcast(ctx, gy, dim_list(grad, dim));
+  return {g.convert(g.binary(Op::kSub, gy, g.binary(Op::kMul, g.unary(Op::kExp, y), s)), out)};
+}
+
+RegisterLowering r_softmax("_softmax", softmax);
+RegisterLowering r_log_softmax("_log_softmax", log_softmax);
+RegisterLowering r_softmax_bwd("_softmax_backward_data", softmax_backward);
+RegisterLowering r_log_softmax_bwd("_log_softmax_backward_data", log_softmax_backward);
 
 }  // namespace
 }  // namespace ttpu::aten

@@ -29,8 +29,8 @@ DType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
 
 // The input cast to the output dtype (ATen casts before reducing), reduced in
 // the accumulate dtype, then rounded to the output dtype.
-ir::Value accumulate(LoweringContext& ctx, const at::Tensor& self, const std::vector<int64_t>& rdims,
-                     bool keepdim, Reducer reducer, DType out) {
+ir::Value accumulate(LoweringContext& ctx, const at::Tensor& self,
+                     const std::vector<int64_t>& rdims, bool keepdim, Reducer reducer, DType out) {
   ir::Value v = ctx.g().convert(ctx.tensor(self), out);
   v = ctx.g().convert(v, acc_dtype(out));
   return ctx.g().convert(reduce(ctx, v, rdims, keepdim, reducer), out);
@@ -82,7 +82,9 @@ ir::Value extreme(LoweringContext& ctx, DType dt, bool lowest) {
                                        : std::numeric_limits<int64_t>::max(), {dt, {}});
   }
   int64_t bits = 8 * ir::byte_size(dt);
-  if (ir::is_unsigned(dt)) return ctx.g().constant_int(lowest ? 0 : (int64_t{1} << bits) - 1, {dt, {}});
+  if (ir::is_unsigned(dt)) {
+    return ctx.g().constant_int(lowest ? 0 : (int64_t{1} << bits) - 1, {dt, {}});
+  }
   int64_t max = (int64_t{1} << (bits - 1)) - 1;
   return ctx.g().constant_int(lowest ? -max - 1 : max, {dt, {}});
 }
@@ -267,7 +269,8 @@ RegisterLowering r_argmin("argmin", [](LoweringContext& c, const Args& a) {
   return arg_extremum(c, a.tensor(0), a.opt_integer(1), a.boolean(2), false);
 });
 RegisterLowering r_aminmax("aminmax", aminmax);
-// any/all(Tensor self); .dim(Tensor self, int dim, bool keepdim); .dims(Tensor self, int[]? dim, bool keepdim)
+// any/all(Tensor self); .dim(Tensor self, int dim, bool keepdim);
+// .dims(Tensor self, int[]? dim, bool keepdim)
 ValueList any_all_all(LoweringContext& c, const Args& a, bool is_any) {
   const at::Tensor& self = a.tensor(0);
   return any_all(c, self, reduction_dims(std::nullopt, self.dim()), false, is_any);
@@ -285,8 +288,12 @@ ValueList any_all_dims(LoweringContext& c, const Args& a, bool is_any) {
                                                 : reduction_dims(dim, self.dim());
   return any_all(c, self, rdims, a.boolean(2), is_any);
 }
-RegisterLowering r_any("any", [](LoweringContext& c, const Args& a) { return any_all_all(c, a, true); });
-RegisterLowering r_all("all", [](LoweringContext& c, const Args& a) { return any_all_all(c, a, false); });
+RegisterLowering r_any("any", [](LoweringContext& c, const Args& a) {
+  return any_all_all(c, a, true);
+});
+RegisterLowering r_all("all", [](LoweringContext& c, const Args& a) {
+  return any_all_all(c, a, false);
+});
 RegisterLowering r_any_dim("any.dim", [](LoweringContext& c, const Args& a) {
   return any_all_dim(c, a, true);
 });

@@ -25,8 +25,11 @@ using ValueList = std::vector<ir::Value>;
 std::pair<ir::Value, ir::Value> var_mean(LoweringContext& ctx, const Args& a, bool take_sqrt,
                                          const char* name) {
   const at::Tensor& self = a.tensor(0);
+  // ATen names var and std together in this error, var_mean/std_mean alone.
+  const std::string who = name == std::string("var") || name == std::string("std")
+                              ? std::string("std and var") : std::string(name);
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
-              name, " only support floating point and complex dtypes");
+              who, " only support floating point and complex dtypes");
   auto rdims = reduction_dims(a.opt_ints(1), self.dim());
   double correction = a.is_none(2) ? 1.0 : a.scalar(2).toDouble();
   bool keepdim = a.boolean(3);
@@ -37,6 +40,13 @@ std::pair<ir::Value, ir::Value> var_mean(LoweringContext& ctx, const Args& a, bo
   ir::Value dev = g.binary(Op::kSub, x, mean);
   ir::Value ss = reduce(ctx, g.binary(Op::kMul, dev, dev), rdims, keepdim, Reducer::kAdd);
   double n = static_cast<double>(reduced_numel(self.sizes().vec(), rdims));
+  // ATen's warning (ReduceOps.cpp, std_var_all / std_var_out); self.numel() is
+  // the input numel divided by the output numel only when all dims reduce,
+  // so it is computed from the reduced dims.
+  if (n - correction <= 0) {
+    TORCH_WARN(name, "(): degrees of freedom is <= 0. Correction should be strictly less than "
+               "the reduction factor (input numel divided by output numel).");
+  }
   // The divisor is structural (from the shape and an almost always 0 or 1 correction).
   ir::Value var = g.binary(Op::kDiv, ss, full_like(ctx, ss, std::max(n - correction, 0.0)));
   if (take_sqrt) var = g.unary(Op::kSqrt, var);
@@ -184,12 +194,13 @@ ValueList cumulative(LoweringContext& ctx, const Args& a, Reducer reducer) {
   return {g.convert(scan(ctx, x, dim, reducer), out)};
 }
 
-// var.correction / std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)
+// var.correction / std.correction / var_mean.correction / std_mean.correction
+// (Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)
 RegisterLowering r_var("var.correction", [](LoweringContext& c, const Args& a) {
-  return ValueList{var_mean(c, a, false, "std and var").first};
+  return ValueList{var_mean(c, a, false, "var").first};
 });
 RegisterLowering r_std("std.correction", [](LoweringContext& c, const Args& a) {
-  return ValueList{var_mean(c, a, true, "std and var").first};
+  return ValueList{var_mean(c, a, true, "std").first};
 });
 RegisterLowering r_var_mean("var_mean.correction", [](LoweringContext& c, const Args& a) {
   auto [v, m] = var_mean(c, a, false, "var_mean");

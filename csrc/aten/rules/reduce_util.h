@@ -68,10 +68,11 @@ inline ir::Value mean_broadcast(LoweringContext& ctx, ir::Value v,
   return ctx.g().binary(ir::Op::kDiv, s, full_like(ctx, s, n));
 }
 
-// A rule's stand-in for an output ATen returns undefined (a backward output
-// whose output_mask entry is false, batch norm's save_mean in eval mode): an
-// empty 1-d tensor, since the generic kernel returns a tensor per value. The
-// autograd engine ignores gradients for inputs that need none.
+// An empty 1-d tensor: what ATen returns for batch norm's save_mean/invstd in
+// eval mode, and this backend's stand-in for an output ATen leaves undefined
+// (a backward output whose output_mask entry is false), since the generic
+// kernel returns one tensor per value. The autograd engine ignores gradients
+// for inputs that need none.
 inline ir::Value empty_output(LoweringContext& ctx, ir::DType dt) {
   return ctx.g().constant(0, {dt, {0}});
 }
