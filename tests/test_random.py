@@ -1,0 +1,230 @@
+"""Random ops on tpu: torch.manual_seed makes draws repeat, successive draws
+differ, and the moments of 10^5 samples match each distribution (rand, randn,
+randint, bernoulli, dropout). Bounds are about 6 standard errors, so a correct
+generator fails them with negligible probability."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from _util import no_fallback
+
+N = 100_000
+
+
+def draw(fn):
+    """fn() on tpu with no CPU fallback, as a float64 CPU tensor."""
+    with no_fallback():
+        out = fn()
+    assert out.device.type == "tpu"
+    return out.cpu()
+
+
+def check_moments(x, mean, var):
+    x = x.double().flatten()
+    n = x.numel()
+    assert abs(x.mean().item() - mean) < 6 * math.sqrt(var / n), x.mean()
+    # The variance of a sample variance is about 2 var^2 / n for these shapes
+    # (exact for the normal; the uniform's is smaller).
+    assert abs(x.var().item() - var) < 6 * var * math.sqrt(2 / n) + 1e-12, x.var()
+
+
+FACTORIES = {
+    "rand": lambda: torch.rand(1000, device="tpu"),
+    "randn": lambda: torch.randn(1000, device="tpu"),
+    "randint": lambda: torch.randint(-5, 50, (1000,), device="tpu"),
+    "bernoulli": lambda: torch.bernoulli(torch.full((1000,), 0.3, device="tpu")),
+    "dropout": lambda: F.dropout(torch.ones(1000, device="tpu"), 0.4),
+    "normal_": lambda: torch.empty(1000, device="tpu").normal_(2, 3),
+    "uniform_": lambda: torch.empty(1000, device="tpu").uniform_(-1, 1),
+    "bernoulli_p": lambda: torch.empty(1000, device="tpu").bernoulli_(0.7),
+    "rand_f64": lambda: torch.rand(1000, dtype=torch.float64, device="tpu"),
+    "randn_bf16": lambda: torch.randn(1000, dtype=torch.bfloat16, device="tpu"),
+}
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_manual_seed_repeats_and_draws_differ(name):
+    fn = FACTORIES[name]
+    torch.manual_seed(123)
+    a = draw(fn)
+    b = draw(fn)
+    torch.manual_seed(123)
+    assert torch.equal(draw(fn), a)
+    assert torch.equal(draw(fn), b)
+    assert not torch.equal(a, b)
+    torch.manual_seed(124)
+    assert not torch.equal(draw(fn), a)
+
+
+def test_successive_draws_are_not_shifted_copies():
+    # Each draw must use fresh counters: the next draw is not the previous one
+    # moved by a few elements.
+    a = draw(lambda: torch.rand(1000, device="tpu"))
+    b = draw(lambda: torch.rand(1000, device="tpu"))
+    for shift in range(1, 4):
+        assert not torch.equal(a[shift:], b[:-shift])
+        assert not torch.equal(b[shift:], a[:-shift])
+    assert abs(torch.corrcoef(torch.stack([a, b]))[0, 1].item()) < 0.2
+
+
+def test_explicit_generator():
+    g = torch.Generator(device="tpu")
+    g.manual_seed(5)
+    a = draw(lambda: torch.rand(100, device="tpu", generator=g))
+    b = draw(lambda: torch.randn(100, device="tpu", generator=g))
+    g.manual_seed(5)
+    assert torch.equal(draw(lambda: torch.rand(100, device="tpu", generator=g)), a)
+    assert torch.equal(draw(lambda: torch.randn(100, device="tpu", generator=g)), b)
+
+
+def test_generator_state_round_trip():
+    state = torch.tpu.get_rng_state()
+    a = draw(lambda: torch.randn(100, device="tpu"))
+    torch.tpu.set_rng_state(state)
+    assert torch.equal(draw(lambda: torch.randn(100, device="tpu")), a)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_rand_moments(dtype):
+    x = draw(lambda: torch.rand(N, dtype=dtype, device="tpu"))
+    assert x.dtype == dtype and x.shape == (N,)
+    assert x.min() >= 0 and x.max() < 1
+    check_moments(x, 0.5, 1 / 12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_randn_moments(dtype):
+    x = draw(lambda: torch.randn(N, dtype=dtype, device="tpu"))
+    assert x.dtype == dtype
+    assert torch.isfinite(x).all()
+    check_moments(x, 0.0, 1.0)
+    # Tails of a normal: P(|z| > 3) = 0.0027.
+    assert abs((x.double().abs() > 3).double().mean().item() - 0.0027) < 0.0012
+
+
+def test_uniform_normal_in_place_parameters():
+    x = draw(lambda: torch.empty(N, device="tpu").uniform_(-2, 6))
+    assert x.min() >= -2 and x.max() < 6
+    check_moments(x, 2.0, 64 / 12)
+    x = draw(lambda: torch.empty(400, 250, device="tpu").normal_(-1.5, 0.5))
+    assert x.shape == (400, 250)
+    check_moments(x, -1.5, 0.25)
+    # Through a non-contiguous view: only the viewed elements change.
+    base = torch.zeros(4, 6, device="tpu")
+    with no_fallback():
+        base[:, ::2].uniform_(1, 2)
+    host = base.cpu()
+    assert (host[:, 1::2] == 0).all() and (host[:, ::2] >= 1).all()
+
+
+def test_normal_tensor_overloads():
+    mean = torch.arange(4.0).repeat(N // 4)
+    x = draw(lambda: torch.normal(mean.to("tpu"), 2.0))
+    for k in range(4):
+        check_moments(x[k::4], float(k), 4.0)
+    x = draw(lambda: torch.normal(1.0, torch.full((N,), 0.5, device="tpu")))
+    check_moments(x, 1.0, 0.25)
+    x = draw(lambda: torch.normal(torch.zeros(N, device="tpu"), torch.ones(N, device="tpu")))
+    check_moments(x, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("low, high", [(0, 10), (-5, 3), (0, 2**40)])
+def test_randint(low, high):
+    x = draw(lambda: torch.randint(low, high, (N,), device="tpu"))
+    assert x.dtype == torch.int64
+    assert x.min() >= low and x.max() < high
+    n = high - low
+    check_moments(x, low + (n - 1) / 2, (n * n - 1) / 12)
+    if n <= 10:
+        counts = torch.bincount(x - low, minlength=n).double()
+        assert (counts - N / n).abs().max() < 6 * math.sqrt(N / n)
+
+
+def test_random_in_place_dtypes():
+    x = draw(lambda: torch.empty(N, dtype=torch.uint8, device="tpu").random_())
+    assert x.min() == 0 and x.max() == 255
+    x = draw(lambda: torch.empty(N, dtype=torch.bool, device="tpu").random_())
+    assert abs(x.double().mean().item() - 0.5) < 0.01
+    x = draw(lambda: torch.empty(N, device="tpu").random_(3, 7))
+    assert x.dtype == torch.float32 and set(x.unique().tolist()) == {3.0, 4.0, 5.0, 6.0}
+    x = draw(lambda: torch.empty(N, dtype=torch.int32, device="tpu").random_(100))
+    assert x.min() >= 0 and x.max() < 100
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_bernoulli(p):
+    x = draw(lambda: torch.bernoulli(torch.full((N,), p, device="tpu")))
+    assert x.dtype == torch.float32 and set(x.unique().tolist()) <= {0.0, 1.0}
+    check_moments(x, p, p * (1 - p))
+    x = draw(lambda: torch.empty(N, dtype=torch.int64, device="tpu").bernoulli_(p))
+    assert x.dtype == torch.int64
+    check_moments(x, p, p * (1 - p))
+    probs = torch.tensor([0.0, 1.0, 0.25]).repeat(N // 3)
+    x = draw(lambda: torch.empty(probs.shape, device="tpu").bernoulli_(probs.to("tpu")))
+    assert (x[0::3] == 0).all() and (x[1::3] == 1).all()
+    check_moments(x[2::3], 0.25, 0.25 * 0.75)
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5, 0.8])
+def test_dropout(p):
+    x = torch.full((N,), 2.0)
+    y = draw(lambda: F.dropout(x.to("tpu"), p, training=True))
+    zero = y == 0
+    frac = zero.double().mean().item()
+    assert abs(frac - p) < 6 * math.sqrt(p * (1 - p) / N)
+    torch.testing.assert_close(y[~zero], torch.full_like(y[~zero], 2.0 / (1 - p)))
+    assert torch.equal(draw(lambda: F.dropout(x.to("tpu"), p, training=False)), x)
+
+
+def test_native_dropout_and_backward():
+    x = torch.randn(300, 300)
+    with no_fallback():
+        out, mask = torch.native_dropout(x.to("tpu"), 0.25, True)
+        eval_out, eval_mask = torch.native_dropout(x.to("tpu"), 0.25, False)
+    assert mask.dtype == torch.bool and eval_mask.cpu().all()
+    torch.testing.assert_close(eval_out.cpu(), x)
+    m = mask.cpu()
+    torch.testing.assert_close(out.cpu(), x * m / 0.75)
+    xt = x.to("tpu").requires_grad_()
+    with no_fallback():
+        y = F.dropout(xt, 0.25)
+        y.backward(torch.ones_like(y))
+    kept = y.detach().cpu() != 0
+    torch.testing.assert_close(xt.grad.cpu(), kept.float() / 0.75)
+
+
+def test_module_dropout_and_init():
+    torch.manual_seed(7)
+    with no_fallback():
+        lin = torch.nn.Linear(64, 64).to("tpu")
+        torch.nn.init.normal_(lin.weight, 0, 0.02)
+        torch.nn.init.uniform_(lin.bias, -0.1, 0.1)
+        drop = torch.nn.Dropout(0.5).train()
+        y = drop(lin(torch.ones(8, 64, device="tpu")))
+    assert y.shape == (8, 64)
+    check_moments(lin.weight.detach().cpu(), 0.0, 0.02**2)
+
+
+def test_random_errors():
+    x = torch.empty(3, device="tpu")
+    with pytest.raises(RuntimeError, match=r"uniform_ expects to return a \[from, to\) range"):
+        x.uniform_(1, 0)
+    with pytest.raises(RuntimeError, match="normal expects std >= 0.0, but found std -1"):
+        x.normal_(0, -1)
+    with pytest.raises(RuntimeError, match=r"bernoulli_ expects p to be in \[0, 1\], but got p=2"):
+        x.bernoulli_(2.0)
+    with pytest.raises(RuntimeError, match="random_ expects 'from' to be less than 'to'"):
+        x.random_(5, 3)
+    with pytest.raises(NotImplementedError):
+        torch.empty(3, dtype=torch.long, device="tpu").uniform_()
+
+
+def test_empty_draws():
+    with no_fallback():
+        assert torch.rand(0, 3, device="tpu").shape == (0, 3)
+        assert torch.randn(0, device="tpu").cpu().numel() == 0
+        out, mask = torch.native_dropout(torch.ones(0, device="tpu"), 0.5, True)
+    assert out.shape == (0,) and mask.shape == (0,)
