@@ -49,7 +49,7 @@ std::vector<ir::Value> float_rule(LoweringContext& ctx, const Args& a) {
 ir::Value exp2_fn(LoweringContext& c, ir::Value x) {
   return c.g().binary(Op::kPow, full_like(c, x, 2.0), x);
 }
-// log2/log10 by the change of base, as XLA's own lowerings do.
+// log2/log10 by the change of base, as JAX's jnp.log2/jnp.log10 do.
 ir::Value log2_fn(LoweringContext& c, ir::Value x) {
   return scaled(c, c.g().unary(Op::kLog, x), Op::kDiv, M_LN2);
 }
@@ -76,8 +76,8 @@ ir::Value digamma_fn(LoweringContext& c, ir::Value x) {
   auto& g = c.g();
   ir::Value zero = full_like(c, x, 0);
   // The sign of a zero shows in 1/x (-0.0 < 0 is false).
-  ir::Value pole = g.select(g.compare(Cmp::kLT, reciprocal_fn(c, x), zero), full_like(c, x, INFINITY),
-                  full_like(c, x, -INFINITY));
+  ir::Value pole = g.select(g.compare(Cmp::kLT, reciprocal_fn(c, x), zero),
+                            full_like(c, x, INFINITY), full_like(c, x, -INFINITY));
   return g.select(g.compare(Cmp::kEQ, x, zero), pole, g.unary(Op::kDigamma, x));
 }
 
@@ -111,7 +111,8 @@ std::vector<ir::Value> round_decimals(LoweringContext& ctx, const Args& a) {
   bool negative = decimals < 0;
   x = g.convert(x, opmath(dt));
   ir::Value ten_pow = full_like(ctx, x, std::pow(10.0, negative ? -decimals : decimals));
-  ir::Value y = g.unary(Op::kRoundNearestEven, g.binary(negative ? Op::kDiv : Op::kMul, x, ten_pow));
+  ir::Value y = g.binary(negative ? Op::kDiv : Op::kMul, x, ten_pow);
+  y = g.unary(Op::kRoundNearestEven, y);
   y = g.binary(negative ? Op::kMul : Op::kDiv, y, ten_pow);
   return {g.convert(y, dt)};
 }
@@ -203,6 +204,19 @@ ir::Value round_fn(LoweringContext& c, ir::Value x) {
   return c.g().unary(Op::kRoundNearestEven, x);
 }
 
+std::vector<ir::Value> floor_rule(LoweringContext& c, const Args& a) {
+  return rounding(c, a, "floor_vml_cpu", floor_fn);
+}
+std::vector<ir::Value> ceil_rule(LoweringContext& c, const Args& a) {
+  return rounding(c, a, "ceil_vml_cpu", ceil_fn);
+}
+std::vector<ir::Value> round_rule(LoweringContext& c, const Args& a) {
+  return rounding(c, a, "round_vml_cpu", round_fn);
+}
+std::vector<ir::Value> trunc_rule(LoweringContext& c, const Args& a) {
+  return rounding(c, a, "trunc_vml_cpu", trunc_float);
+}
+
 RegisterLowering kRules[] = {
     // float functions of one argument
     {"exp", float_op<Op::kExp>},
@@ -235,10 +249,10 @@ RegisterLowering kRules[] = {
     {"deg2rad", float_rule<deg2rad_fn>},
     {"rad2deg", float_rule<rad2deg_fn>},
     // rounding
-    {"floor", [](LoweringContext& c, const Args& a) { return rounding(c, a, "floor_vml_cpu", floor_fn); }},
-    {"ceil", [](LoweringContext& c, const Args& a) { return rounding(c, a, "ceil_vml_cpu", ceil_fn); }},
-    {"round", [](LoweringContext& c, const Args& a) { return rounding(c, a, "round_vml_cpu", round_fn); }},
-    {"trunc", [](LoweringContext& c, const Args& a) { return rounding(c, a, "trunc_vml_cpu", trunc_float); }},
+    {"floor", floor_rule},
+    {"ceil", ceil_rule},
+    {"round", round_rule},
+    {"trunc", trunc_rule},
     {"round.decimals", round_decimals},
     {"frac", frac_rule},
     // sign and magnitude

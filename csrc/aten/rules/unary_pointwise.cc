@@ -28,13 +28,15 @@ std::optional<ir::Value> opt_operand(LoweringContext& ctx, const c10::IValue& v,
 // min(max(x, lo), hi) with NaN propagation from any operand (the StableHLO
 // maximum/minimum semantics, which are PyTorch's clamp semantics), broadcast to
 // the common shape. Unlike stablehlo.clamp this also takes full-shape bounds.
+// The Scalar overloads reject bool (their CPU kernel's dispatch list lacks
+// it, named by `scalar_kernel`); the Tensor overloads take it.
 std::vector<ir::Value> clamp_values(LoweringContext& ctx, const c10::IValue& self,
                                     const c10::IValue& lo, const c10::IValue& hi,
-                                    const char* kernel) {
+                                    const char* scalar_kernel) {
   TORCH_CHECK(!lo.isNone() || !hi.isNone(),
               "torch.clamp: At least one of 'min' or 'max' must not be None");
   DType dt = to_ir(result_type_of({&self, &lo, &hi}));
-  if (dt == DType::kBool) not_implemented(kernel, dt);
+  if (dt == DType::kBool && scalar_kernel != nullptr) not_implemented(scalar_kernel, dt);
   ir::Value x = operand(ctx, self, dt);
   if (auto l = opt_operand(ctx, lo, dt)) x = binary(ctx, Op::kMax, x, *l);
   if (auto h = opt_operand(ctx, hi, dt)) x = binary(ctx, Op::kMin, x, *h);
@@ -45,15 +47,15 @@ std::vector<ir::Value> clamp_rule(LoweringContext& c, const Args& a) {
   return clamp_values(c, a[0], a[1], a[2], "clamp_scalar_cpu");
 }
 std::vector<ir::Value> clamp_tensor(LoweringContext& c, const Args& a) {
-  return clamp_values(c, a[0], a[1], a[2], "clamp_cpu");
+  return clamp_values(c, a[0], a[1], a[2], nullptr);
 }
 std::vector<ir::Value> clamp_min(LoweringContext& c, const Args& a) {
   return clamp_values(c, a[0], a[1], c10::IValue(),
-                      a[1].isTensor() ? "clamp_min_cpu" : "clamp_min_scalar_cpu");
+                      a[1].isTensor() ? nullptr : "clamp_min_scalar_cpu");
 }
 std::vector<ir::Value> clamp_max(LoweringContext& c, const Args& a) {
   return clamp_values(c, a[0], c10::IValue(), a[1],
-                      a[1].isTensor() ? "clamp_max_cpu" : "clamp_max_scalar_cpu");
+                      a[1].isTensor() ? nullptr : "clamp_max_scalar_cpu");
 }
 
 std::vector<ir::Value> where_self(LoweringContext& ctx, const Args& a) {

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <initializer_list>
+#include <string>
 
 #include "aten/ops_util.h"
 
@@ -60,6 +61,15 @@ inline ir::Value where(LoweringContext& ctx, ir::Value pred, ir::Value a, ir::Va
   shape = at::infer_size(dims(ctx, pred), shape);
   return ctx.g().select(broadcast_to(ctx, pred, shape), broadcast_to(ctx, a, shape),
                         broadcast_to(ctx, b, shape));
+}
+
+// gelu's `approximate` argument (position i), checked as ATen's
+// get_gelutype_enum checks it.
+inline std::string gelu_approximate(const Args& a, size_t i) {
+  std::string mode = a.is_none(i) ? "none" : a[i].toStringRef();
+  TORCH_CHECK(mode == "none" || mode == "tanh",
+              "approximate argument must be either none or tanh.");
+  return mode;
 }
 
 }  // namespace ttpu::aten::pointwise
