@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up everything on a fresh machine: system packages (GoogleTest, ccache,
+# Sets up everything on a fresh machine: system packages (GoogleTest, OpenSSL, ccache,
 # ninja), a virtual environment in .venv with torch==2.13.0 (CPU build), the
 # xla-cpu-pjrt plugin and the example/test dependencies, then builds torchtpu.
 # Idempotent: a second run only rebuilds what changed.
@@ -8,9 +8,14 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+# OpenSSL's libcrypto: SHA-256 for the persistent compile cache (csrc/cache).
+[ -f /usr/include/openssl/evp.h ] || need_apt+=(libssl-dev)
 command -v ccache >/dev/null || need_apt+=(ccache)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 command -v cmake >/dev/null || need_apt+=(cmake)
+command -v g++ >/dev/null || need_apt+=(g++)
+# Debian's python3 creates no venv without ensurepip (package python3-venv).
+"${PYTHON:-python3}" -c "import ensurepip" 2>/dev/null || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
@@ -24,4 +29,5 @@ PY=${PYTHON:-python3}
 # rest must not pull another torch.
 .venv/bin/python -m pip install -q torch==2.13.0
 .venv/bin/python -m pip install -q -r requirements-dev.txt
+echo "setup.sh: building torchtpu (C++; the first build takes minutes on 2 cores)"
 .venv/bin/python -m pip install -q --no-build-isolation --no-deps -e .

@@ -1,10 +1,18 @@
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 
 # The tests prove behaviour on the CPU PJRT plugin with one device unless a test
 # asks for more.
 os.environ.setdefault("TORCHTPU_CPU_DEVICES", "1")
+# The persistent compile cache goes to a per-session temp dir (removed at exit),
+# never to the user's ~/.cache; tests that need their own dir set it themselves.
+if "TORCHTPU_CACHE_DIR" not in os.environ:
+    os.environ["TORCHTPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchtpu-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["TORCHTPU_CACHE_DIR"], ignore_errors=True)
 
 import torch  # noqa: E402
 

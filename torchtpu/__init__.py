@@ -26,6 +26,7 @@ torch.utils.rename_privateuse1_backend("tpu")
 
 from torchtpu import _C  # noqa: E402  (registers the ATen kernels)
 from torchtpu import _plugin  # noqa: E402
+from torchtpu import cache  # noqa: E402,F401
 from torchtpu import device as _device_module  # noqa: E402
 from torchtpu import metrics  # noqa: E402,F401
 from torchtpu._modes import get_eager_mode, set_eager_mode  # noqa: E402,F401

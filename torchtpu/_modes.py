@@ -2,7 +2,7 @@
 
 from torchtpu import _C
 
-_MODES = ("strict", "debug")
+_MODES = ("strict", "debug", "fused")
 
 
 def set_eager_mode(mode):
@@ -10,10 +10,14 @@ def set_eager_mode(mode):
 
     ``"strict"``: each op is compiled once per signature, enqueued, and the host
     waits only when a value is read. ``"debug"``: the same, but waits after every
-    op, so an error is raised at the Python line that issued it.
+    op, so an error is raised at the Python line that issued it. ``"fused"``:
+    ops are recorded into one pending graph per device, compiled as ONE program
+    (cached by structure, so a training loop compiles its step once) and run
+    when a value is read, at ``torchtpu.sync()``, at an op with no lowering, or
+    past ``TORCHTPU_FUSION_MAX_NODES`` IR nodes (default 20000).
 
     Raises:
-        ValueError: ``mode`` is not one of ``"strict"``, ``"debug"``.
+        ValueError: ``mode`` is not one of ``"strict"``, ``"debug"``, ``"fused"``.
     """
     if mode not in _MODES:
         raise ValueError(f"eager mode must be one of {_MODES}, got {mode!r}")

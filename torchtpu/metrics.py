@@ -2,7 +2,10 @@
 
 ``metrics()`` returns a dict: ``compiles`` (XLA compilations), ``compile_seconds``
 (total wall seconds compiling), ``executes`` (programs run), ``cache_hits`` /
-``cache_misses`` (in-memory program cache), ``bytes_to_device`` /
+``cache_misses`` (in-memory program cache), ``persistent_hits`` /
+``persistent_misses`` / ``persistent_rejected`` (on-disk cache, consulted on an
+in-memory miss; see :mod:`torchtpu.cache`), ``persistent_load_seconds`` (wall
+seconds reading and deserializing hits), ``bytes_to_device`` /
 ``bytes_to_host`` (bytes copied by transfers), ``cached_programs``.
 """
 

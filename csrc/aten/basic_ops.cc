@@ -12,6 +12,7 @@
 
 #include "aten/device.h"
 #include "aten/lowering.h"
+#include "runtime/fusion.h"
 
 namespace ttpu::aten {
 namespace {
@@ -58,6 +59,7 @@ void ensure_storage(const at::Tensor& self, int64_t needed_bytes) {
   c10::Storage storage = impl->storage();
   auto& slot = slot_of(storage);
   if (needed_bytes <= slot.nbytes) return;
+  runtime::materialize(slot);
   if (slot.buffer == nullptr) {
     storage.unsafeGetStorageImpl()->set_nbytes(needed_bytes);
     slot.nbytes = needed_bytes;

@@ -22,6 +22,11 @@ bool covers_storage(const at::Tensor& t) {
 
 // Bytes of a slot's whole buffer on the host, as a 1-D CPU tensor of its dtype.
 at::Tensor download_slot(runtime::Slot& slot) {
+  try {
+    runtime::materialize(slot);
+  } catch (const pjrt::PjrtError& e) {
+    TORCH_CHECK(false, "tpu: ", e.what());
+  }
   auto cpu = at::empty({slot.numel()},
                        at::TensorOptions().dtype(to_aten(slot.dtype)).device(at::kCPU));
   if (slot.buffer == nullptr) {
@@ -63,6 +68,8 @@ void from_host(const at::Tensor& dst, const at::Tensor& src_cpu) {
   auto& slot = slot_of(dst);
   int device = dst.device().index();
   if (covers_storage(dst)) {
+    runtime::forget_pending(slot);  // fully overwritten: a pending value is moot
+    slot.error.clear();
     slot.buffer = runtime::Runtime::get().upload(src.data_ptr(), to_ir(dst.scalar_type()),
                                                  {dst.numel()}, device);
     slot.dtype = to_ir(dst.scalar_type());

@@ -1,5 +1,7 @@
 #include "aten/device.h"
 
+#include "runtime/fusion.h"
+
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
@@ -15,7 +17,11 @@ namespace {
 
 thread_local c10::DeviceIndex t_current_device = 0;
 
-void delete_slot(void* ctx) { delete static_cast<runtime::Slot*>(ctx); }
+void delete_slot(void* ctx) {
+  auto* slot = static_cast<runtime::Slot*>(ctx);
+  runtime::forget_pending(*slot);
+  delete slot;
+}
 
 class TpuAllocator final : public c10::Allocator {
  public:
@@ -35,6 +41,7 @@ class TpuAllocator final : public c10::Allocator {
     auto* s = static_cast<const runtime::Slot*>(src);
     TORCH_CHECK(static_cast<int64_t>(count) == s->nbytes && d->nbytes == s->nbytes,
                 "tpu: partial storage copies are not supported");
+    runtime::materialize(*const_cast<runtime::Slot*>(s));
     d->buffer = s->buffer;
     d->dtype = s->dtype;
     d->producer = s->producer;
@@ -75,6 +82,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return static_cast<c10::DeviceIndex>(device_count_or_zero());
   }
   void synchronizeDevice(const c10::DeviceIndex) const override {
+    runtime::flush_all();
     runtime::Runtime::get().synchronize();
   }
 };
@@ -176,6 +184,7 @@ at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device)
 
 void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
   auto& slot = slot_of(storage);
+  runtime::materialize(slot);
   TORCH_CHECK(slot.buffer == nullptr || static_cast<int64_t>(newsize) <= slot.nbytes,
               "tpu: growing a storage that holds data is not supported yet");
   storage.unsafeGetStorageImpl()->set_nbytes(newsize);

@@ -124,8 +124,8 @@ std::optional<c10::ScalarType> Args::opt_dtype(size_t i) const {
 }
 
 ir::Value LoweringContext::param(std::shared_ptr<pjrt::Buffer> buffer,
-                                 const ir::TensorType& type) {
-  args_.push_back(std::move(buffer));
+                                 const ir::TensorType& type, runtime::Slot* slot) {
+  args_.push_back({std::move(buffer), slot});
   return graph_.parameter(type);
 }
 
@@ -135,7 +135,19 @@ LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dt
   }
   TORCH_CHECK(slot.device == device_, op_, ": expected all tensors on tpu:", device_,
               " but found one on tpu:", slot.device);
-  if (slot.buffer == nullptr) {
+  TORCH_CHECK(slot.error.empty(), op_, ": an input was never computed: ", slot.error);
+  const bool fused = runtime::Runtime::get().mode() == runtime::EagerMode::kFused;
+  if (slot.pending && !fused) {
+    try {
+      runtime::materialize(slot);
+    } catch (const pjrt::PjrtError& e) {
+      TORCH_CHECK(false, op_, ": an input failed: ", e.what());
+    }
+  }
+  if (slot.pending) {
+    // Bound to the slot's pending value when the op is recorded.
+    slots_.push_back({&slot, param(nullptr, {slot.dtype, {slot.numel()}}, &slot)});
+  } else if (slot.buffer == nullptr) {
     // Never written: adopt this dtype, contents read as zeros.
     slot.dtype = dtype;
     ir::Value zeros = graph_.constant(0, {dtype, {slot.numel()}});
@@ -145,7 +157,7 @@ LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dt
         slot.nbytes % ir::byte_size(dtype) == 0) {
       reinterpret_slot(slot, dtype);
     }
-    slots_.push_back({&slot, param(slot.buffer, {slot.dtype, {slot.numel()}})});
+    slots_.push_back({&slot, param(slot.buffer, {slot.dtype, {slot.numel()}}, &slot)});
   }
   return slots_.back();
 }
@@ -281,10 +293,30 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
     if (u.written) outs.push_back(u.flat);
   }
   if (outs.empty()) return tensors;
+  if (runtime::Runtime::get().mode() == runtime::EagerMode::kFused) {
+    std::vector<runtime::Slot*> out_slots;
+    for (auto& t : tensors) {
+      if (!t.defined() || t.numel() == 0) continue;
+      auto& slot = slot_of(t);
+      slot.dtype = to_ir(t.scalar_type());
+      out_slots.push_back(&slot);
+    }
+    for (auto& u : slots_) {
+      if (u.written) out_slots.push_back(u.slot);
+    }
+    try {
+      runtime::fusion(device_).record(graph_, args_, outs, out_slots, op_);
+    } catch (const pjrt::PjrtError& e) {
+      TORCH_CHECK(false, "tpu: ", e.what());
+    } catch (const ir::IrError& e) {
+      TORCH_CHECK(false, "tpu: internal error lowering ", op_, ": ", e.what());
+    }
+    return tensors;
+  }
   graph_.set_outputs(outs);
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(args_.size());
-  for (auto& a : args_) raw.push_back(a.get());
+  for (auto& a : args_) raw.push_back(a.buffer.get());
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   try {
     buffers = runtime::Runtime::get().run(graph_, raw, device_, op_);

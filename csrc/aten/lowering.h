@@ -19,6 +19,7 @@
 
 #include "aten/device.h"
 #include "ir/graph.h"
+#include "runtime/fusion.h"
 
 namespace ttpu::aten {
 
@@ -68,7 +69,8 @@ class LoweringContext {
   // which may be any non-overlapping view; every alias sees the write.
   void write(const at::Tensor& dst, ir::Value value);
 
-  // Compiles (cached) and runs the program: returns one new tpu tensor per
+  // Compiles (cached) and runs the program (in fused mode: appends it to the
+  // device's pending graph, see runtime/fusion.h): returns one new tpu tensor per
   // `results` value (an undefined tensor for an invalid value: an optional
   // result such as an unrequested gradient), and applies the writes. Translates runtime errors into
   // c10 errors naming the op.
@@ -81,12 +83,13 @@ class LoweringContext {
     bool written = false;
   };
   SlotUse& use(runtime::Slot& slot, ir::DType dtype);
-  ir::Value param(std::shared_ptr<pjrt::Buffer> buffer, const ir::TensorType& type);
+  ir::Value param(std::shared_ptr<pjrt::Buffer> buffer, const ir::TensorType& type,
+                  runtime::Slot* slot = nullptr);
 
   std::string op_;
   int device_;
   ir::Graph graph_;
-  std::vector<std::shared_ptr<pjrt::Buffer>> args_;
+  std::vector<runtime::RecordedArg> args_;
   std::vector<SlotUse> slots_;
 };
 

@@ -160,6 +160,39 @@ const TensorType& Graph::operand_type(const char* op, Value v) const {
 
 // ---------------------------------------------------------------- leaves
 
+std::vector<Value> Graph::append(const Graph& sub, const std::vector<Value>& args,
+                                 const std::vector<Value>& values) {
+  if (args.size() != sub.parameters_.size()) {
+    throw IrError("append: " + std::to_string(args.size()) + " arguments for " +
+                  std::to_string(sub.parameters_.size()) + " parameters");
+  }
+  // For each node of `sub`: its copy here, or (for a parameter) its argument.
+  std::vector<int32_t> copy(sub.nodes_.size(), -1);
+  std::vector<Value> substitute(sub.nodes_.size());
+  for (size_t k = 0; k < args.size(); ++k) {
+    int32_t p = sub.parameters_[k];
+    if (!(type(args[k]) == sub.nodes_[p].results[0])) {
+      throw IrError("append: argument " + std::to_string(k) + " is " + type(args[k]).mlir() +
+                    ", parameter is " + sub.nodes_[p].results[0].mlir());
+    }
+    substitute[p] = args[k];
+  }
+  auto map = [&](Value v) {
+    return copy[v.node] >= 0 ? Value{copy[v.node], v.index} : substitute[v.node];
+  };
+  for (size_t i = 0; i < sub.nodes_.size(); ++i) {
+    const Node& n = sub.nodes_[i];
+    if (n.op == Op::kParameter) continue;
+    Node c = n;  // already validated when `sub` was built
+    for (auto& o : c.operands) o = map(o);
+    copy[i] = add_node(std::move(c)).node;
+  }
+  std::vector<Value> out;
+  out.reserve(values.size());
+  for (Value v : values) out.push_back(map(v));
+  return out;
+}
+
 Value Graph::parameter(const TensorType& type) {
   detail::check_dims("parameter", type.dims);
   Value v = add_node(Node{Op::kParameter, {}, {type}, {}});

@@ -191,6 +191,13 @@ class Graph {
   // --- random: returns {new_state, bits}; bits has `type` (u32 or u64 dtype)
   std::pair<Value, Value> rng_bit_generator(Value state, const TensorType& type);
 
+  // --- composition
+  // Copies `sub`'s nodes into this graph with sub's parameter k replaced by
+  // `args[k]` (whose types must match), and returns the copies of `values`
+  // (values of `sub`). Fused eager mode grows one program this way, op by op.
+  std::vector<Value> append(const Graph& sub, const std::vector<Value>& args,
+                            const std::vector<Value>& values);
+
   // --- program
   void set_outputs(std::vector<Value> outputs) { outputs_ = std::move(outputs); }
   const std::vector<Value>& outputs() const { return outputs_; }

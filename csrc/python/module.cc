@@ -1,5 +1,7 @@
 // torchtpu._C: the bindings, one translation unit. Python reaches the core only
 // through these functions; everything here is a thin conversion.
+#include <optional>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -9,6 +11,8 @@
 #include "aten/device.h"
 #include "aten/fallback.h"
 #include "aten/lowering.h"
+#include "cache/store.h"
+#include "runtime/fusion.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -47,22 +51,34 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return ttpu::aten::device_count_or_zero(); });
   m.def("_synchronize", [] {
     py::gil_scoped_release release;
-    guarded([] { Runtime::get().synchronize(); return 0; });
+    guarded([] {
+      ttpu::runtime::flush_all();
+      Runtime::get().synchronize();
+      return 0;
+    });
   });
   m.def("_set_eager_mode", [](const std::string& mode) {
     auto& rt = guarded([]() -> Runtime& { return Runtime::get(); });
+    // Whatever the old mode recorded runs before the new mode takes over.
+    guarded([] { ttpu::runtime::flush_all(); return 0; });
     if (mode == "strict") {
       rt.set_mode(ttpu::runtime::EagerMode::kStrict);
     } else if (mode == "debug") {
       rt.set_mode(ttpu::runtime::EagerMode::kDebug);
       rt.synchronize();
+    } else if (mode == "fused") {
+      rt.set_mode(ttpu::runtime::EagerMode::kFused);
     } else {
-      throw py::value_error("eager mode must be 'strict' or 'debug', got '" + mode + "'");
+      throw py::value_error("eager mode must be 'strict', 'debug' or 'fused', got '" + mode + "'");
     }
   });
   m.def("_get_eager_mode", [] {
     return guarded([] {
-      return Runtime::get().mode() == ttpu::runtime::EagerMode::kDebug ? "debug" : "strict";
+      switch (Runtime::get().mode()) {
+        case ttpu::runtime::EagerMode::kDebug: return "debug";
+        case ttpu::runtime::EagerMode::kFused: return "fused";
+        default: return "strict";
+      }
     });
   });
   m.def("_metrics", [] {
@@ -73,10 +89,58 @@ PYBIND11_MODULE(_C, m) {
     d["executes"] = mt.executes.load();
     d["cache_hits"] = mt.cache_hits.load();
     d["cache_misses"] = mt.cache_misses.load();
+    d["persistent_hits"] = mt.persistent_hits.load();
+    d["persistent_misses"] = mt.persistent_misses.load();
+    d["persistent_rejected"] = mt.persistent_rejected.load();
+    d["persistent_load_seconds"] = mt.persistent_load_ns.load() * 1e-9;
     d["bytes_to_device"] = mt.bytes_to_device.load();
     d["bytes_to_host"] = mt.bytes_to_host.load();
     d["cached_programs"] = Runtime::get().cached_programs();
     return d;
+  });
+  // The persistent compile cache: the runtime's store once it is initialised,
+  // else the directory the environment names (so info works before any tpu op).
+  m.def("_cache_info", [] {
+    py::dict d;
+    std::optional<ttpu::cache::DiskStore> from_env;
+    const ttpu::cache::DiskStore* store = nullptr;
+    int64_t hits = 0, misses = 0, rejected = 0;
+    if (Runtime::initialized()) {
+      auto& rt = Runtime::get();
+      store = rt.disk_cache();
+      hits = rt.metrics().persistent_hits.load();
+      misses = rt.metrics().persistent_misses.load();
+      rejected = rt.metrics().persistent_rejected.load();
+    } else if (std::string dir = ttpu::cache::cache_dir_from_env(); !dir.empty()) {
+      try {
+        store = &from_env.emplace(dir);
+      } catch (const ttpu::cache::StoreError&) {
+        // Reported as disabled; the runtime warns when it starts.
+      }
+    }
+    ttpu::cache::StoreInfo info;
+    if (store != nullptr) info = store->info();
+    d["enabled"] = store != nullptr;
+    d["dir"] = store != nullptr ? py::object(py::str(info.dir)) : py::object(py::none());
+    d["entries"] = info.entries;
+    d["bytes"] = info.bytes;
+    d["hits"] = hits;
+    d["misses"] = misses;
+    d["rejected"] = rejected;
+    return d;
+  });
+  m.def("_cache_clear", []() -> int64_t {
+    if (Runtime::initialized()) {
+      auto* store = Runtime::get().disk_cache();
+      return store != nullptr ? store->clear() : 0;
+    }
+    std::string dir = ttpu::cache::cache_dir_from_env();
+    if (dir.empty()) return 0;
+    try {
+      return ttpu::cache::DiskStore(dir).clear();
+    } catch (const ttpu::cache::StoreError&) {
+      return 0;
+    }
   });
   m.def("_reset_metrics", [] {
     guarded([] { Runtime::get().metrics().reset(); return 0; });

@@ -1,10 +1,12 @@
 #include "runtime/runtime.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
+#include "pjrt/compile_options.h"
 #include "stablehlo/emit.h"
 
 namespace ttpu::runtime {
@@ -39,6 +41,10 @@ void Metrics::reset() {
   executes = 0;
   cache_hits = 0;
   cache_misses = 0;
+  persistent_hits = 0;
+  persistent_misses = 0;
+  persistent_rejected = 0;
+  persistent_load_ns = 0;
   bytes_to_device = 0;
   bytes_to_host = 0;
 }
@@ -112,9 +118,12 @@ Runtime& Runtime::init(const std::string& plugin_path, int cpu_device_count) {
 
 Runtime::Runtime(std::string plugin_path, int cpu_device_count)
     : plugin_path_(std::move(plugin_path)) {
-  client_ = pjrt::load_plugin(plugin_path_)->create_client(cpu_device_count);
+  auto plugin = pjrt::load_plugin(plugin_path_);
+  client_ = plugin->create_client(cpu_device_count);
+  open_disk_cache(*plugin);
   const char* mode = std::getenv("TORCHTPU_EAGER_MODE");
   if (mode != nullptr && std::strcmp(mode, "debug") == 0) mode_ = EagerMode::kDebug;
+  if (mode != nullptr && std::strcmp(mode, "fused") == 0) mode_ = EagerMode::kFused;
 }
 
 std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
@@ -126,9 +135,80 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
     return it->second;
   }
   ++metrics_.cache_misses;
-  auto exe = compile_text(stablehlo::emit(graph, "torchtpu"), op);
+  std::string text = stablehlo::emit(graph, "torchtpu");
+  std::shared_ptr<pjrt::Executable> exe;
+  if (disk_cache_ != nullptr) {
+    cache::Key disk_key = cache_keys_->key(text);
+    exe = load_from_disk(disk_key, op);
+    if (exe == nullptr) {
+      exe = compile_text(text, op);
+      store_to_disk(disk_key, *exe);
+    }
+  } else {
+    exe = compile_text(text, op);
+  }
   programs_.emplace(std::move(key), exe);
   return exe;
+}
+
+void Runtime::open_disk_cache(const pjrt::Plugin& plugin) {
+  const char* log = std::getenv("TORCHTPU_CACHE_LOG");
+  cache_log_ = log != nullptr && std::strcmp(log, "1") == 0;
+  std::string dir = cache::cache_dir_from_env();
+  if (dir.empty()) return;
+  try {
+    cache_keys_ = std::make_unique<cache::KeyBuilder>(plugin.path(), plugin.api_major(),
+                                                      plugin.api_minor(),
+                                                      pjrt::compile_options_bytes());
+    disk_cache_ = std::make_unique<cache::DiskStore>(dir);
+  } catch (const std::exception& e) {
+    // The cache only saves time: without it every program is compiled.
+    std::fprintf(stderr, "torchtpu: warning: persistent compile cache disabled: %s\n", e.what());
+    cache_keys_.reset();
+    disk_cache_.reset();
+  }
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::load_from_disk(const cache::Key& key,
+                                                          const std::string& op) {
+  auto start = std::chrono::steady_clock::now();
+  cache::LoadResult entry = disk_cache_->load(key);
+  if (entry.status == cache::LoadStatus::kHit) {
+    try {
+      auto exe = client_->deserialize(entry.payload);
+      ++metrics_.persistent_hits;
+      metrics_.persistent_load_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now() - start).count();
+      return exe;
+    } catch (const pjrt::PjrtError& e) {
+      entry.status = cache::LoadStatus::kCorrupt;
+      entry.reason = std::string("the plugin refused the executable: ") + e.what();
+    }
+  }
+  ++metrics_.persistent_misses;
+  if (entry.status != cache::LoadStatus::kAbsent) ++metrics_.persistent_rejected;
+  if (cache_log_) {
+    std::string parts;
+    for (const auto& p : key.parts()) parts += " " + p.name + "=" + p.value + ";";
+    std::fprintf(stderr, "torchtpu: compile cache miss for %s (%s): %s\n  key:%s\n", op.c_str(),
+                 key.digest().c_str(), entry.reason.c_str(), parts.c_str());
+  }
+  return nullptr;
+}
+
+void Runtime::store_to_disk(const cache::Key& key, const pjrt::Executable& exe) {
+  std::string error;
+  try {
+    error = disk_cache_->store(key, exe.serialize());
+  } catch (const pjrt::PjrtError& e) {
+    error = std::string("the plugin cannot serialize the executable: ") + e.what();
+  }
+  static std::atomic<bool> warned{false};
+  if (!error.empty() && !warned.exchange(true)) {
+    std::fprintf(stderr, "torchtpu: warning: cannot write to the compile cache (%s); "
+                 "programs still compile, they are just not saved (warned once)\n",
+                 error.c_str());
+  }
 }
 
 std::shared_ptr<pjrt::Executable> Runtime::compile_text(const std::string& text,

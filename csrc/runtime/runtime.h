@@ -16,12 +16,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/key.h"
+#include "cache/store.h"
 #include "ir/graph.h"
 #include "pjrt/pjrt.h"
 
 namespace ttpu::runtime {
 
-enum class EagerMode { kStrict, kDebug };
+enum class EagerMode { kStrict, kDebug, kFused };
 
 // Counters read by torchtpu.metrics. Times in nanoseconds, sizes in bytes.
 struct Metrics {
@@ -30,6 +32,14 @@ struct Metrics {
   std::atomic<int64_t> executes{0};
   std::atomic<int64_t> cache_hits{0};
   std::atomic<int64_t> cache_misses{0};
+  // Persistent (on-disk) cache, consulted on an in-memory miss: a hit loads a
+  // serialized executable instead of compiling; `persistent_rejected` counts
+  // entries found but not used (corrupt, foreign, refused by the plugin), which
+  // are also misses; `persistent_load_ns` is time spent reading + deserializing hits.
+  std::atomic<int64_t> persistent_hits{0};
+  std::atomic<int64_t> persistent_misses{0};
+  std::atomic<int64_t> persistent_rejected{0};
+  std::atomic<int64_t> persistent_load_ns{0};
   std::atomic<int64_t> bytes_to_device{0};
   std::atomic<int64_t> bytes_to_host{0};
   void reset();
@@ -46,6 +56,13 @@ struct Slot {
   int64_t nbytes = 0;
   int device = 0;
   std::string producer;  // ATen op that produced `buffer`: named in async errors
+  // Fused mode: the value is a node of the device's pending graph, not yet
+  // computed (`buffer` is stale until the graph is flushed). See fusion.h.
+  bool pending = false;
+  ir::Value pending_value;
+  // Set when the program that should have produced this value failed; every
+  // later read raises it instead of returning garbage.
+  std::string error;
   int64_t numel() const { return nbytes / ir::byte_size(dtype); }
 };
 
@@ -71,7 +88,7 @@ class Runtime {
   void set_mode(EagerMode m) { mode_ = m; }
   Metrics& metrics() { return metrics_; }
 
-  // Compiles `graph` (cached by fingerprint) and enqueues it on `device` with
+  // Compiles `graph` (cached in memory by fingerprint, on disk by cache::Key) and enqueues it on `device` with
   // `args` bound to graph.parameters() in order. In debug mode waits for the
   // outputs, so an execution error is raised here. `op` names the ATen op for
   // error messages. Throws pjrt::PjrtError.
@@ -93,15 +110,24 @@ class Runtime {
   // Waits for every enqueued program; throws the first error met.
   void synchronize();
   size_t cached_programs() const { return programs_.size(); }
+  // The persistent cache, or null when disabled (TORCHTPU_CACHE=0,
+  // TORCHTPU_CACHE_DIR="", or the directory was unusable: warned on stderr).
+  const cache::DiskStore* disk_cache() const { return disk_cache_.get(); }
 
  private:
   Runtime(std::string plugin_path, int cpu_device_count);
   void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs);
+  void open_disk_cache(const pjrt::Plugin& plugin);
+  std::shared_ptr<pjrt::Executable> load_from_disk(const cache::Key& key, const std::string& op);
+  void store_to_disk(const cache::Key& key, const pjrt::Executable& exe);
 
   std::string plugin_path_;
   std::shared_ptr<pjrt::Client> client_;
   EagerMode mode_ = EagerMode::kStrict;
   Metrics metrics_;
+  std::unique_ptr<cache::KeyBuilder> cache_keys_;   // null iff disk_cache_ is
+  std::unique_ptr<cache::DiskStore> disk_cache_;
+  bool cache_log_ = false;  // TORCHTPU_CACHE_LOG=1: one stderr line per disk miss
   std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> programs_;
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
   std::vector<std::weak_ptr<pjrt::Buffer>> in_flight_;
