@@ -21,7 +21,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import torchtpu  # noqa: E402,F401  (registers the tpu device)
+import torchtpu  # noqa: E402  (registers the tpu device)
 
 # sentence_bert_config.json of the model: longer inputs are truncated.
 MAX_SEQ_LENGTH = 256
@@ -34,7 +34,7 @@ def model_path():
     return str(get_model_path())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(device):
     from transformers import AutoModel, AutoTokenizer
 

@@ -1,0 +1,167 @@
+"""Eager-mode benchmarks, side by side in one process; prints JSON medians and ratios.
+
+    python bench/bench_eager.py [--out bench_eager.json] [--loops 20] [--epochs 3]
+        [--rounds 2]
+
+(a) Per-op overhead in strict mode: ``c = a + b`` on two 1,000-element float32
+    tensors, a loop of 1,000 ops ending in one sync, tpu vs CPU PyTorch
+    (tpu debug mode is reported too). Microseconds per op, median over loops.
+    Target (issue 2): at most 30 us per op on tpu strict.
+(b) ``train_digits``: wall time per training step (forward, backward, optimizer
+    step) for tpu strict, tpu debug and CPU. Milliseconds per step, median over
+    the epochs after the first of each run (which pays for compilation on tpu).
+
+The configurations take turns (loop by loop in (a), run by run in (b)) so that
+the load of a shared machine weighs on all of them alike.
+
+A benchmark, not a test: nothing here asserts.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import torch
+
+import torchtpu
+from torchtpu.examples import train_digits
+
+NUMEL = 1000
+OPS_PER_LOOP = 1000
+TARGET_US_PER_OP = 30.0
+
+# (name, device, eager mode) of each configuration, measured in turn.
+CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"), ("tpu_debug", "tpu", "debug"))
+
+
+def _set_mode(mode):
+    if mode is not None:
+        torchtpu.set_eager_mode(mode)  # switching to debug waits for pending work
+
+
+def _sync(device):
+    if torch.device(device).type == "tpu":
+        torchtpu.sync()
+
+
+def add_us_per_op(loops):
+    """Median microseconds per ``c = a + b`` for each configuration.
+
+    The configurations take turns, one 1,000-op loop each, so a change in the
+    machine's load hits all of them alike.
+    """
+    tensors = {}
+    for _, device, _ in CONFIGS:
+        tensors[device] = (torch.randn(NUMEL).to(device), torch.randn(NUMEL).to(device))
+    times = {name: [] for name, _, _ in CONFIGS}
+    for i in range(loops + 1):  # loop 0 compiles and warms up; not counted
+        for name, device, mode in CONFIGS:
+            _set_mode(mode)
+            a, b = tensors[device]
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(OPS_PER_LOOP):
+                c = a + b
+            _sync(device)
+            elapsed = time.perf_counter() - start
+            del c
+            if i > 0:
+                times[name].append(elapsed / OPS_PER_LOOP * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def train_ms_per_step(rounds, epochs, batch_size, seed):
+    """Median ms per step for each configuration, and a summary of its runs.
+
+    The summary holds the last run's accuracy and losses, and the program-cache
+    misses, XLA compiles and CPU fallbacks of all its runs together (tpu only).
+
+    Each round trains every configuration from scratch for ``epochs`` epochs;
+    the first epoch of a run is not counted (it compiles on tpu).
+    """
+    samples = {name: [] for name, _, _ in CONFIGS}
+    runs = {}
+    for _ in range(rounds):
+        for name, device, mode in CONFIGS:
+            torchtpu.metrics.reset()
+            result = train_digits.train(device, epochs=epochs, seed=seed,
+                                        batch_size=batch_size, mode=mode, progress=False,
+                                        log=None)
+            per_epoch = result.epoch_seconds[1:] or result.epoch_seconds
+            samples[name] += [s / result.steps_per_epoch * 1e3 for s in per_epoch]
+            run = runs.setdefault(name, {})
+            run.update(final_accuracy=result.final_accuracy, losses=result.losses)
+            if device == "tpu":
+                counters = torchtpu.metrics.metrics()
+                # Programs the run needed (in-memory misses) and how many of them
+                # XLA compiled (the rest came from an on-disk cache, if any).
+                for key in ("cache_misses", "compiles"):
+                    run[key] = run.get(key, 0) + counters.get(key, 0)
+                fallbacks = run.setdefault("fallback_counts", {})
+                for op, n in torchtpu.metrics.fallback_counts().items():
+                    fallbacks[op] = fallbacks.get(op, 0) + n
+    steps = result.steps_per_epoch
+    return {name: statistics.median(s) for name, s in samples.items()}, steps, runs
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None, help="also write the JSON to this file")
+    p.add_argument("--loops", type=int, default=20, help="1,000-op loops per device for (a)")
+    p.add_argument("--epochs", type=int, default=3, help="train_digits epochs per run for (b)")
+    p.add_argument("--rounds", type=int, default=2, help="train_digits runs per configuration")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    # One warning per op that falls back is useful in a run, noise in a report:
+    # the fallback counts go into the JSON instead.
+    warnings.filterwarnings("ignore", message=r"tpu: .* has no tpu lowering")
+
+    load_at_start = os.getloadavg()[0]
+    previous = torchtpu.get_eager_mode()
+    add = add_us_per_op(args.loops)
+    step_ms, steps, runs = train_ms_per_step(args.rounds, args.epochs, args.batch_size,
+                                             args.seed)
+    torchtpu.set_eager_mode(previous)
+
+    report = {
+        "command": " ".join([sys.executable.rsplit("/", 1)[-1]] + sys.argv),
+        "torch": torch.__version__,
+        "torchtpu": torchtpu.__version__,
+        # Timings on a busy machine are noisy: say how busy it was.
+        "host": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                 "loadavg_1m": [load_at_start, os.getloadavg()[0]]},
+        "add_1000_float32": {
+            "ops_per_loop": OPS_PER_LOOP,
+            "loops": args.loops,
+            "us_per_op_median": add,
+            "ratio_tpu_strict_over_cpu": add["tpu_strict"] / add["cpu"],
+            "ratio_tpu_debug_over_tpu_strict": add["tpu_debug"] / add["tpu_strict"],
+            "target_us_per_op_tpu_strict": TARGET_US_PER_OP,
+            "meets_target": add["tpu_strict"] <= TARGET_US_PER_OP,
+        },
+        "train_digits": {
+            "epochs": args.epochs,
+            "rounds": args.rounds,
+            "batch_size": args.batch_size,
+            "steps_per_epoch": steps,
+            "ms_per_step_median": step_ms,
+            "ratio_tpu_strict_over_cpu": step_ms["tpu_strict"] / step_ms["cpu"],
+            "ratio_tpu_debug_over_tpu_strict": step_ms["tpu_debug"] / step_ms["tpu_strict"],
+            "runs": runs,
+        },
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()
