@@ -100,3 +100,23 @@ def test_rejected_stablehlo_names_the_op_and_does_not_abort():
     with pytest.raises(RuntimeError, match="aten::fake_op"):
         torchtpu._C._compile_stablehlo(bad, "aten::fake_op")
     assert (torch.ones(2, device="tpu") + 1).cpu().tolist() == [2.0, 2.0]
+
+
+def test_out_of_memory_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="(?i)out of memory"):
+        torch.zeros(2**36, device="tpu")  # 256 GiB
+    assert (torch.ones(3, device="tpu") * 2).cpu().tolist() == [2.0] * 3
+
+
+def test_deferred_failure_surfaces_at_the_read_naming_the_op():
+    torchtpu.set_eager_mode("fused")
+    try:
+        x = torch.zeros(2**36, device="tpu")  # recorded, not run
+        y = x + 1
+        with pytest.raises(RuntimeError, match=r"(?s)aten::zero_.*(?i:out of memory)"):
+            y[0].item()
+        with pytest.raises(RuntimeError, match="never computed|failed"):
+            (y * 2).cpu()
+    finally:
+        torchtpu.set_eager_mode("strict")
+    assert (torch.ones(2, device="tpu") + 1).cpu().tolist() == [2.0, 2.0]
