@@ -46,6 +46,9 @@ class CMakeBuild(build_ext):
             f"-DTORCHTPU_PACKAGE_DIR={ROOT / 'torchtpu'}",
             "-DCMAKE_BUILD_TYPE=Release",
         ]
+        # ccache hashes paths relative to the checkout, so a fresh clone elsewhere
+        # (CI) reuses objects compiled in another checkout of the same sources.
+        os.environ.setdefault("CCACHE_BASEDIR", str(ROOT))
         subprocess.check_call(cfg)
         jobs = os.environ.get("TORCHTPU_BUILD_JOBS", "2")
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
