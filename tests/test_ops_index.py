@@ -420,3 +420,12 @@ def test_gradients():
     grads_match(lambda x: x[idx.to(x.device), 1:], X)
     grads_match(lambda a, b: torch.cat([a, b * 2], 1), X, torch.randn(4, 2))
     grads_match(lambda x: F.pad(x.flip(0).roll(1, 1), (1, 1)).tril(), X)
+
+
+def test_gather_with_empty_index_of_higher_rank():
+    # Found by the OpInfo sweep: ATen skips the shape check for an empty index.
+    x = torch.arange(5.0)
+    idx = torch.empty(2, 0, dtype=torch.long)
+    with no_fallback():
+        out = torch.gather(x.to("tpu"), 0, idx.to("tpu"))
+    assert_close_cpu(out, torch.gather(x, 0, idx))

@@ -387,3 +387,18 @@ def test_pool_errors():
     same_error(lambda t: F.adaptive_avg_pool2d(t, (2, 2)), make((1, 2, 0, 8)))
     same_error(lambda t: F.adaptive_avg_pool2d(t, (2, 2)), x.long())
     same_error(lambda t: F.adaptive_avg_pool2d(t, (-1, 2)), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_products_round_once(dtype):
+    # Found by the OpInfo sweep: CPU accumulates half-precision products (and the
+    # bias of addmm) in float32 and rounds once; so must we.
+    torch.manual_seed(0)
+    a, w, b = torch.randn(8, 3), torch.randn(4, 3), torch.randn(4)
+    a, w, b = a.to(dtype), w.to(dtype), b.to(dtype)
+    expected = torch.nn.functional.linear(a, w, b)
+    with no_fallback():
+        out = torch.nn.functional.linear(a.to("tpu"), w.to("tpu"), b.to("tpu"))
+    assert_close_cpu(out, expected, rtol=0, atol=0)
+    x, y = torch.randn(2, 5, 7).to(dtype), torch.randn(2, 7, 3).to(dtype)
+    assert_close_cpu(torch.bmm(x.to("tpu"), y.to("tpu")), torch.bmm(x, y), rtol=0, atol=0)

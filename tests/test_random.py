@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _util import no_fallback
+from _util import assert_close_cpu, no_fallback
 
 N = 100_000
 
@@ -228,3 +228,13 @@ def test_empty_draws():
         assert torch.randn(0, device="tpu").cpu().numel() == 0
         out, mask = torch.native_dropout(torch.ones(0, device="tpu"), 0.5, True)
     assert out.shape == (0,) and mask.shape == (0,)
+
+
+def test_native_dropout_backward_promotes_integral_grads():
+    # Found by the OpInfo sweep: the Python-float scale promotes like ATen's kernel.
+    grad = torch.ones(3, dtype=torch.long)
+    mask = torch.tensor([True, False, True])
+    expected = torch.ops.aten.native_dropout_backward(grad, mask, 2.0)
+    with no_fallback():
+        out = torch.ops.aten.native_dropout_backward(grad.to("tpu"), mask.to("tpu"), 2.0)
+    assert_close_cpu(out, expected)

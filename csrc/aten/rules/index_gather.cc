@@ -48,7 +48,8 @@ std::vector<ir::Value> gather(LoweringContext& ctx, const Args& a) {
   const at::Tensor& index = a.tensor(2);
   const int64_t dim = wrap_dim(a.integer(1), self.dim());
   at::native::scatter_gather_dtype_check("gather", self, index, std::nullopt);
-  at::native::gather_shape_check(self, dim, index);
+  // As in ATen's gather meta function: an empty index skips the shape check.
+  if (index.numel() != 0) at::native::gather_shape_check(self, dim, index);
   check_index_range(ctx, index, dim, at::native::ensure_nonempty_size(self, dim), false,
                     RangeError::kBoundsRuntime);
   auto& g = ctx.g();

@@ -51,14 +51,31 @@ Value scaled_sum(LoweringContext& ctx, const at::Tensor& self, Value product,
   return g.binary(Op::kAdd, s, product);
 }
 
-// [n, k] x [k, m] -> [n, m]
-Value matmul2d(LoweringContext& ctx, Value a, Value b) {
-  return ctx.g().dot_general(a, b, {}, {}, {1}, {0});
+// Half-precision products accumulate in float32 and round once at the end, as
+// the CPU kernels do (at::opmath_type); XLA:CPU would accumulate in bf16/f16.
+bool is_half(ir::DType t) { return t == ir::DType::kBF16 || t == ir::DType::kF16; }
+Value opmath(LoweringContext& ctx, Value v) {
+  return is_half(dtype(ctx, v)) ? ctx.g().convert(v, ir::DType::kF32) : v;
 }
 
-// [b, n, k] x [b, k, m] -> [b, n, m]
+// mat1 [n, k] @ mat2 [k, m] read straight from their storages: a matrix that is
+// the transpose of a dense one (nn.Linear's weight.t(), and most of its
+// backward) is contracted along its storage's inner dimension, so the program
+// holds no transpose and XLA picks the layout. (XLA:CPU still runs x @ W.t()
+// about 2x slower than x @ W at 256x1024x1024; measured, not yet understood.)
+Value matmul2d(LoweringContext& ctx, const at::Tensor& mat1, const at::Tensor& mat2) {
+  auto transposed = [](const at::Tensor& t) {
+    return t.dim() == 2 && !t.is_contiguous() && t.t().is_contiguous();
+  };
+  const bool t1 = transposed(mat1), t2 = transposed(mat2);
+  Value a = opmath(ctx, ctx.tensor(t1 ? mat1.t() : mat1));
+  Value b = opmath(ctx, ctx.tensor(t2 ? mat2.t() : mat2));
+  return ctx.g().dot_general(a, b, {}, {}, {t1 ? 0 : 1}, {t2 ? 1 : 0});
+}
+
+// [b, n, k] x [b, k, m] -> [b, n, m], in opmath precision.
 Value matmul3d(LoweringContext& ctx, Value a, Value b) {
-  return ctx.g().dot_general(a, b, {0}, {0}, {2}, {1});
+  return ctx.g().dot_general(opmath(ctx, a), opmath(ctx, b), {0}, {0}, {2}, {1});
 }
 
 // --------------------------------------------------------------------- mm / addmm
@@ -78,7 +95,8 @@ std::vector<Value> mm(LoweringContext& ctx, const Args& a) {
               self.dtype(), " != ", mat2.dtype());
   check_mm_shapes(self, mat2);
   check_not_bool(self, "addmm_impl_cpu_");
-  return {matmul2d(ctx, ctx.tensor(self), ctx.tensor(mat2))};
+  return {ctx.g().convert(matmul2d(ctx, self, mat2),
+                          to_ir(self.scalar_type()))};
 }
 
 // The checks of addmm's meta function (ADDMM_META) in their order.
@@ -100,8 +118,9 @@ std::vector<Value> addmm(LoweringContext& ctx, const Args& a) {
   check_addmm(self, mat1, mat2);
   check_expandable(self, {mat1.size(0), mat2.size(1)});
   check_not_bool(self, "addmm_impl_cpu_");
-  Value product = matmul2d(ctx, ctx.tensor(mat1), ctx.tensor(mat2));
-  return {scaled_sum(ctx, self, product, a.scalar(3), a.scalar(4))};
+  Value product = matmul2d(ctx, mat1, mat2);
+  return {ctx.g().convert(scaled_sum(ctx, self, product, a.scalar(3), a.scalar(4)),
+                          to_ir(self.scalar_type()))};
 }
 
 // ------------------------------------------------------------ bmm / baddbmm / addbmm
@@ -128,7 +147,8 @@ std::vector<Value> bmm(LoweringContext& ctx, const Args& a) {
   check_bmm(batch1, batch2);
   check_not_bool(batch1, "bmm");
   check_bmm_dtypes(batch1, batch2);
-  return {matmul3d(ctx, ctx.tensor(batch1), ctx.tensor(batch2))};
+  return {ctx.g().convert(matmul3d(ctx, ctx.tensor(batch1), ctx.tensor(batch2)),
+                          to_ir(batch1.scalar_type()))};
 }
 
 // baddbmm(self, batch1, batch2, beta, alpha) = beta * self + alpha * bmm(batch1, batch2).
@@ -144,7 +164,8 @@ std::vector<Value> baddbmm(LoweringContext& ctx, const Args& a) {
   check_not_bool(batch1, "baddbmm");
   check_bmm_dtypes(batch1, batch2);
   Value product = matmul3d(ctx, ctx.tensor(batch1), ctx.tensor(batch2));
-  return {scaled_sum(ctx, self, product, a.scalar(3), a.scalar(4))};
+  return {ctx.g().convert(scaled_sum(ctx, self, product, a.scalar(3), a.scalar(4)),
+                          to_ir(self.scalar_type()))};
 }
 
 // addbmm(self, batch1, batch2, beta, alpha) = beta * self + alpha * sum_b batch1[b] @ batch2[b]:

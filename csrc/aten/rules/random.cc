@@ -226,11 +226,13 @@ std::vector<ir::Value> native_dropout(LoweringContext& ctx, const Args& a) {
   return {g.binary(Op::kMul, kept, broadcast_to(ctx, ctx.scalar(scale, dt), shape)), mask};
 }
 
-// native_dropout_backward(grad, mask, scale) = grad * (mask * scale).
+// native_dropout_backward(grad, mask, scale) = grad * (mask * scale); the
+// Python-float scale promotes integral grads to the default float dtype as in
+// ATen's kernel.
 std::vector<ir::Value> native_dropout_backward(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
-  ir::Value grad = ctx.tensor(a.tensor(0));
-  const DType dt = dtype(ctx, grad);
+  const DType dt = to_ir(result_type(a[0], a[2]));
+  ir::Value grad = g.convert(ctx.tensor(a.tensor(0)), dt);
   ir::Value m = g.convert(ctx.tensor(a.tensor(1)), dt);
   m = binary(ctx, Op::kMul, m, ctx.scalar(a.real(2), dt));
   return {binary(ctx, Op::kMul, grad, m)};
