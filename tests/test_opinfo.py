@@ -1,0 +1,95 @@
+"""OpInfo conformance: PyTorch's ``op_db`` sample inputs on tpu against CPU.
+
+A fast subset of the sweep in :mod:`torchtpu.tools.coverage`: the OpInfos whose
+ATen name matches an op with a tpu lowering (``torchtpu.metrics.lowered_ops()``),
+for float32, int64 and bool, first ``_LIMIT_SAMPLES`` samples each. Every
+(OpInfo, dtype) must be ``native`` (all samples match CPU, no CPU fallback)
+unless ``opinfo_expected_failures.txt`` lists its category with a reason: then it
+xfails, and it fails once the category changes, so the file only shrinks.
+``crash`` entries are skipped (they would take the test process down).
+"""
+
+import pathlib
+import re
+
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+
+import torchtpu
+from torchtpu.tools._opinfo_sweep import full_name, run_opinfo
+
+_DTYPES = (torch.float32, torch.int64, torch.bool)
+_LIMIT_SAMPLES = 6
+_EXPECTED_FILE = pathlib.Path(__file__).with_name("opinfo_expected_failures.txt")
+_CATEGORIES = ("fallback", "wrong", "error", "crash")
+
+
+def _lowered_base_names():
+    """Lowered ATen ops without overload, ``_``/``native_`` prefixes and the
+    suffixes that separate a kernel from its OpInfo (``max_pool2d_with_indices``
+    is OpInfo ``nn.functional.max_pool2d``)."""
+    names = set()
+    for op in torchtpu.metrics.lowered_ops():
+        names.add(op.split(".")[0])
+        base = re.sub(r"^_*(native_)?", "", op.split(".")[0])
+        names.add(re.sub(r"(_with_indices|_forward|_overrideable|_impl|_functional)$", "", base))
+    return names
+
+
+def _selected_opinfos():
+    lowered = _lowered_base_names()
+    for op in op_db:
+        # masked.* and sparse.* reach the lowered ops only through composites
+        # that the full sweep covers; they would double this file's run time.
+        if op.name.startswith(("masked.", "sparse.")):
+            continue
+        if op.variant_test_name.endswith("triton_optimized"):
+            continue
+        if op.aten_name in lowered or op.name.split(".")[-1] in lowered:
+            yield op
+
+
+def _read_expected():
+    """{(opinfo, dtype): (category, reason)} from the expected-failures file."""
+    expected = {}
+    for number, raw in enumerate(_EXPECTED_FILE.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        entry, _, reason = line.partition("#")
+        fields = entry.split()
+        if len(fields) != 3 or fields[2] not in _CATEGORIES or not reason.strip():
+            raise ValueError(f"{_EXPECTED_FILE.name}:{number}: want 'opinfo dtype category  "
+                             f"# reason' with category in {_CATEGORIES}, got {raw!r}")
+        expected[(fields[0], fields[1])] = (fields[2], reason.strip())
+    return expected
+
+
+_EXPECTED = _read_expected()
+_CASES = [
+    pytest.param(op, dtype, id=f"{full_name(op)}-{str(dtype).removeprefix('torch.')}")
+    for op in _selected_opinfos()
+    for dtype in _DTYPES
+    if dtype in op.supported_dtypes("cpu")
+]
+
+
+@pytest.mark.parametrize("op,dtype", _CASES)
+def test_opinfo_matches_cpu(op, dtype):
+    key = (full_name(op), str(dtype).removeprefix("torch."))
+    listed, reason = _EXPECTED.get(key, ("native", ""))
+    if listed == "crash":
+        pytest.skip(f"crashes the process: {reason}")
+    result = run_opinfo(op, dtype, limit_samples=_LIMIT_SAMPLES)
+    if result.category == "no_samples":
+        pytest.skip("CPU raises for every sample input")
+    if result.category == listed == "native":
+        return
+    if result.category == listed:
+        pytest.xfail(reason)
+    hint = (f"listed as {listed!r} ({reason}); update {_EXPECTED_FILE.name}"
+            if listed != "native" else f"add '{key[0]} {key[1]} {result.category}  # reason' "
+            f"to {_EXPECTED_FILE.name} only with an issue for it")
+    pytest.fail(f"{key[0]} {key[1]}: {result.category} {result.detail} "
+                f"fallbacks={result.fallbacks}; {hint}")

@@ -1,0 +1,294 @@
+"""Runs one OpInfo of PyTorch's ``op_db`` on tpu and on CPU and classifies it.
+
+Shared by :mod:`torchtpu.tools.coverage` (the sweep) and ``tests/test_opinfo.py``.
+``op_db`` (``torch.testing._internal.common_methods_invocations``) is the
+specification: its sample inputs, PyTorch's default tolerances per dtype
+(``torch.testing.assert_close``) and CPU PyTorch's results are the reference.
+
+Categories, per (OpInfo, dtype), worst sample wins:
+
+- ``native``: every sample matches CPU and no ATen op ran through the CPU fallback.
+- ``fallback``: every sample matches CPU, some CPU fallback ran.
+- ``error``: tpu raised where CPU did not, or raised another exception type.
+- ``wrong``: some sample gave another value, dtype or shape than CPU.
+- ``no_samples``: CPU raised for every sample or the OpInfo yields none; excluded
+  from the percentages.
+"""
+
+import dataclasses
+import itertools
+
+import torch
+from torch.testing._internal.opinfo.core import SampleInput
+
+import torchtpu
+
+# Worst first: a (op, dtype) takes the worst category of its samples.
+SEVERITY = ("wrong", "error", "fallback", "native", "no_samples")
+
+# OpInfos whose results are random or uninitialized memory (the tpu RNG is not
+# CPU's): only dtype and shape are compared.
+NONDETERMINISTIC = frozenset({
+    "bernoulli", "cauchy", "empty", "empty_like", "empty_permuted", "empty_strided",
+    "exponential", "geometric", "log_normal", "multinomial", "new_empty",
+    "new_empty_strided", "nn.functional.alpha_dropout", "nn.functional.dropout",
+    "nn.functional.dropout2d", "nn.functional.dropout3d",
+    "nn.functional.feature_alpha_dropout", "nn.functional.rrelu", "normal",
+    "rand_like", "randint", "randint_like", "randn", "randn_like", "uniform",
+    "torch.empty", "torch._refs.empty", "nn.functional.fractional_max_pool2d",
+    "nn.functional.fractional_max_pool3d",
+})
+
+# Positional arguments PyTorch requires on CPU whatever the input's device (the
+# OpInfo builds them with torch.tensor(), on CPU, for every device).
+CPU_ARGS = {"tensor_split": (0,)}
+
+
+def _random_sample(op, sample):
+    """True when this sample's result is random: a random OpInfo, or dropout."""
+    return (full_name(op) in NONDETERMINISTIC or op.name in NONDETERMINISTIC
+            or sample.kwargs.get("dropout_p", 0) > 0
+            # multi_head_attention_forward(query, key, value, embed_dim, num_heads,
+            # in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p, ...)
+            or (op.name == "nn.functional.multi_head_attention_forward"
+                and len(sample.args) > 9 and sample.args[9] > 0))
+
+
+@dataclasses.dataclass
+class Result:
+    """Outcome of one (OpInfo, dtype[, backward]) sweep.
+
+    ``detail`` describes the first sample that decided a non-native category;
+    ``fallbacks`` maps ``aten::op`` to CPU-fallback calls summed over samples.
+    """
+
+    op: str
+    dtype: str
+    category: str
+    samples: int = 0
+    detail: str = ""
+    fallbacks: dict = dataclasses.field(default_factory=dict)
+
+
+def full_name(op):
+    """``name`` or ``name.variant`` of an OpInfo, unique within ``op_db``."""
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+def dtype_from_name(name):
+    """``"float32"`` -> ``torch.float32``; raises ValueError for unknown names."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def _storage_copy(x):
+    """tpu copy of CPU tensor ``x`` with the same view geometry: a view or a
+    non-contiguous tensor copies its whole storage and is rebuilt with
+    ``as_strided``, so partial views (``as_strided`` reads outside the view)
+    and overlapping strides reach the tpu kernels as they reach CPU's."""
+    if x.layout != torch.strided or x.is_conj() or x.is_neg() or x.numel() == 0:
+        return x.to("tpu")
+    if x._base is None and x.is_contiguous() and x.storage_offset() == 0:
+        return x.to("tpu")
+    n = x.untyped_storage().nbytes() // x.element_size()
+    flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,))
+    return flat.to("tpu").as_strided(x.size(), x.stride(), x.storage_offset())
+
+
+def to_tpu(x):
+    """Copies a sample argument to tpu: tensors (leaf copies that keep
+    ``requires_grad`` and strides), recursively inside lists, tuples and dicts;
+    a cpu device (object or string) becomes tpu so factory functions and
+    ``Tensor.to`` samples target tpu."""
+    if isinstance(x, torch.Tensor):
+        return _storage_copy(x.detach()).requires_grad_(x.requires_grad)
+    if isinstance(x, torch.device) and x.type == "cpu":
+        return torch.device("tpu")
+    if isinstance(x, str) and x == "cpu":  # e.g. Tensor.to("cpu", ...) samples
+        return "tpu"
+    if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+        moved = [to_tpu(v) for v in x]
+        return type(x)(*moved) if hasattr(x, "_fields") else type(x)(moved)
+    if isinstance(x, dict):
+        return {k: to_tpu(v) for k, v in x.items()}
+    return x
+
+
+def to_cpu(x):
+    """Copies tpu results back to CPU (recursively), detached; other values pass."""
+    if isinstance(x, torch.Tensor):
+        if x.device.type != "tpu" and x.numel() > 0:
+            raise AssertionError(f"result on {x.device}, expected tpu")
+        return x.detach().cpu()
+    if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+        moved = [to_cpu(v) for v in x]
+        return type(x)(*moved) if hasattr(x, "_fields") else type(x)(moved)
+    return x
+
+
+def _compare(actual, expected, values=True):
+    """Raises AssertionError when tpu ``actual`` (already on CPU) differs from
+    ``expected``: values (default tolerances, NaN == NaN), dtype and shape."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            raise AssertionError(f"expected a tensor, got {type(actual).__name__}")
+        if actual.dtype != expected.dtype or actual.shape != expected.shape:
+            raise AssertionError(f"dtype/shape {actual.dtype}{list(actual.shape)} "
+                                 f"vs CPU {expected.dtype}{list(expected.shape)}")
+        if values:
+            torch.testing.assert_close(actual, expected, equal_nan=True)
+        return
+    if isinstance(expected, (list, tuple)) and not isinstance(expected, torch.Size):
+        if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
+            raise AssertionError(f"structure {type(actual).__name__} vs {type(expected).__name__}")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            try:
+                _compare(a, e, values)
+            except AssertionError as exc:
+                raise AssertionError(f"output {i}: {exc}") from None
+        return
+    if values:
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+def _move(op, sample, fn):
+    """A copy of ``sample`` with ``fn`` applied to its arguments, except the
+    ones PyTorch wants on CPU (``CPU_ARGS``)."""
+    keep = CPU_ARGS.get(op.name, ())
+    with torch.no_grad():
+        args = tuple(a if i in keep else fn(a) for i, a in enumerate(sample.args))
+        return SampleInput(fn(sample.input), args=args, kwargs=fn(sample.kwargs),
+                           output_process_fn_grad=sample.output_process_fn_grad)
+
+
+def _grads(op, sample, inputs):
+    """Gradients of the sum of the op's floating outputs w.r.t. ``inputs``
+    (after the sample's ``output_process_fn_grad``); None for unused inputs."""
+    out = sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    outs = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not outs or not inputs:
+        return None
+    total = sum(o.sum() for o in outs)
+    return torch.autograd.grad(total, inputs, allow_unused=True)
+
+
+def _grad_inputs(sample):
+    """Leaf tensors of a sample that require grad, in a fixed order."""
+    flat = [sample.input, *sample.args, *sample.kwargs.values()]
+    found = []
+    for x in flat:
+        xs = x if isinstance(x, (list, tuple)) else [x]
+        found += [t for t in xs if isinstance(t, torch.Tensor) and t.requires_grad]
+    return found
+
+
+def _run_sample(op, sample, backward):
+    """Runs one sample on CPU and tpu. Returns (category, detail, fallbacks)."""
+    # Copied before the CPU run, which may mutate the sample (in-place OpInfos);
+    # CPU runs the original so its strides (even overlapping ones) are kept.
+    try:
+        tpu_sample = _move(op, sample, to_tpu)
+    except Exception as exc:  # noqa: BLE001 - e.g. sparse layouts
+        return "error", f"copy to tpu: {type(exc).__name__}: {_first_line(exc)}", {}
+    cpu_sample = sample
+    compute = _grads if backward else None
+    try:
+        if backward:
+            expected = compute(op, cpu_sample, _grad_inputs(cpu_sample))
+        else:
+            expected = op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
+        cpu_exc = None
+    except Exception as exc:  # noqa: BLE001 - any CPU exception is the reference
+        expected, cpu_exc = None, exc
+
+    # A delta, not metrics.reset(): the sweep leaves the process's counters alone.
+    before = torchtpu.metrics.fallback_counts()
+    try:
+        if backward:
+            actual = compute(op, tpu_sample, _grad_inputs(tpu_sample))
+        else:
+            actual = op(tpu_sample.input, *tpu_sample.args, **tpu_sample.kwargs)
+        actual = to_cpu(actual)
+        torchtpu.sync()
+        tpu_exc = None
+    except Exception as exc:  # noqa: BLE001 - classified below
+        actual, tpu_exc = None, exc
+    fallbacks = {op: n - before.get(op, 0)
+                 for op, n in torchtpu.metrics.fallback_counts().items() if n > before.get(op, 0)}
+
+    if cpu_exc is not None:
+        if tpu_exc is None:
+            return "error", f"CPU raised {type(cpu_exc).__name__}, tpu did not", fallbacks
+        if not isinstance(tpu_exc, type(cpu_exc)):
+            return "error", (f"tpu raised {type(tpu_exc).__name__} ({_first_line(tpu_exc)}), "
+                             f"CPU {type(cpu_exc).__name__}"), fallbacks
+        return "cpu_raised", "", fallbacks
+    if tpu_exc is not None:
+        if isinstance(tpu_exc, AssertionError):  # result landed on the wrong device
+            return "wrong", _first_line(tpu_exc), fallbacks
+        return "error", f"{type(tpu_exc).__name__}: {_first_line(tpu_exc)}", fallbacks
+    try:
+        _compare(actual, expected, values=not _random_sample(op, sample))
+    except AssertionError as exc:
+        return "wrong", _summary(exc), fallbacks
+    return ("fallback" if fallbacks else "native"), "", fallbacks
+
+
+def _first_line(exc):
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else ""
+
+
+def _summary(exc):
+    """The informative lines of an assert_close message, one line."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return " | ".join(lines[:4])[:500]
+
+
+def describe_sample(sample):
+    """Short text of a sample's shapes and arguments, for repro lines."""
+    def fmt(x):
+        if isinstance(x, torch.Tensor):
+            if x.layout != torch.strided:
+                return f"T{list(x.shape)} {x.layout}"
+            strided = "" if x.is_contiguous() else f" stride={x.stride()}"
+            return f"T{list(x.shape)}{strided}"
+        if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+            return "[" + ", ".join(fmt(v) for v in x) + "]"
+        return repr(x)
+    parts = [fmt(sample.input)] + [fmt(a) for a in sample.args]
+    parts += [f"{k}={fmt(v)}" for k, v in sample.kwargs.items()]
+    return "(" + ", ".join(parts) + ")"
+
+
+def run_opinfo(op, dtype, limit_samples=8, backward=False, on_sample=None):
+    """Sweeps the first ``limit_samples`` sample inputs of OpInfo ``op`` for
+    ``dtype`` (a torch.dtype) and returns a :class:`Result`.
+
+    ``backward=True`` compares gradients instead of outputs (inputs get
+    ``requires_grad=True``). ``on_sample(index)`` is called before each sample
+    so a supervising process can name the sample that crashed it.
+    """
+    name = full_name(op)
+    result = Result(name, str(dtype).removeprefix("torch."), "no_samples")
+    samples = op.sample_inputs("cpu", dtype, requires_grad=backward)
+    worst = SEVERITY.index("no_samples")
+    for index, sample in enumerate(itertools.islice(samples, limit_samples)):
+        if on_sample is not None:
+            on_sample(index)
+        category, detail, fallbacks = _run_sample(op, sample, backward)
+        for key, count in fallbacks.items():
+            result.fallbacks[key] = result.fallbacks.get(key, 0) + count
+        if category == "cpu_raised":
+            continue
+        result.samples += 1
+        rank = SEVERITY.index(category)
+        if rank < worst:
+            worst = rank
+            if detail:
+                result.detail = f"sample {index} {describe_sample(sample)}: {detail}"
+    result.category = SEVERITY[worst]
+    return result
