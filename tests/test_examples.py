@@ -11,6 +11,7 @@ from torchtpu.examples import train_digits  # noqa: E402
 
 SHORT_EPOCHS = 3
 LOSS_RTOL = 1e-3  # issue 2: per-epoch losses within 1e-3 relative of CPU
+FUSED_RTOL = 1e-6  # issue 4: fused mode gives strict mode's values
 EMBED_ATOL = 1e-4  # issue 2: tpu vs CPU embeddings, max abs difference
 
 
@@ -19,19 +20,45 @@ def cpu_short_run():
     return train_digits.train("cpu", epochs=SHORT_EPOCHS, seed=0, progress=False, log=None)
 
 
-def _assert_losses_agree(tpu, cpu):
-    assert len(tpu) == len(cpu)
-    for epoch, (t, c) in enumerate(zip(tpu, cpu), start=1):
-        assert abs(t - c) <= LOSS_RTOL * abs(c), (
-            f"epoch {epoch}: tpu loss {t!r} vs cpu {c!r} (relative {abs(t - c) / abs(c):.2e})")
-
-
-def test_train_digits_tpu_matches_cpu_without_fallback(cpu_short_run):
+@pytest.fixture(scope="module")
+def strict_short_run():
+    """The strict-mode tpu run, its CPU fallbacks and its bytes copied to host."""
     torchtpu.metrics.reset()
-    tpu = train_digits.train("tpu", epochs=SHORT_EPOCHS, seed=0, progress=False, log=None)
-    fallbacks = torchtpu.metrics.fallback_counts()
+    result = train_digits.train("tpu", epochs=SHORT_EPOCHS, seed=0, mode="strict",
+                                progress=False, log=None)
+    return (result, torchtpu.metrics.fallback_counts(),
+            torchtpu.metrics.metrics()["bytes_to_host"])
+
+
+def _assert_losses_agree(tpu, reference, rtol=LOSS_RTOL, what="cpu"):
+    assert len(tpu) == len(reference)
+    for epoch, (t, r) in enumerate(zip(tpu, reference), start=1):
+        assert abs(t - r) <= rtol * abs(r), (
+            f"epoch {epoch}: tpu loss {t!r} vs {what} {r!r} (relative {abs(t - r) / abs(r):.2e})")
+
+
+def test_train_digits_tpu_matches_cpu_without_fallback(cpu_short_run, strict_short_run):
+    tpu, fallbacks, _ = strict_short_run
     _assert_losses_agree(tpu.losses, cpu_short_run.losses)
-    assert torchtpu.metrics.total_fallbacks() == 0, f"ops ran on CPU: {fallbacks}"
+    assert not fallbacks, f"ops ran on CPU: {fallbacks}"
+
+
+def test_train_digits_fused_matches_strict_and_cpu(cpu_short_run, strict_short_run):
+    # Fused mode records each epoch's steps into one graph (flushed by the one
+    # read of the loss per epoch); its values are strict mode's, up to XLA
+    # fusing float32 arithmetic differently inside the bigger program.
+    torchtpu.metrics.reset()
+    fused = train_digits.train("tpu", epochs=SHORT_EPOCHS, seed=0, mode="fused",
+                               progress=False, log=None)
+    fallbacks = torchtpu.metrics.fallback_counts()
+    bytes_to_host = torchtpu.metrics.metrics()["bytes_to_host"]
+    strict, _, strict_bytes_to_host = strict_short_run
+    assert torchtpu.get_eager_mode() == "strict", "train() must restore the mode"
+    _assert_losses_agree(fused.losses, strict.losses, FUSED_RTOL, "strict")
+    _assert_losses_agree(fused.losses, cpu_short_run.losses)
+    assert not fallbacks, f"ops ran on CPU: {fallbacks}"
+    # Still one read of the loss per epoch: no more host copies than strict mode.
+    assert bytes_to_host == strict_bytes_to_host
 
 
 def test_train_digits_steps_never_read_the_device():
