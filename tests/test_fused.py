@@ -15,7 +15,7 @@ def fused():
     torchtpu.set_eager_mode("strict")
 
 
-def train_steps(steps, lrs, seed=0):
+def train_steps(steps, lrs, seed=0, sync_each_step=False):
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.1),
                                 torch.nn.Linear(16, 3)).to("tpu")
@@ -31,6 +31,8 @@ def train_steps(steps, lrs, seed=0):
         loss.backward()
         opt.step()
         losses.append(loss.detach())
+        if sync_each_step:
+            torchtpu.sync()  # one fused graph per step
     return [v.item() for v in losses], [p.detach().cpu() for p in model.parameters()]
 
 
@@ -96,3 +98,76 @@ def test_in_place_keeps_data_ptr_in_fused_mode(fused):
     x.mul_(3)
     assert x.data_ptr() == p
     assert x.cpu().tolist() == [6.0] * 10
+
+
+# ---------------------------------------------------------------- buffer donation
+
+
+def test_donated_parameters_stay_right_over_many_steps():
+    steps = 12
+    lrs = [1e-2 / (i + 1) for i in range(steps)]
+    strict_losses, strict_params = train_steps(steps, lrs)
+    torchtpu.set_eager_mode("fused")
+    try:
+        torchtpu.metrics.reset()
+        fused_losses, fused_params = train_steps(steps, lrs, sync_each_step=True)
+        donations = torchtpu.metrics.metrics()["donations"]
+    finally:
+        torchtpu.set_eager_mode("strict")
+    # Every step but the first overwrites 4 parameters and their 8 AdamW
+    # moments in place; each old buffer is donated (the first step has no
+    # moments to donate yet).
+    assert donations >= 12 * (steps - 1), donations
+    assert fused_losses == pytest.approx(strict_losses, rel=1e-5)
+    for a, b in zip(fused_params, strict_params):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_buffer_shared_by_two_storages_is_not_donated(fused):
+    a = torch.arange(1000.0, device="tpu")
+    torchtpu.sync()
+    # A storage copy by the allocator (the copy-on-write path) shares the buffer.
+    b = torchtpu._C._allocator_clone(a)
+    assert torchtpu._C._storage_buffer_id(a) == torchtpu._C._storage_buffer_id(b) != 0
+    torchtpu.metrics.reset()
+    a.mul_(2)
+    torchtpu.sync()
+    assert torchtpu.metrics.metrics()["donations"] == 0
+    torch.testing.assert_close(b.cpu(), torch.arange(1000.0))
+    torch.testing.assert_close(a.cpu(), torch.arange(1000.0) * 2)
+    del b  # now the slot of `a` is the only owner: the next update donates
+    a.mul_(2)
+    torchtpu.sync()
+    assert torchtpu.metrics.metrics()["donations"] == 1
+    torch.testing.assert_close(a.cpu(), torch.arange(1000.0) * 4)
+
+
+def test_clone_stays_readable_while_the_source_is_updated(fused):
+    a = torch.arange(6.0, device="tpu")
+    torchtpu.sync()
+    b = a.clone()
+    for _ in range(5):
+        a.add_(1)
+        torchtpu.sync()
+    assert b.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert a.cpu().tolist() == [5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
+
+
+def test_saved_tensor_sees_the_in_place_update_like_cpu(fused):
+    def grad_after_data_update(device):
+        w = torch.arange(1.0, 5.0, device=device, requires_grad=True)
+        if device == "tpu":
+            torchtpu.sync()  # w's values live in a buffer the next graph reads
+        y = (w * w).sum()  # saves w: the same storage as the leaf
+        w.data.mul_(2)  # in place, bypassing the version counter
+        y.backward()  # reads the saved w: the updated values, on CPU too
+        return w.detach(), w.grad
+
+    torchtpu.metrics.reset()
+    w, grad = (t.cpu() for t in grad_after_data_update("tpu"))
+    # The old buffer of w went to the program; the saved tensor read the slot's
+    # new value, never the donated buffer.
+    assert torchtpu.metrics.metrics()["donations"] >= 1
+    w_cpu, grad_cpu = grad_after_data_update("cpu")
+    torch.testing.assert_close(w, w_cpu)
+    torch.testing.assert_close(grad, grad_cpu)

@@ -27,15 +27,25 @@ torch.utils.rename_privateuse1_backend("tpu")
 from torchtpu import _C  # noqa: E402  (registers the ATen kernels)
 from torchtpu import _plugin  # noqa: E402
 from torchtpu import cache  # noqa: E402,F401
+from torchtpu import config  # noqa: E402,F401
 from torchtpu import device as _device_module  # noqa: E402
 from torchtpu import metrics  # noqa: E402,F401
 from torchtpu._modes import get_eager_mode, set_eager_mode  # noqa: E402,F401
+from torchtpu._recompile import RecompileError, RecompileWarning  # noqa: E402,F401
 
 _C._set_default_plugin(_plugin.default_plugin_path() or "")
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
 __version__ = "0.1.0"
+
+# torch.compile's backend "tpu" (torchtpu/_dynamo.py) comes through the
+# torch_dynamo_backends entry point. Registered here too when Dynamo is already
+# loaded; importing it just for that would add seconds to every `import torch`.
+import sys  # noqa: E402
+
+if "torch._dynamo" in sys.modules:
+    from torchtpu import _dynamo  # noqa: F401
 
 
 def init(plugin=None, cpu_devices=None):

@@ -6,7 +6,10 @@
 ``persistent_misses`` / ``persistent_rejected`` (on-disk cache, consulted on an
 in-memory miss; see :mod:`torchtpu.cache`), ``persistent_load_seconds`` (wall
 seconds reading and deserializing hits), ``bytes_to_device`` /
-``bytes_to_host`` (bytes copied by transfers), ``cached_programs``.
+``bytes_to_host`` (bytes copied by transfers), ``donations`` / ``donated_bytes``
+(fused mode: buffers of tensors overwritten in place whose memory a program
+reused for the new value, see :func:`torchtpu.set_eager_mode`),
+``cached_programs``.
 """
 
 from torchtpu import _C
@@ -27,9 +30,19 @@ def total_fallbacks():
     return sum(_C._fallback_counts().values())
 
 
+def recompile_counts():
+    """Fused mode: distinct graphs compiled per start line, ``{"train.py:42": 3}``.
+
+    The start line is the user's line that issued a graph's first op; see
+    :mod:`torchtpu.config` for the warning these counts drive.
+    """
+    return dict(_C._recompile_counts())
+
+
 def reset():
-    """Zeroes every counter and the fallback counts."""
+    """Zeroes every counter, the fallback counts and the recompile counts."""
     _C._reset_metrics()
+    _C._reset_recompile_counts()
 
 
 def lowered_ops():

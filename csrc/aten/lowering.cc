@@ -48,10 +48,11 @@ std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
 }
 
 // Storage element index of every element of a strided view: offset + sum(i_k * s_k).
+// `offset` is a 0-d i64 value.
 ir::Value flat_indices(ir::Graph& g, const std::vector<int64_t>& sizes,
-                       const std::vector<int64_t>& strides, int64_t offset) {
+                       const std::vector<int64_t>& strides, ir::Value offset) {
   ir::TensorType t{ir::DType::kI64, sizes};
-  ir::Value idx = g.constant_int(offset, t);
+  ir::Value idx = g.broadcast_in_dim(offset, sizes, {});
   for (size_t k = 0; k < sizes.size(); ++k) {
     if (sizes[k] == 1 || strides[k] == 0) continue;
     ir::Value term = g.binary(ir::Op::kMul, g.iota(t, static_cast<int64_t>(k)),
@@ -196,21 +197,32 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
     bdims.push_back(static_cast<int64_t>(i));
   }
   int64_t n = numel_of(in_sizes);
+  // The n elements from the view's offset: a parameter unless 0, so slicing
+  // batch after batch out of one tensor reuses one program.
+  auto dense_range = [&]() {
+    if (offset == 0) return graph_.slice(flat, {0}, {n}, {1});
+    return graph_.dynamic_slice(flat, {storage_offset(offset)}, {n});
+  };
   ir::Value v;
   if (is_contiguous(in_sizes, in_strides)) {
-    v = graph_.reshape(graph_.slice(flat, {offset}, {offset + n}, {1}), in_sizes);
+    v = graph_.reshape(dense_range(), in_sizes);
   } else if (auto perm = contiguous_permutation(in_sizes, in_strides); !perm.empty()) {
     std::vector<int64_t> ps;
     for (int64_t p : perm) ps.push_back(in_sizes[p]);
-    v = graph_.reshape(graph_.slice(flat, {offset}, {offset + n}, {1}), ps);
+    v = graph_.reshape(dense_range(), ps);
     v = graph_.transpose(v, inverse(perm));
   } else {
-    ir::Value idx = flat_indices(graph_, in_sizes, in_strides, offset);
+    ir::Value idx = flat_indices(graph_, in_sizes, in_strides, storage_offset(offset));
     v = graph_.gather(flat, idx, element_gather(), {n});
     v = graph_.reshape(v, in_sizes);
   }
   if (in_sizes.size() != sizes.size()) v = graph_.broadcast_in_dim(v, sizes, bdims);
   return v;
+}
+
+ir::Value LoweringContext::storage_offset(int64_t offset) {
+  if (offset == 0) return graph_.constant_int(0, {ir::DType::kI64, {}});
+  return scalar(c10::Scalar(offset), ir::DType::kI64);
 }
 
 ir::Value LoweringContext::scalar(const c10::Scalar& s, ir::DType dtype) {
@@ -267,14 +279,15 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
   if (dense && offset == 0 && n == total) {
     flat = graph_.reshape(value, {total});
   } else if (dense) {
-    ir::Value start = graph_.constant_int(offset, {ir::DType::kI64, {}});
-    flat = graph_.dynamic_update_slice(flat, graph_.reshape(value, {n}), {start});
+    flat = graph_.dynamic_update_slice(flat, graph_.reshape(value, {n}), {storage_offset(offset)});
   } else {
-    ir::Value idx = flat_indices(graph_, sizes, strides, offset);
+    ir::Value idx = flat_indices(graph_, sizes, strides, storage_offset(offset));
     flat = graph_.scatter(flat, idx, graph_.reshape(value, {n}), element_scatter(),
                           ir::Reducer::kReplace);
   }
   u.written = true;
+  u.written_as = {to_ir(dst.scalar_type()),
+                  std::vector<int64_t>(dst.sizes().begin(), dst.sizes().end())};
 }
 
 std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& results) {
@@ -301,11 +314,19 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
       slot.dtype = to_ir(t.scalar_type());
       out_slots.push_back(&slot);
     }
+    // What the op produced, as the recompile guard reports it: results with
+    // their shapes, then the storages written.
+    std::vector<ir::TensorType> produced;
+    for (ir::Value r : results) {
+      if (r.valid()) produced.push_back(graph_.type(r));
+    }
     for (auto& u : slots_) {
-      if (u.written) out_slots.push_back(u.slot);
+      if (!u.written) continue;
+      out_slots.push_back(u.slot);
+      produced.push_back(u.written_as);
     }
     try {
-      runtime::fusion(device_).record(graph_, args_, outs, out_slots, op_);
+      runtime::fusion(device_).record(graph_, args_, outs, out_slots, op_, std::move(produced));
     } catch (const pjrt::PjrtError& e) {
       TORCH_CHECK(false, "tpu: ", e.what());
     } catch (const ir::IrError& e) {

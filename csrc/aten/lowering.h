@@ -81,8 +81,12 @@ class LoweringContext {
     runtime::Slot* slot;
     ir::Value flat;       // current flat value of the slot within this program
     bool written = false;
+    ir::TensorType written_as;  // the (last) tensor written: named by the recompile guard
   };
   SlotUse& use(runtime::Slot& slot, ir::DType dtype);
+  // A view's storage offset as a 0-d i64 value: a parameter (not part of the
+  // program's structure) unless it is 0.
+  ir::Value storage_offset(int64_t offset);
   ir::Value param(std::shared_ptr<pjrt::Buffer> buffer, const ir::TensorType& type,
                   runtime::Slot* slot = nullptr);
 

@@ -193,10 +193,33 @@ std::vector<Value> Graph::append(const Graph& sub, const std::vector<Value>& arg
   return out;
 }
 
+void Graph::donate(size_t parameter, size_t output) {
+  if (parameter >= parameters_.size() || output >= outputs_.size()) {
+    throw IrError("donate: parameter " + std::to_string(parameter) + " of " +
+                  std::to_string(parameters_.size()) + " to output " + std::to_string(output) +
+                  " of " + std::to_string(outputs_.size()));
+  }
+  const TensorType& p = nodes_[parameters_[parameter]].results[0];
+  const TensorType& o = type(outputs_[output]);
+  if (!(p == o)) {
+    throw IrError("donate: parameter " + std::to_string(parameter) + " is " + p.mlir() +
+                  ", output " + std::to_string(output) + " is " + o.mlir());
+  }
+  if (donations_.empty()) donations_.assign(parameters_.size(), -1);
+  if (donations_[parameter] >= 0 ||
+      std::find(donations_.begin(), donations_.end(), static_cast<int32_t>(output)) !=
+          donations_.end()) {
+    throw IrError("donate: parameter " + std::to_string(parameter) + " or output " +
+                  std::to_string(output) + " is already donated");
+  }
+  donations_[parameter] = static_cast<int32_t>(output);
+}
+
 Value Graph::parameter(const TensorType& type) {
   detail::check_dims("parameter", type.dims);
   Value v = add_node(Node{Op::kParameter, {}, {type}, {}});
   parameters_.push_back(v.node);
+  if (!donations_.empty()) donations_.push_back(-1);
   return v;
 }
 
@@ -645,6 +668,10 @@ std::string Graph::fingerprint() const {
   for (int32_t p : parameters_) w.u(static_cast<uint32_t>(p));
   w.u(outputs_.size());
   for (Value v : outputs_) w.value(v);
+  // Donation changes the compiled program (XLA plans the output into the
+  // argument's memory), so it is part of the key.
+  w.u(donations_.size());
+  for (int32_t d : donations_) w.s(d);
   return w.take();
 }
 

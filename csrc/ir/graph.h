@@ -7,7 +7,7 @@
 // recompiles); constants are structural (0, 1, -inf) and part of the key.
 //
 // fingerprint() serialises the whole structure (ops, attributes, types, operand
-// wiring, outputs) to a compact byte string: equal fingerprints mean the same
+// wiring, outputs, donations) to a compact byte string: equal fingerprints mean the same
 // program, so it is the exact in-memory cache key (no hash collisions to reason
 // about). No torch include.
 #pragma once
@@ -199,8 +199,21 @@ class Graph {
                             const std::vector<Value>& values);
 
   // --- program
-  void set_outputs(std::vector<Value> outputs) { outputs_ = std::move(outputs); }
+  // Also clears the donations, which name output positions.
+  void set_outputs(std::vector<Value> outputs) {
+    outputs_ = std::move(outputs);
+    donations_.clear();
+  }
   const std::vector<Value>& outputs() const { return outputs_; }
+  // Buffer donation: parameter `parameter` (position in parameters()) may be
+  // overwritten by output `output` (position in outputs()), whose type must be
+  // the same; the caller promises never to use the argument's buffer again
+  // (XLA reuses its memory; StableHLO arg attribute tf.aliasing_output).
+  // At most one donation per parameter and per output. Call after
+  // set_outputs(). Throws IrError.
+  void donate(size_t parameter, size_t output);
+  // Per parameter: the output it is donated to, or -1. Empty when none is.
+  const std::vector<int32_t>& donations() const { return donations_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<int32_t>& parameters() const { return parameters_; }  // node ids
   const TensorType& type(Value v) const;
@@ -215,6 +228,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<int32_t> parameters_;
   std::vector<Value> outputs_;
+  std::vector<int32_t> donations_;  // parallel to parameters_ once non-empty
 };
 
 }  // namespace ttpu::ir

@@ -13,6 +13,7 @@
 #include "aten/lowering.h"
 #include "cache/store.h"
 #include "runtime/fusion.h"
+#include "runtime/fusion_guard.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -32,12 +33,40 @@ decltype(auto) guarded(F f) {
   }
 }
 
+// Python is shutting down: no Python code may run (hooks return quietly).
+bool python_unavailable() { return !Py_IsInitialized() || _Py_IsFinalizing(); }
+
+// The recompile guard's hooks (runtime/fusion_guard.h): the runtime asks Python
+// for the user's line and hands it every new fused graph. They may be called on
+// autograd's device threads, which hold no GIL. A Python exception from the
+// handler (RecompileError, or a RecompileWarning that filters turned into an
+// error) leaves as py::error_already_set, which torch's and pybind11's
+// boundaries restore as the original Python exception.
+void install_recompile_hooks() {
+  ttpu::runtime::set_source_locator([]() -> std::string {
+    if (python_unavailable()) return "";
+    py::gil_scoped_acquire gil;
+    try {
+      return py::module_::import("torchtpu._recompile").attr("user_line")().cast<std::string>();
+    } catch (const py::error_already_set&) {
+      return "";  // the location only improves a message; never fail an op for it
+    }
+  });
+  ttpu::runtime::set_recompile_handler([](const ttpu::runtime::NewGraph& g) {
+    if (python_unavailable()) return;
+    py::gil_scoped_acquire gil;
+    py::module_::import("torchtpu._recompile").attr("on_new_graph")(g.start, g.count,
+                                                                    g.difference);
+  });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu native core";
   ttpu::aten::register_device();
   ttpu::aten::register_lowerings();
+  install_recompile_hooks();
 
   m.def("_set_default_plugin", &Runtime::set_default_plugin);
   m.def("_init", [](const std::string& path, int n) {
@@ -95,6 +124,8 @@ PYBIND11_MODULE(_C, m) {
     d["persistent_load_seconds"] = mt.persistent_load_ns.load() * 1e-9;
     d["bytes_to_device"] = mt.bytes_to_device.load();
     d["bytes_to_host"] = mt.bytes_to_host.load();
+    d["donations"] = mt.donations.load();
+    d["donated_bytes"] = mt.donated_bytes.load();
     d["cached_programs"] = Runtime::get().cached_programs();
     return d;
   });
@@ -147,6 +178,8 @@ PYBIND11_MODULE(_C, m) {
     ttpu::aten::reset_fallback_counts();
   });
   m.def("_fallback_counts", &ttpu::aten::fallback_counts);
+  m.def("_recompile_counts", [] { return ttpu::runtime::recompile_guard().counts(); });
+  m.def("_reset_recompile_counts", [] { ttpu::runtime::recompile_guard().reset(); });
   m.def("_lowered_ops", [] {
     std::vector<std::string> names;
     for (const auto& [k, v] : ttpu::aten::lowering_table()) names.push_back(k);
@@ -187,4 +220,22 @@ PYBIND11_MODULE(_C, m) {
     guarded([&] { Runtime::get().compile_text(text, op); return 0; });
   });
   m.def("_storage_producer", [](const at::Tensor& t) { return ttpu::aten::slot_of(t).producer; });
+  // For tests: a new tensor whose storage is a copy made by the tpu allocator
+  // (Allocator::clone, the path copy-on-write materialisation takes), which
+  // shares the source's PJRT buffer.
+  m.def("_allocator_clone", [](const at::Tensor& t) {
+    const c10::Storage& src = t.storage();
+    c10::Allocator* alloc = ttpu::aten::tpu_allocator();
+    c10::DeviceGuard guard(t.device());
+    c10::Storage copy(c10::Storage::use_byte_size_t(), src.nbytes(),
+                      alloc->clone(src.data(), src.nbytes()), alloc, /*resizable=*/true);
+    auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(copy), t.key_set(), t.dtype());
+    out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    return out;
+  });
+  // For tests: identifies the PJRT buffer behind a storage (0: none yet), to
+  // tell storages that share one buffer.
+  m.def("_storage_buffer_id", [](const at::Tensor& t) {
+    return reinterpret_cast<uintptr_t>(ttpu::aten::slot_of(t).buffer.get());
+  });
 }

@@ -20,10 +20,20 @@ size_t max_nodes() {
   return n;
 }
 
+bool donation_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCHTPU_DONATE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
 std::mutex g_mu;
+// Never destroyed, like the Runtime: pending buffers must not be released into
+// a plugin that static destruction may already have torn down.
 std::map<int, std::unique_ptr<Fusion>>& fusions() {
-  static std::map<int, std::unique_ptr<Fusion>> m;
-  return m;
+  static auto* m = new std::map<int, std::unique_ptr<Fusion>>();
+  return *m;
 }
 
 }  // namespace
@@ -31,19 +41,22 @@ std::map<int, std::unique_ptr<Fusion>>& fusions() {
 ir::Value Fusion::param(const std::shared_ptr<pjrt::Buffer>& buffer, const ir::TensorType& type,
                         bool dedup) {
   if (dedup) {
-    for (const auto& [b, v] : slot_params_) {
-      if (b == buffer.get()) return v;
+    for (const SlotParam& p : slot_params_) {
+      if (p.buffer == buffer.get()) return p.value;
     }
   }
   args_.push_back(buffer);
   ir::Value v = graph_.parameter(type);
-  if (dedup) slot_params_.emplace_back(buffer.get(), v);
+  if (dedup) slot_params_.push_back({buffer.get(), v, args_.size() - 1});
   return v;
 }
 
 void Fusion::record(const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
                     const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
-                    const std::string& op) {
+                    const std::string& op, std::vector<ir::TensorType> result_types) {
+  // The user's line is looked up before anything else, so a flush the op
+  // triggers cannot start the next graph without it.
+  if (ops_ == 0) start_ = locate_source();
   std::vector<ir::Value> bound;
   bound.reserve(args.size());
   for (size_t k = 0; k < args.size(); ++k) {
@@ -66,6 +79,7 @@ void Fusion::record(const ir::Graph& op_graph, const std::vector<RecordedArg>& a
     s->error.clear();
     s->producer = op;
   }
+  summary_.push_back({op, std::move(result_types)});
   if (ops_++ == 0) first_op_ = op;
   if (graph_.nodes().size() > max_nodes()) flush();
 }
@@ -77,6 +91,33 @@ void Fusion::reset() {
   live_.clear();
   ops_ = 0;
   first_op_.clear();
+  start_.clear();
+  summary_.clear();
+}
+
+Fusion::Donated Fusion::donate(ir::Graph& graph,
+                               const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
+                               const std::vector<SlotParam>& slot_params,
+                               const std::vector<Slot*>& live) {
+  Donated d;
+  if (!donation_enabled()) return d;
+  for (size_t i = 0; i < live.size(); ++i) {
+    const std::shared_ptr<pjrt::Buffer>& old = live[i]->buffer;
+    if (old == nullptr) continue;
+    // Two owners: the slot (about to get the output instead) and `args`.
+    // Anything more (another storage sharing it through copy_data or a
+    // resize, a lowering context still binding it, the scalar cache) means
+    // the buffer is still needed after this program.
+    if (old.use_count() != 2) continue;
+    auto p = std::find_if(slot_params.begin(), slot_params.end(),
+                          [&](const SlotParam& sp) { return sp.buffer == old.get(); });
+    if (p == slot_params.end() || args[p->arg] != old) continue;
+    if (!(graph.type(p->value) == graph.type(graph.outputs()[i]))) continue;
+    graph.donate(p->arg, i);
+    ++d.buffers;
+    d.bytes += live[i]->nbytes;
+  }
+  return d;
 }
 
 void Fusion::flush() {
@@ -91,32 +132,68 @@ void Fusion::flush() {
   std::string name = "fused graph of " + std::to_string(ops_) + " ops (first: " + first_op_ + ")";
   ir::Graph graph = std::move(graph_);
   std::vector<std::shared_ptr<pjrt::Buffer>> args = std::move(args_);
+  std::vector<SlotParam> slot_params = std::move(slot_params_);
   std::vector<Slot*> live = std::move(live_);
+  std::string start = std::move(start_);
+  GraphSummary summary{std::move(summary_), {}, {}};
   reset();
+  // Listed while this frame runs, so that forget() can reach `live`.
+  struct Flushing {
+    std::vector<std::vector<Slot*>*>& stack;
+    ~Flushing() { stack.pop_back(); }
+  } flushing{flushing_};
+  flushing_.push_back(&live);
+  const Donated donated = donate(graph, args, slot_params, live);
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(args.size());
   for (auto& a : args) raw.push_back(a.get());
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
-  try {
-    buffers = Runtime::get().run(graph, raw, device_, name);
-  } catch (const std::exception& e) {
+  Runtime& rt = Runtime::get();
+  auto fail = [&](const std::string& message) {
     for (Slot* s : live) {
+      if (s == nullptr) continue;
       s->pending = false;
       s->buffer = nullptr;
-      s->error = name + " failed: " + e.what();
+      s->error = message;
     }
-    throw;
+  };
+  const std::string key = graph.fingerprint();
+  if (!rt.has_program(key)) {
+    for (int32_t p : graph.parameters()) summary.parameters.push_back(graph.type({p, 0}));
+    summary.donations = graph.donations();
+    try {
+      recompile_guard().on_new_graph(start, std::move(summary));
+    } catch (const std::exception& e) {
+      // The handler refused the graph (TORCHTPU_RECOMPILE=error): its own
+      // exception goes on unchanged, so Python sees a RecompileError.
+      fail(name + " was not compiled: " + e.what());
+      throw;
+    }
   }
+  try {
+    buffers = rt.run(graph, raw, device_, name, &key);
+  } catch (const std::exception& e) {
+    std::string message = name + " failed: " + e.what();
+    fail(message);
+    throw pjrt::PjrtError("fused execution", message, -1);
+  }
+  // From here on the donated buffers are consumed: the slots drop them for
+  // their outputs, and `args` (their last owner) dies with this frame.
   for (size_t i = 0; i < live.size(); ++i) {
+    if (live[i] == nullptr) continue;
     live[i]->buffer = buffers[i];
     live[i]->pending = false;
     live[i]->producer = name;
   }
+  rt.metrics().donations += donated.buffers;
+  rt.metrics().donated_bytes += donated.bytes;
 }
 
 void Fusion::forget(Slot* slot) {
   auto it = std::find(live_.rbegin(), live_.rend(), slot);
   if (it != live_.rend()) live_.erase(std::next(it).base());
+  for (std::vector<Slot*>* live : flushing_) std::replace(live->begin(), live->end(), slot,
+                                                          static_cast<Slot*>(nullptr));
   slot->pending = false;
 }
 
@@ -138,6 +215,13 @@ void flush_all() {
 
 void materialize(Slot& slot) {
   if (slot.pending) fusion(slot.device).flush();
+  if (slot.pending) {
+    // Its graph is being flushed further up this stack: Python code run by
+    // the recompile handler (a warning hook) read it before it exists.
+    throw pjrt::PjrtError("fused execution",
+                          "a value was read while the graph computing it was being compiled "
+                          "(from code run by the recompile warning?)", -1);
+  }
   if (!slot.error.empty()) throw pjrt::PjrtError("fused execution", slot.error, -1);
 }
 

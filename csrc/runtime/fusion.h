@@ -5,11 +5,20 @@
 //
 // Values, never structure, vary between training steps: device buffers, Python
 // scalars and RNG state are program parameters, so a loop compiles its step
-// graphs once and then hits the cache.
+// graphs once and then hits the cache. A graph that is new to the cache is
+// shown to the recompile guard (fusion_guard.h) before it compiles.
 //
 // Lifetimes: a Slot whose value is pending is listed in `live_` until the flush
 // gives it a buffer, or until its storage dies (forget()); dead values are left
-// for XLA to eliminate.
+// for XLA to eliminate. While a slot is pending, `slot.buffer` still holds its
+// previous value, which the graph may read as a parameter.
+//
+// Buffer donation: at a flush, a live slot whose previous buffer the graph read
+// and that nothing else holds (no other storage shares it, see Slot) donates
+// that buffer to the program, aliased to the slot's own output, so an in-place
+// update (optimizer step, copy_) does not hold two copies of the tensor. The
+// donated buffer is consumed by XLA: the flush drops every reference to it and
+// the slot gets the output buffer. TORCHTPU_DONATE=0 turns donation off.
 #pragma once
 
 #include <memory>
@@ -17,6 +26,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "runtime/fusion_guard.h"
 #include "runtime/runtime.h"
 
 namespace ttpu::runtime {
@@ -33,29 +43,53 @@ class Fusion {
   explicit Fusion(int device) : device_(device) {}
 
   // Appends `op`'s program: its parameters bound to `args`, and `values[i]`
-  // becoming the pending value of `out_slots[i]`. Flushes past the size cap.
+  // becoming the pending value of `out_slots[i]`. `result_types` (the op's
+  // results as the user sees them) go into the graph's summary for the
+  // recompile guard. Flushes past the size cap.
   void record(const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
               const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
-              const std::string& op);
+              const std::string& op, std::vector<ir::TensorType> result_types);
   // Compiles and runs the pending graph; every pending slot gets its buffer.
   // On failure the slots are marked with the error (raised at their next read)
-  // and pjrt::PjrtError is thrown.
+  // and the error is rethrown: pjrt::PjrtError, or whatever the recompile
+  // handler threw.
   void flush();
   void forget(Slot* slot);
   size_t num_ops() const { return ops_; }
 
  private:
+  // A slot's buffer bound as a parameter; one per buffer (dedup).
+  struct SlotParam {
+    pjrt::Buffer* buffer;
+    ir::Value value;
+    size_t arg;  // position in args_ and in graph_.parameters()
+  };
   ir::Value param(const std::shared_ptr<pjrt::Buffer>& buffer, const ir::TensorType& type,
                   bool dedup);
   void reset();
+  struct Donated {
+    int64_t buffers = 0;
+    int64_t bytes = 0;
+  };
+  // Marks in `graph` (outputs set: one per slot of `live`) each donatable
+  // slot buffer.
+  static Donated donate(ir::Graph& graph, const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
+                        const std::vector<SlotParam>& slot_params,
+                        const std::vector<Slot*>& live);
 
   int device_;
   ir::Graph graph_;
   std::vector<std::shared_ptr<pjrt::Buffer>> args_;
-  std::vector<std::pair<pjrt::Buffer*, ir::Value>> slot_params_;  // dedup of slot buffers
+  std::vector<SlotParam> slot_params_;
   std::vector<Slot*> live_;
   size_t ops_ = 0;
   std::string first_op_;
+  std::string start_;               // user's "file:line" of the first op
+  std::vector<OpSummary> summary_;  // one per recorded op
+  // The live slots of the graphs being flushed (innermost last). The
+  // recompile handler runs Python, which may free a storage whose value such
+  // a graph computes: forget() clears its entry so the flush skips it.
+  std::vector<std::vector<Slot*>*> flushing_;
 };
 
 // The pending graph of `device` (created on first use).

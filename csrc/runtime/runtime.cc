@@ -47,6 +47,8 @@ void Metrics::reset() {
   persistent_load_ns = 0;
   bytes_to_device = 0;
   bytes_to_host = 0;
+  donations = 0;
+  donated_bytes = 0;
 }
 
 pjrt::ElementType element_type(ir::DType t) {
@@ -127,8 +129,9 @@ Runtime::Runtime(std::string plugin_path, int cpu_device_count)
 }
 
 std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
-                                                   const std::string& op) {
-  std::string key = graph.fingerprint();
+                                                   const std::string& op,
+                                                   const std::string* fingerprint) {
+  std::string key = fingerprint != nullptr ? *fingerprint : graph.fingerprint();
   auto it = programs_.find(key);
   if (it != programs_.end()) {
     ++metrics_.cache_hits;
@@ -231,13 +234,13 @@ std::shared_ptr<pjrt::Executable> Runtime::compile_text(const std::string& text,
 
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(
     const ir::Graph& graph, const std::vector<pjrt::Buffer*>& args, int device,
-    const std::string& op) {
+    const std::string& op, const std::string* fingerprint) {
   if (args.size() != graph.parameters().size()) {
     throw std::runtime_error("internal: " + op + " bound " + std::to_string(args.size()) +
                              " buffers to a program of " +
                              std::to_string(graph.parameters().size()) + " parameters");
   }
-  auto exe = compile(graph, op);
+  auto exe = compile(graph, op, fingerprint);
   auto outs = exe->execute(args, device);
   ++metrics_.executes;
   if (mode_ == EagerMode::kDebug) {

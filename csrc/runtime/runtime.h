@@ -42,6 +42,10 @@ struct Metrics {
   std::atomic<int64_t> persistent_load_ns{0};
   std::atomic<int64_t> bytes_to_device{0};
   std::atomic<int64_t> bytes_to_host{0};
+  // Fused mode: argument buffers donated to their program (memory reused for
+  // an output instead of held next to it), and their bytes.
+  std::atomic<int64_t> donations{0};
+  std::atomic<int64_t> donated_bytes{0};
   void reset();
 };
 
@@ -49,7 +53,9 @@ struct Metrics {
 // `numel()` elements of `dtype`. A view reads and writes it through index
 // arithmetic in the programs it takes part in; replacing `buffer` is how every
 // alias of the storage sees a write. A null buffer means "never written" and
-// reads as zeros (the contents of torch.empty are unspecified).
+// reads as zeros (the contents of torch.empty are unspecified). Slots may share
+// one buffer (a storage copy by the allocator); fused mode donates a buffer to
+// XLA only when its slot is the sole owner (fusion.h).
 struct Slot {
   std::shared_ptr<pjrt::Buffer> buffer;
   ir::DType dtype = ir::DType::kU8;  // element type of `buffer`
@@ -91,11 +97,18 @@ class Runtime {
   // Compiles `graph` (cached in memory by fingerprint, on disk by cache::Key) and enqueues it on `device` with
   // `args` bound to graph.parameters() in order. In debug mode waits for the
   // outputs, so an execution error is raised here. `op` names the ATen op for
-  // error messages. Throws pjrt::PjrtError.
+  // error messages. `fingerprint`, when given, is graph.fingerprint() already
+  // computed (a fused graph's can be large). Throws pjrt::PjrtError.
   std::vector<std::shared_ptr<pjrt::Buffer>> run(const ir::Graph& graph,
                                                  const std::vector<pjrt::Buffer*>& args,
-                                                 int device, const std::string& op);
-  std::shared_ptr<pjrt::Executable> compile(const ir::Graph& graph, const std::string& op);
+                                                 int device, const std::string& op,
+                                                 const std::string* fingerprint = nullptr);
+  std::shared_ptr<pjrt::Executable> compile(const ir::Graph& graph, const std::string& op,
+                                            const std::string* fingerprint = nullptr);
+  // Whether a program with this fingerprint is in the in-memory cache.
+  bool has_program(const std::string& fingerprint) const {
+    return programs_.count(fingerprint) != 0;
+  }
   // Compiles StableHLO text (uncached); a rejection is a PjrtError naming `op`.
   std::shared_ptr<pjrt::Executable> compile_text(const std::string& text, const std::string& op);
 

@@ -81,6 +81,11 @@ class Emitter {
       }
       names_[id] = "%arg" + std::to_string(i);
       sig += (i ? ", " : "") + names_[id] + ": " + g_.nodes()[id].results[0].mlir();
+      // A donated argument: XLA may write output N into its memory, and PJRT
+      // then treats the argument buffer as consumed (reads of it fail).
+      if (i < g_.donations().size() && g_.donations()[i] >= 0) {
+        sig += " {tf.aliasing_output = " + std::to_string(g_.donations()[i]) + " : i32}";
+      }
     }
     for (size_t id = 0; id < g_.nodes().size(); ++id) emit_node(static_cast<int32_t>(id));
 

@@ -366,5 +366,39 @@ TEST(Fingerprint, DiffersForAnyChange) {
   EXPECT_NE(conv(1, 6), conv(1, 7));
 }
 
+// A donated parameter compiles to a different program (its memory is the
+// output's), so donation is part of the key.
+TEST(Fingerprint, IncludesDonation) {
+  auto axpy = [](int donate_param) {
+    Graph h;
+    Value a = h.parameter(f32({3}));
+    Value b = h.parameter(f32({3}));
+    h.set_outputs({h.binary(Op::kAdd, a, b)});
+    if (donate_param >= 0) h.donate(static_cast<size_t>(donate_param), 0);
+    return h;
+  };
+  EXPECT_EQ(axpy(0).fingerprint(), axpy(0).fingerprint());
+  EXPECT_NE(axpy(-1).fingerprint(), axpy(0).fingerprint());
+  EXPECT_NE(axpy(0).fingerprint(), axpy(1).fingerprint());
+  EXPECT_EQ(axpy(1).donations(), (std::vector<int32_t>{-1, 0}));
+  EXPECT_TRUE(axpy(-1).donations().empty());
+}
+
+TEST(Donation, RejectsMismatchesAndDoubles) {
+  Graph h;
+  Value a = h.parameter(f32({3}));
+  Value b = h.parameter(f32({2}));
+  Value s = h.binary(Op::kAdd, a, a);
+  h.set_outputs({s, s});
+  EXPECT_THROW(h.donate(1, 0), IrError);  // f32[2] into f32[3]
+  EXPECT_THROW(h.donate(2, 0), IrError);  // no such parameter
+  EXPECT_THROW(h.donate(0, 2), IrError);  // no such output
+  h.donate(0, 1);
+  EXPECT_THROW(h.donate(0, 0), IrError);  // parameter already donated
+  h.set_outputs({s});                     // outputs reset: donations with them
+  EXPECT_TRUE(h.donations().empty());
+  (void)b;
+}
+
 }  // namespace
 }  // namespace ttpu::ir

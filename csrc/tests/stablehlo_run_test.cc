@@ -372,5 +372,25 @@ TEST(RunMovement, DynamicSliceAndUpdate) {
   EXPECT_EQ(out[1].doubles(), (Doubles{0, 1, 2, 3, -1, -1, 6, -1, -1}));
 }
 
+// The emitted donation is honoured by the plugin: the output is right and the
+// donated argument is consumed (reading it fails), the other one is not.
+TEST(RunProgram, DonatedParameterIsConsumed) {
+  Graph g;
+  Value w = g.parameter({DType::kF32, {3}});
+  Value d = g.parameter({DType::kF32, {3}});
+  g.set_outputs({g.binary(Op::kSub, w, d)});
+  g.donate(0, 0);
+  auto exe = client()->compile(stablehlo::emit(g, "donate"));
+  std::vector<float> wv = {5, 6, 7}, dv = {1, 2, 3}, out(3);
+  auto bw = client()->buffer_from_host(wv.data(), pjrt::ElementType::kF32, {3}, 0);
+  auto bd = client()->buffer_from_host(dv.data(), pjrt::ElementType::kF32, {3}, 0);
+  auto outs = exe->execute({bw.get(), bd.get()}, 0);
+  outs[0]->to_host(out.data(), 12);
+  EXPECT_EQ(out, (std::vector<float>{4, 4, 4}));
+  EXPECT_THROW(bw->to_host(out.data(), 12), pjrt::PjrtError);
+  bd->to_host(out.data(), 12);
+  EXPECT_EQ(out, dv);
+}
+
 }  // namespace
 }  // namespace ttpu::testing

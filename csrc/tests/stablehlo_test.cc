@@ -39,6 +39,27 @@ TEST(Golden, Add) {
 )");
 }
 
+// Buffer donation: the donated parameter carries the output it is aliased to.
+TEST(Golden, DonatedParameter) {
+  Graph g;
+  Value w = g.parameter({DType::kF32, {3}});
+  Value lr = g.parameter({DType::kF32, {}});
+  Value grad = g.parameter({DType::kF32, {3}});
+  Value step = g.binary(Op::kMul, g.broadcast_in_dim(lr, {3}, {}), grad);
+  g.set_outputs({g.binary(Op::kAdd, grad, grad), g.binary(Op::kSub, w, step)});
+  g.donate(0, 1);
+  EXPECT_EQ(emit(g, "sgd"), R"(module @sgd {
+  func.func public @main(%arg0: tensor<3xf32> {tf.aliasing_output = 1 : i32}, %arg1: tensor<f32>, %arg2: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+    %3 = "stablehlo.broadcast_in_dim"(%arg1) {broadcast_dimensions = array<i64>} : (tensor<f32>) -> tensor<3xf32>
+    %4 = "stablehlo.multiply"(%3, %arg2) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    %5 = "stablehlo.add"(%arg2, %arg2) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    %6 = "stablehlo.subtract"(%arg0, %4) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    "func.return"(%5, %6) : (tensor<3xf32>, tensor<3xf32>) -> ()
+  }
+}
+)");
+}
+
 TEST(Golden, ReduceSum) {
   Graph g;
   Value x = g.parameter({DType::kF32, {2, 3}});

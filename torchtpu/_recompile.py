@@ -1,0 +1,98 @@
+"""The Python side of fused mode's recompile guard (csrc/runtime/fusion_guard.h).
+
+The runtime calls :func:`user_line` when it records the first op of a pending
+graph, and :func:`on_new_graph` for every graph that is not in the program
+cache, just before it compiles.
+"""
+
+import functools
+import os
+import sys
+import sysconfig
+import threading
+import warnings
+
+import torch
+
+from torchtpu import config
+
+
+class RecompileWarning(UserWarning):
+    """A Python line keeps producing new fused graphs (see torchtpu.config)."""
+
+    __module__ = "torchtpu"
+
+
+class RecompileError(RuntimeError):
+    """Raised instead of RecompileWarning when ``TORCHTPU_RECOMPILE=error``."""
+
+    __module__ = "torchtpu"
+
+
+def _dir(path):
+    return os.path.dirname(os.path.abspath(path)) + os.sep
+
+
+_PACKAGE = _dir(__file__)
+_EXAMPLES = os.path.join(_PACKAGE, "examples") + os.sep  # user code, shipped with us
+_TORCH = _dir(torch.__file__)
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+_SITE = tuple(os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib"))
+
+
+@functools.lru_cache(maxsize=4096)  # called per frame at every graph start
+def _internal(filename):
+    """True for frames of torch, torchtpu and the standard library: the graph's
+    start is reported at the user's line that called into them."""
+    if filename.startswith("<frozen"):
+        return True
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    if path.startswith(_PACKAGE):
+        return not path.startswith(_EXAMPLES)
+    if path.startswith(_TORCH):
+        return True
+    return path.startswith(_STDLIB) and not path.startswith(_SITE)
+
+
+def user_line():
+    """``"file:line"`` of the innermost frame outside torch, torchtpu and the
+    standard library; ``""`` if there is none.
+
+    An op recorded on one of autograd's device threads (inside ``backward()``)
+    has no Python frames of its own: the main thread, which waits in
+    ``backward()``, is searched instead.
+    """
+    frame = sys._getframe(0).f_back
+    if frame is None:
+        frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None:
+        if not _internal(frame.f_code.co_filename):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+def on_new_graph(start, count, difference):
+    """Warns (or raises) once ``count`` distinct graphs started at ``start``
+    exceed ``config.recompile_warn_threshold``."""
+    threshold = config.recompile_warn_threshold
+    if threshold is None or count <= threshold:
+        return
+    compared = (
+        f"Against the closest earlier graph from that line: {difference}."
+        if difference
+        else "It is the first graph from that line."
+    )
+    message = (
+        f"torchtpu fused mode: the code starting at {start} produced its distinct graph "
+        f"#{count} (torchtpu.config.recompile_warn_threshold = {threshold}). {compared} "
+        f"Each new graph costs an XLA compile: keep shapes, dtypes and the op sequence the "
+        f"same between steps (pad or bucket variable batch sizes), or raise the threshold."
+    )
+    if config.recompile == "error":
+        raise RecompileError(message)
+    filename, _, lineno = start.rpartition(":")
+    if filename and lineno.isdigit():
+        warnings.warn_explicit(message, RecompileWarning, filename, int(lineno))
+    else:
+        warnings.warn(message, RecompileWarning, stacklevel=2)
