@@ -51,6 +51,8 @@ import torch
 import torch.nn.functional as F
 import torchtpu
 from torchtpu.examples.train_digits import DigitsCNN, load_data, make_optimizer
+
+from _report import emit
 warnings.filterwarnings("ignore", message=r"tpu: .* has no tpu lowering")
 x_train, y_train, _, _ = load_data(0)
 torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # PyTorch's lazy imports
@@ -166,12 +168,7 @@ def main(argv=None):
         "same_loss_cold_and_warm": all(c["loss"] == w["loss"] for c, w in zip(cold, warm)),
         "runs": runs,
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ A benchmark, not a test: nothing here asserts.
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,6 +28,8 @@ import torch
 
 import torchtpu
 from torchtpu.examples import train_digits
+
+from _report import emit
 
 NUMEL = 1000
 OPS_PER_LOOP = 1000
@@ -155,12 +156,7 @@ def main(argv=None):
             "runs": runs,
         },
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":

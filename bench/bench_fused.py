@@ -76,6 +76,8 @@ from torch import nn
 import torchtpu
 from torchtpu.examples import train_digits
 
+from _report import emit
+
 TARGET_FUSED_SPEEDUP = 2.0  # fused at least 2x faster than strict (mlp, gpt)
 TARGET_PEAK_RSS_RATIO = 1.5  # fused GPT step peak RSS over CPU eager's
 TARGET_CACHE_RATIO = 5.0  # cold over warm, time to the first finished step
@@ -482,12 +484,7 @@ def main(argv=None):
     report["host"] = {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                       "loadavg_1m": [load_at_start, os.getloadavg()[0]],
                       "wall_s": time.time() - t0}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":
