@@ -108,3 +108,10 @@ def test_expanded_in_place_write_is_an_error():
         assert "single memory location" in str(e)
     else:
         raise AssertionError("writing into an expanded tensor must raise")
+
+
+def test_literal_issue_examples():
+    def strided_iadd(x):
+        x[::2] += 1
+
+    both(strided_iadd)
