@@ -78,34 +78,37 @@ DType backward_dtype(const at::Tensor& grad, c10::ScalarType input_dtype) {
   return to_ir(grad.scalar_type());
 }
 
+// The operands both softmax backwards share: grad_output and the forward's
+// output in the accumulation dtype, the reduced dim, and the result dtype.
+struct BackwardOperands {
+  ir::Value grad, output;
+  std::vector<int64_t> dims;
+  DType out;
+};
+
+BackwardOperands backward_operands(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& grad = a.tensor(0);
+  int64_t dim = softmax_dim(grad, a.integer(2));
+  DType acc = acc_dtype(to_ir(grad.scalar_type()));
+  return {ctx.g().convert(ctx.tensor(grad), acc), ctx.g().convert(ctx.tensor(a.tensor(1)), acc),
+          dim_list(grad, dim), backward_dtype(grad, a[3].toScalarType())};
+}
+
 // _softmax_backward_data(grad_output, output, dim, input_dtype):
 // y * (g - sum(g * y)) along dim (the Jacobian-vector product of softmax).
 ValueList softmax_backward(LoweringContext& ctx, const Args& a) {
-  const at::Tensor& grad = a.tensor(0);
-  const at::Tensor& output = a.tensor(1);
-  int64_t dim = softmax_dim(grad, a.integer(2));
-  DType out = backward_dtype(grad, a[3].toScalarType());
+  auto [gy, y, dims, out] = backward_operands(ctx, a);
   auto& g = ctx.g();
-  DType acc = acc_dtype(to_ir(grad.scalar_type()));
-  ir::Value gy = g.convert(ctx.tensor(grad), acc);
-  ir::Value y = g.convert(ctx.tensor(output), acc);
-  ir::Value gyy = g.binary(Op::kMul, gy, y);
-  ir::Value s = sum_broadcast(ctx, gyy, dim_list(grad, dim));
+  ir::Value s = sum_broadcast(ctx, g.binary(Op::kMul, gy, y), dims);
   return {g.convert(g.binary(Op::kMul, y, g.binary(Op::kSub, gy, s)), out)};
 }
 
 // _log_softmax_backward_data(grad_output, output, dim, input_dtype):
 // g - exp(y) * sum(g) along dim, y being log_softmax's output.
 ValueList log_softmax_backward(LoweringContext& ctx, const Args& a) {
-  const at::Tensor& grad = a.tensor(0);
-  const at::Tensor& output = a.tensor(1);
-  int64_t dim = softmax_dim(grad, a.integer(2));
-  DType out = backward_dtype(grad, a[3].toScalarType());
+  auto [gy, y, dims, out] = backward_operands(ctx, a);
   auto& g = ctx.g();
-  DType acc = acc_dtype(to_ir(grad.scalar_type()));
-  ir::Value gy = g.convert(ctx.tensor(grad), acc);
-  ir::Value y = g.convert(ctx.tensor(output), acc);
-  ir::Value s = sum_broadcast(ctx, gy, dim_list(grad, dim));
+  ir::Value s = sum_broadcast(ctx, gy, dims);
   return {g.convert(g.binary(Op::kSub, gy, g.binary(Op::kMul, g.unary(Op::kExp, y), s)), out)};
 }
 
