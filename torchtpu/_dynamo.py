@@ -5,22 +5,16 @@
 Dynamo captures the Python code into FX graphs; AOTAutograd (with PyTorch's core
 ATen decompositions, :func:`torch._decomp.core_aten_decompositions`) turns each
 into a functional ATen forward graph and, when gradients are needed, a backward
-graph. Each of those graphs is run by :class:`FusedGraph`: its ATen nodes are
-issued through the ordinary tpu kernels in fused eager mode (see
-:func:`torchtpu.set_eager_mode`), so the whole graph is recorded into one pending
-IR graph and runs as ONE XLA program when the call ends; fused mode caches that
-program by structure (in memory and on disk), so from the second call on a graph
-call compiles nothing. The user's eager mode is restored after each call.
-
-What this first cut is NOT yet: each call still walks the graph's nodes in
-Python (one dispatcher call and one IR record per ATen node, then a structural
-cache lookup at the flush), so host overhead grows with graph size; the issue's
-target (one PJRT execute plus argument marshalling per call, no per-node Python
-work) needs the FX graph lowered once, at compile time, in C++. Measured on the
-2-core CPU-plugin machine (``bench/bench_compile.py``): a compiled one-add
-graph costs about 260 us per call against 45 us for an eager strict add; most
-of it is the fused flush of the one-op graph, then Dynamo's and AOTAutograd's
-wrappers.
+graph. Each of those graphs is run by :class:`FusedGraph`. Its first call issues
+the ATen nodes through the ordinary tpu kernels (the same lowering table as eager)
+in fused mode, so the whole graph is recorded into one IR graph and compiled as
+ONE XLA program (cached by structure in memory and on disk), while the runtime
+captures that program with a recipe for its arguments
+(csrc/aten/compiled_call.h). Every later call with inputs of the same layout is a
+replay: one PJRT execute plus argument marshalling, no per-node work. Measured
+with ``bench/bench_compile.py``: a replayed one-add graph costs about 0-2 us over
+the raw execute of its program; Dynamo's guards and AOTAutograd's runtime
+wrapper add about 30 us more per call on this 2-core machine.
 
 Semantics, all inherited from eager tpu execution:
 
@@ -69,16 +63,34 @@ class FusedGraph:
     one list of arguments (real tensors, SymInts, Python scalars), returns what
     the graph returns (a tuple/list of tensors).
 
+    The first call with given inputs runs the graph's nodes in fused mode and
+    captures the program (``torchtpu._C._capture_*``, see
+    csrc/aten/compiled_call.h); later calls whose inputs have the same dtypes,
+    sizes, strides and storage layout replay it: one PJRT execute, no per-node
+    work. A graph that cannot be captured (an op without a lowering or a host
+    read in the middle, a non-tensor or CPU input or output, a written input)
+    keeps running node by node in fused mode, with the same results.
+
     Raises:
         RuntimeError: an op failed on tpu, or had no lowering while
             ``TORCHTPU_FALLBACK=error``.
     """
 
-    def __init__(self, gm, tpu_inputs=()):
+    # Captures kept per graph (one per distinct input layout); past this the
+    # graph runs node by node, as a new layout per call would capture forever.
+    MAX_CAPTURES = 8
+
+    def __init__(self, gm, tpu_inputs=(), int_inputs=()):
         self.gm = gm
         # Positions of the graph's tpu tensor inputs (fixed per graph: Dynamo
         # guards on device), checked for partial views at each call.
         self.tpu_inputs = tuple(tpu_inputs)
+        # Positions of its integer inputs (SymInts: sizes under dynamic
+        # shapes), whose values select the capture: a program is exact for them.
+        self.int_inputs = tuple(int_inputs)
+        self.capturable = len(self.tpu_inputs) + len(self.int_inputs) == len(gm.graph.find_nodes(op="placeholder"))
+        self.captures = {}  # values of the int inputs -> [_C._CompiledCall]
+        self.capture_failures = 0
         # On the instance, not the class: AOTAutograd wraps the backward in
         # torch._dynamo.disable, whose functools.wraps copies only __dict__.
         self._boxed_call = True
@@ -87,15 +99,59 @@ class FusedGraph:
         previous = _C._get_eager_mode()
         if previous == "fused":
             return self.gm(*args)
+        if not self.capturable:
+            return self._run(list(args), None)
+        key = tuple(args[i] for i in self.int_inputs)
+        tensors = [args[i] for i in self.tpu_inputs] if self.int_inputs else args
+        captures = self.captures.setdefault(key, [])
+        if captures:
+            out = _C._compiled_replay(captures, tensors)
+            if out is not None:
+                return out
         args = list(args)
         for i in self.tpu_inputs:
             args[i] = _whole_storage(args[i])
+        tensors = [args[i] for i in self.tpu_inputs]
+        if captures:
+            out = _C._compiled_replay(captures, tensors)
+            if out is not None:
+                return out
+        capture = (sum(map(len, self.captures.values())) < self.MAX_CAPTURES
+                   and self.capture_failures < 2)
+        return self._run(args, tensors if capture else None, captures)
+
+    def all_captures(self):
+        """Every capture of this graph (a list of ``_C._CompiledCall``)."""
+        return [c for group in self.captures.values() for c in group]
+
+    def _run(self, args, tensors, captures=None):
+        """Runs the nodes in fused mode; captures the program when ``tensors``
+        (the tpu inputs) is given, appending it to ``captures``."""
+        previous = _C._get_eager_mode()
         # Switching flushes: first whatever the caller's mode left pending
         # (the copies above), then, on the way back, this graph's recorded ops
         # as one program, enqueued without waiting for it.
         _C._set_eager_mode("fused")
         try:
-            return self.gm(*args)
+            if tensors is None:
+                return self.gm(*args)
+            _C._capture_begin(tensors)
+            try:
+                out = self.gm(*args)
+            except BaseException:
+                _C._capture_abort(tensors)
+                raise
+            outs = list(out)
+            call = None
+            if all(o is None or isinstance(o, torch.Tensor) for o in outs):
+                call = _C._capture_end(tensors, outs)
+            else:
+                _C._capture_abort(tensors)
+            if call is None:
+                self.capture_failures += 1
+            else:
+                captures.append(call)
+            return outs
         finally:
             _C._set_eager_mode(previous)
 
@@ -124,7 +180,8 @@ def compile_graph(gm, example_inputs):
     """
     tpu_inputs = [i for i, t in enumerate(example_inputs)
                   if isinstance(t, torch.Tensor) and t.device.type == "tpu"]
-    return FusedGraph(gm, tpu_inputs)
+    int_inputs = [i for i, t in enumerate(example_inputs) if isinstance(t, (int, torch.SymInt))]
+    return FusedGraph(gm, tpu_inputs, int_inputs)
 
 
 tpu_backend = aot_autograd(

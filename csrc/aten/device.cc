@@ -182,6 +182,17 @@ at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device)
   return t;
 }
 
+c10::Storage new_storage(int64_t nbytes, int device) {
+  c10::DeviceIndex saved = t_current_device;
+  t_current_device = static_cast<c10::DeviceIndex>(device);
+  c10::DataPtr data = g_allocator.allocate(static_cast<size_t>(nbytes));
+  t_current_device = saved;
+  return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes),
+                      std::move(data), &g_allocator, /*resizable=*/true);
+}
+
+int current_device() { return t_current_device; }
+
 void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
   auto& slot = slot_of(storage);
   runtime::materialize(slot);

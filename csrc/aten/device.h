@@ -25,6 +25,10 @@ c10::Allocator* tpu_allocator();
 
 // New contiguous tpu tensor whose slot will receive a program output.
 at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device);
+// New resizable tpu storage of `nbytes` on `device`, its slot not yet written.
+c10::Storage new_storage(int64_t nbytes, int device);
+// This thread's current tpu device (torch.tpu.current_device()).
+int current_device();
 
 // The process-wide generator of `device`: seed and a counter (offset) that each
 // random op advances, so draws differ and manual_seed makes them repeat.

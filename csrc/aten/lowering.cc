@@ -239,7 +239,12 @@ ir::Value LoweringContext::rng_state(const std::optional<at::Generator>& gen) {
     draw = impl->next_draw();
   }
   uint64_t state[2] = {draw.first, draw.second};
-  auto buf = runtime::Runtime::get().upload(state, ir::DType::kU64, {2}, device_);
+  auto& rt = runtime::Runtime::get();
+  auto buf = rt.upload(state, ir::DType::kU64, {2}, device_);
+  if (rt.mode() == runtime::EagerMode::kFused) {
+    const bool is_default = impl == default_generator(device_).get<TpuGenerator>();
+    runtime::fusion(device_).note_rng(buf.get(), is_default);
+  }
   return param(std::move(buf), {ir::DType::kU64, {2}});
 }
 

@@ -8,6 +8,7 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "aten/compiled_call.h"
 #include "aten/device.h"
 #include "aten/fallback.h"
 #include "aten/lowering.h"
@@ -86,6 +87,22 @@ PYBIND11_MODULE(_C, m) {
       return 0;
     });
   });
+  // torch.compile graphs run as one execute (aten/compiled_call.h).
+  using ttpu::aten::CompiledCall;
+  py::class_<CompiledCall, std::shared_ptr<CompiledCall>>(m, "_CompiledCall");
+  m.def("_capture_begin", &CompiledCall::begin);
+  m.def("_capture_end", &CompiledCall::end);
+  m.def("_capture_abort", &CompiledCall::abort);
+  m.def("_compiled_replay",
+        [](const std::vector<std::shared_ptr<CompiledCall>>& calls,
+           const std::vector<at::Tensor>& inputs)
+            -> std::optional<std::vector<std::optional<at::Tensor>>> {
+          for (const auto& c : calls) {
+            if (auto out = c->replay(inputs)) return out;
+          }
+          return std::nullopt;
+        });
+  m.def("_compiled_raw_execute_ns", &CompiledCall::raw_execute_ns);
   m.def("_set_eager_mode", [](const std::string& mode) {
     auto& rt = guarded([]() -> Runtime& { return Runtime::get(); });
     // Whatever the old mode recorded runs before the new mode takes over.

@@ -121,6 +121,7 @@ Fusion::Donated Fusion::donate(ir::Graph& graph,
 }
 
 void Fusion::flush() {
+  if (capture_.active && !capture_.ending) capture_.broken = true;
   if (live_.empty()) {
     reset();
     return;
@@ -143,7 +144,8 @@ void Fusion::flush() {
     ~Flushing() { stack.pop_back(); }
   } flushing{flushing_};
   flushing_.push_back(&live);
-  const Donated donated = donate(graph, args, slot_params, live);
+  // A captured program runs again on other buffers: nothing may be consumed.
+  const Donated donated = capture_.active ? Donated{} : donate(graph, args, slot_params, live);
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(args.size());
   for (auto& a : args) raw.push_back(a.get());
@@ -185,8 +187,72 @@ void Fusion::flush() {
     live[i]->pending = false;
     live[i]->producer = name;
   }
+  if (capture_.active && capture_.ending && !capture_.broken) {
+    take_capture(graph, key, name, args, live);
+  }
   rt.metrics().donations += donated.buffers;
   rt.metrics().donated_bytes += donated.bytes;
+}
+
+void Fusion::begin_capture(const std::vector<Slot*>& inputs) {
+  capture_ = CaptureState();
+  capture_.active = true;
+  capture_.broken = ops_ != 0;
+  capture_.inputs = inputs;
+  for (Slot* s : inputs) {
+    if (s->pending || s->buffer == nullptr || !s->error.empty()) capture_.broken = true;
+    capture_.input_buffers.push_back(s->buffer.get());
+  }
+}
+
+void Fusion::note_rng(const pjrt::Buffer* state, bool default_generator) {
+  if (!capture_.active) return;
+  if (!default_generator) capture_.broken = true;
+  capture_.rng_buffers.push_back(state);
+}
+
+std::unique_ptr<Capture> Fusion::end_capture() {
+  if (!capture_.active) return nullptr;
+  capture_.ending = true;
+  struct Reset {
+    CaptureState& state;
+    ~Reset() { state = CaptureState(); }
+  } reset_on_exit{capture_};
+  if (live_.empty()) capture_.broken = true;  // nothing computed: no program to replay
+  flush();
+  return std::move(capture_.result);
+}
+
+void Fusion::take_capture(const ir::Graph& graph, const std::string& key,
+                          const std::string& name,
+                          const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
+                          const std::vector<Slot*>& live) {
+  auto find = [](const auto& list, const pjrt::Buffer* b) {
+    return static_cast<size_t>(std::find(list.begin(), list.end(), b) - list.begin());
+  };
+  for (Slot* s : live) {
+    // A written input: its new value would have to reach the caller's tensor.
+    if (std::find(capture_.inputs.begin(), capture_.inputs.end(), s) != capture_.inputs.end()) {
+      return;
+    }
+  }
+  auto cap = std::make_unique<Capture>();
+  cap->executable = Runtime::get().compile(graph, name, &key);
+  cap->name = name;
+  cap->device = device_;
+  cap->rng_draws = capture_.rng_buffers.size();
+  cap->outputs = live;
+  for (ir::Value v : graph.outputs()) cap->output_dtypes.push_back(graph.type(v).dtype);
+  for (const auto& a : args) {
+    if (size_t i = find(capture_.input_buffers, a.get()); i < capture_.input_buffers.size()) {
+      cap->args.push_back({Capture::Source::kInput, i, nullptr});
+    } else if (size_t d = find(capture_.rng_buffers, a.get()); d < capture_.rng_buffers.size()) {
+      cap->args.push_back({Capture::Source::kRng, d, nullptr});
+    } else {
+      cap->args.push_back({Capture::Source::kConstant, 0, a});
+    }
+  }
+  capture_.result = std::move(cap);
 }
 
 void Fusion::forget(Slot* slot) {

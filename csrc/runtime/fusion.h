@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "runtime/capture.h"
 #include "runtime/fusion_guard.h"
 #include "runtime/runtime.h"
 
@@ -56,6 +57,17 @@ class Fusion {
   void flush();
   void forget(Slot* slot);
   size_t num_ops() const { return ops_; }
+
+  // Capture for replay (runtime/capture.h). begin_capture expects no pending
+  // ops (the caller flushed); end_capture flushes and returns the capture, or
+  // null when it was refused (the flush's results are valid either way).
+  void begin_capture(const std::vector<Slot*>& inputs);
+  // Called by every random op: the buffer holding its {seed, offset} state.
+  // A draw from a generator other than the device's default refuses capture.
+  void note_rng(const pjrt::Buffer* state, bool default_generator);
+  std::unique_ptr<Capture> end_capture();
+  void abort_capture() { capture_ = CaptureState(); }
+  bool capturing() const { return capture_.active; }
 
  private:
   // A slot's buffer bound as a parameter; one per buffer (dedup).
@@ -90,6 +102,11 @@ class Fusion {
   // recompile handler runs Python, which may free a storage whose value such
   // a graph computes: forget() clears its entry so the flush skips it.
   std::vector<std::vector<Slot*>*> flushing_;
+  CaptureState capture_;
+  // Fills capture_.result from the program end_capture's flush just ran.
+  void take_capture(const ir::Graph& graph, const std::string& key, const std::string& name,
+                    const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
+                    const std::vector<Slot*>& live);
 };
 
 // The pending graph of `device` (created on first use).

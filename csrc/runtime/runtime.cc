@@ -241,7 +241,12 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(
                              std::to_string(graph.parameters().size()) + " parameters");
   }
   auto exe = compile(graph, op, fingerprint);
-  auto outs = exe->execute(args, device);
+  return execute(*exe, args, device);
+}
+
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
+    pjrt::Executable& exe, const std::vector<pjrt::Buffer*>& args, int device) {
+  auto outs = exe.execute(args, device);
   ++metrics_.executes;
   if (mode_ == EagerMode::kDebug) {
     for (auto& b : outs) b->await_ready();

@@ -103,6 +103,10 @@ class Runtime {
                                                  const std::vector<pjrt::Buffer*>& args,
                                                  int device, const std::string& op,
                                                  const std::string* fingerprint = nullptr);
+  // Enqueues a compiled program (as run() does after compiling).
+  std::vector<std::shared_ptr<pjrt::Buffer>> execute(pjrt::Executable& exe,
+                                                     const std::vector<pjrt::Buffer*>& args,
+                                                     int device);
   std::shared_ptr<pjrt::Executable> compile(const ir::Graph& graph, const std::string& op,
                                             const std::string* fingerprint = nullptr);
   // Whether a program with this fingerprint is in the in-memory cache.

@@ -1,0 +1,218 @@
+#include "aten/compiled_call.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+#include "aten/device.h"
+#include "runtime/fusion.h"
+
+namespace ttpu::aten {
+namespace {
+
+int device_of(const std::vector<at::Tensor>& inputs) {
+  if (inputs.empty()) return current_device();
+  return inputs[0].device().index();
+}
+
+// A tensor of `view`'s geometry over `storage` (no dispatcher call: this is
+// what empty/as_strided would build, without their checks, which the capture
+// already passed).
+at::Tensor wrap(c10::Storage storage, const auto& view) {
+  auto t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      caffe2::TypeMeta::fromScalarType(view.dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(view.sizes, view.strides, view.offset);
+  return t;
+}
+
+}  // namespace
+
+CompiledCall::View CompiledCall::View::of(const at::Tensor& t) {
+  return {t.scalar_type(), t.sizes().vec(), t.strides().vec(), t.storage_offset(),
+          static_cast<int64_t>(t.storage().nbytes())};
+}
+
+bool CompiledCall::View::matches(const at::Tensor& t) const {
+  return t.scalar_type() == dtype && t.sizes().equals(sizes) && t.strides().equals(strides) &&
+         t.storage_offset() == offset &&
+         static_cast<int64_t>(t.storage().nbytes()) == storage_nbytes;
+}
+
+void CompiledCall::begin(const std::vector<at::Tensor>& inputs) {
+  std::vector<runtime::Slot*> slots;
+  for (const at::Tensor& t : inputs) slots.push_back(&slot_of(t));
+  runtime::fusion(device_of(inputs)).begin_capture(slots);
+}
+
+void CompiledCall::abort(const std::vector<at::Tensor>& inputs) {
+  runtime::fusion(device_of(inputs)).abort_capture();
+}
+
+std::shared_ptr<CompiledCall> CompiledCall::end(
+    const std::vector<at::Tensor>& inputs, const std::vector<std::optional<at::Tensor>>& outputs) {
+  const int device = device_of(inputs);
+  std::unique_ptr<runtime::Capture> capture;
+  try {
+    capture = runtime::fusion(device).end_capture();
+  } catch (const pjrt::PjrtError& e) {
+    TORCH_CHECK(false, "tpu: ", e.what());
+  }
+  if (capture == nullptr) return nullptr;
+  auto call = std::make_shared<CompiledCall>();
+  std::vector<runtime::Slot*> input_slots;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (t.device().index() != device) return nullptr;
+    runtime::Slot& slot = slot_of(t);
+    input_slots.push_back(&slot);
+    call->inputs_.push_back(View::of(t));
+    call->input_slot_dtypes_.push_back(slot.dtype);
+    size_t alias = i;
+    for (size_t j = 0; j < i; ++j) {
+      if (input_slots[j]->buffer == slot.buffer) {
+        alias = j;
+        break;
+      }
+    }
+    call->input_alias_.push_back(alias);
+  }
+  for (const auto& o : outputs) {
+    Output out;
+    if (o.has_value() && o->defined()) {
+      if (o->device().type() != c10::DeviceType::PrivateUse1 || o->device().index() != device) {
+        return nullptr;
+      }
+      out.view = View::of(*o);
+      runtime::Slot* slot = &slot_of(*o);
+      const auto& produced = capture->outputs;
+      auto p = std::find(produced.begin(), produced.end(), slot);
+      auto in = std::find(input_slots.begin(), input_slots.end(), slot);
+      if (p != produced.end()) {
+        out.from = From::kProgram;
+        out.index = static_cast<size_t>(p - produced.begin());
+      } else if (in != input_slots.end()) {
+        out.from = From::kInput;
+        out.index = static_cast<size_t>(in - input_slots.begin());
+      } else if (out.view.storage_nbytes == 0) {
+        out.from = From::kEmpty;
+      } else {
+        return nullptr;  // a value that did not come from this call
+      }
+    }
+    call->outputs_.push_back(std::move(out));
+  }
+  call->capture_ = std::move(capture);
+  return call;
+}
+
+std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
+    const std::vector<at::Tensor>& inputs) const {
+  const runtime::Capture& cap = *capture_;
+  if (inputs.size() != inputs_.size()) return std::nullopt;
+  std::vector<runtime::Slot*> slots;
+  slots.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1 ||
+        t.device().index() != cap.device || !inputs_[i].matches(t)) {
+      return std::nullopt;
+    }
+    runtime::Slot& slot = slot_of(t);
+    if (slot.pending || !slot.error.empty()) {
+      try {
+        runtime::materialize(slot);
+      } catch (const pjrt::PjrtError& e) {
+        TORCH_CHECK(false, "tpu: ", cap.name, ": an input failed: ", e.what());
+      }
+    }
+    if (slot.buffer == nullptr || slot.dtype != input_slot_dtypes_[i]) return std::nullopt;
+    if (input_alias_[i] != i && slots[input_alias_[i]]->buffer != slot.buffer) {
+      return std::nullopt;
+    }
+    slots.push_back(&slot);
+  }
+  auto& rt = runtime::Runtime::get();
+  // Every draw eager would take, in order, whether or not the program reads it.
+  std::vector<std::shared_ptr<pjrt::Buffer>> draws;
+  if (cap.rng_draws > 0) {
+    at::Generator gen = default_generator(cap.device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    auto* impl = gen.get<TpuGenerator>();
+    for (size_t d = 0; d < cap.rng_draws; ++d) {
+      auto [seed, offset] = impl->next_draw();
+      uint64_t state[2] = {seed, offset};
+      draws.push_back(rt.upload(state, ir::DType::kU64, {2}, cap.device));
+    }
+  }
+  std::vector<pjrt::Buffer*> args;
+  args.reserve(cap.args.size());
+  for (const runtime::Capture::Arg& a : cap.args) {
+    switch (a.source) {
+      case runtime::Capture::Source::kInput: args.push_back(slots[a.index]->buffer.get()); break;
+      case runtime::Capture::Source::kRng: args.push_back(draws[a.index].get()); break;
+      case runtime::Capture::Source::kConstant: args.push_back(a.constant.get()); break;
+    }
+  }
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  try {
+    buffers = rt.execute(*cap.executable, args, cap.device);
+  } catch (const pjrt::PjrtError& e) {
+    TORCH_CHECK(false, "tpu: ", cap.name, " failed: ", e.what());
+  }
+  // One storage per program output, shared by the outputs that view it.
+  std::vector<std::optional<c10::Storage>> storages(buffers.size());
+  std::vector<std::optional<at::Tensor>> result;
+  result.reserve(outputs_.size());
+  for (const Output& o : outputs_) {
+    switch (o.from) {
+      case From::kNone: result.emplace_back(std::nullopt); break;
+      case From::kInput: result.emplace_back(wrap(inputs[o.index].storage(), o.view)); break;
+      case From::kEmpty: result.emplace_back(wrap(new_storage(0, cap.device), o.view)); break;
+      case From::kProgram: {
+        auto& storage = storages[o.index];
+        if (!storage.has_value()) {
+          storage = new_storage(o.view.storage_nbytes, cap.device);
+          runtime::Slot& slot = slot_of(*storage);
+          slot.buffer = buffers[o.index];
+          slot.dtype = cap.output_dtypes[o.index];
+          slot.producer = cap.name;
+        }
+        result.emplace_back(wrap(*storage, o.view));
+        break;
+      }
+    }
+  }
+  return result;
+}
+
+double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n) const {
+  const runtime::Capture& cap = *capture_;
+  TORCH_CHECK(n > 0 && inputs.size() == inputs_.size(), "raw_execute_ns: bad arguments");
+  std::vector<std::shared_ptr<pjrt::Buffer>> draws;
+  std::vector<pjrt::Buffer*> args;
+  uint64_t state[2] = {0, 0};
+  for (const runtime::Capture::Arg& a : cap.args) {
+    switch (a.source) {
+      case runtime::Capture::Source::kInput:
+        args.push_back(slot_of(inputs[a.index]).buffer.get());
+        break;
+      case runtime::Capture::Source::kRng:
+        draws.push_back(runtime::Runtime::get().upload(state, ir::DType::kU64, {2}, cap.device));
+        args.push_back(draws.back().get());
+        break;
+      case runtime::Capture::Source::kConstant: args.push_back(a.constant.get()); break;
+    }
+  }
+  for (pjrt::Buffer* b : args) TORCH_CHECK(b != nullptr, "raw_execute_ns: an input has no value");
+  std::vector<std::shared_ptr<pjrt::Buffer>> last;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) last = cap.executable->execute(args, cap.device);
+  for (auto& b : last) b->await_ready();
+  const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start);
+  return ns.count() / n;
+}
+
+}  // namespace ttpu::aten

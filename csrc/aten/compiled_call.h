@@ -1,0 +1,71 @@
+// One graph of torch.compile run as ONE PJRT execute per call (issue 5).
+//
+// The first call of a graph (torchtpu/_dynamo.py) runs its ATen nodes through
+// the ordinary kernels in fused mode while the device's Fusion takes a capture
+// (runtime/capture.h). CompiledCall::end turns that capture into a replay
+// recipe: what each input must look like (dtype, sizes, strides, storage
+// offset and size, which inputs share a buffer) and where each output comes
+// from (a program output, an input's storage, or an empty tensor), with its view
+// geometry. Later calls with matching inputs run replay(): argument buffers
+// gathered, random draws taken from the default generator as eager would, one
+// execute, output tensors wrapped around the result buffers. No lowering, no IR,
+// no cache lookup.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "runtime/capture.h"
+
+namespace ttpu::aten {
+
+class CompiledCall {
+ public:
+  // Starts a capture on the device of `inputs` (the current device when there
+  // are none). Call with nothing pending on that device, in fused mode.
+  static void begin(const std::vector<at::Tensor>& inputs);
+  // Ends the capture (flushing the recorded ops) and returns the replay
+  // recipe, or null when the call cannot be replayed (see runtime/capture.h; or
+  // an output that is neither a program output, an input, nor empty).
+  static std::shared_ptr<CompiledCall> end(const std::vector<at::Tensor>& inputs,
+                                           const std::vector<std::optional<at::Tensor>>& outputs);
+  // Drops a capture left open by an exception.
+  static void abort(const std::vector<at::Tensor>& inputs);
+
+  // The outputs of running the captured program on `inputs`, or nullopt when
+  // the inputs differ from the captured ones. Raises c10::Error when the
+  // program fails or an input's value could not be computed.
+  std::optional<std::vector<std::optional<at::Tensor>>> replay(
+      const std::vector<at::Tensor>& inputs) const;
+  // Benchmark only: mean nanoseconds per PJRT execute of the captured program
+  // on `inputs`' buffers, `n` executes enqueued back to back then awaited, no
+  // other work (what replay() adds is the difference).
+  double raw_execute_ns(const std::vector<at::Tensor>& inputs, int n) const;
+
+ private:
+  struct View {
+    c10::ScalarType dtype;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+    int64_t storage_nbytes = 0;
+    bool matches(const at::Tensor& t) const;
+    static View of(const at::Tensor& t);
+  };
+  enum class From { kNone, kProgram, kInput, kEmpty };
+  struct Output {
+    From from = From::kNone;
+    size_t index = 0;  // program output or input position
+    View view;
+  };
+
+  std::unique_ptr<runtime::Capture> capture_;
+  std::vector<View> inputs_;
+  std::vector<ir::DType> input_slot_dtypes_;
+  std::vector<size_t> input_alias_;  // first input whose storage shares the buffer
+  std::vector<Output> outputs_;
+};
+
+}  // namespace ttpu::aten
