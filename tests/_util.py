@@ -53,3 +53,13 @@ def run_both(fn, *inputs, **kwargs):
         actual = fn(*to_tpu(inputs), **kwargs)
     assert_close_cpu(actual, expected)
     return actual, expected
+
+
+# An op with no tpu lowering, for tests of the CPU fallback path: the one place
+# to change when it gains a lowering.
+UNLOWERED_OP = "aten::special_airy_ai.out"
+
+
+def unlowered(x):
+    """``x`` through :data:`UNLOWERED_OP` (CPU fallback on tpu)."""
+    return torch.special.airy_ai(x)
