@@ -143,3 +143,17 @@ def test_raw_execute_binding_runs_the_captured_program(graphs):
     cf(a, b)
     ns = _C._compiled_raw_execute_ns(graphs[0].all_captures()[0], [a, b], 10)
     assert ns > 0
+
+
+def test_index_range_check_runs_at_every_replay(graphs):
+    w = torch.randn(10, 4)
+    tw = w.to("tpu")
+    cf = compiled(lambda i, t: F.embedding(i, t) * 2)
+    good = torch.tensor([1, 2])
+    for _ in range(2):
+        torch.testing.assert_close(cf(good.to("tpu"), tw).cpu(), w[[1, 2]] * 2)
+    assert graphs[0].capture_failures == 0 and len(graphs[0].all_captures()) == 1
+    out = cf(torch.tensor([1, 12], device="tpu"), tw)  # replayed: no sync at the call
+    with pytest.raises(IndexError, match="index out of range in self"):
+        out.cpu()
+    torch.testing.assert_close(cf(good.to("tpu"), tw).cpu(), w[[1, 2]] * 2)

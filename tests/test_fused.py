@@ -171,3 +171,19 @@ def test_saved_tensor_sees_the_in_place_update_like_cpu(fused):
     w_cpu, grad_cpu = grad_after_data_update("cpu")
     torch.testing.assert_close(w, w_cpu)
     torch.testing.assert_close(grad, grad_cpu)
+
+
+def test_index_range_check_is_deferred_to_the_next_read(fused):
+    w = torch.randn(10, 4, device="tpu")
+    bad = torch.tensor([1, 12], device="tpu")
+    executes = torchtpu.metrics.metrics()["executes"]
+    y = torch.nn.functional.embedding(bad, w) * 2  # no sync at the op
+    assert torchtpu.metrics.metrics()["executes"] == executes
+    with pytest.raises(IndexError, match="index out of range in self"):
+        y.cpu()
+    g = torch.gather(w, 0, torch.full((1, 4), 10, device="tpu"))
+    with pytest.raises(RuntimeError, match="index 10 is out of bounds for dimension 0 with size 10"):
+        torchtpu.sync()
+    del g
+    good = torch.tensor([1, 2], device="tpu")
+    torch.testing.assert_close(torch.nn.functional.embedding(good, w).cpu(), w.cpu()[[1, 2]])

@@ -28,6 +28,10 @@ at::Tensor wrap(c10::Storage storage, const auto& view) {
   return t;
 }
 
+// Deferred checks pending when the capture began: the call's own come after.
+thread_local size_t t_checks_before_capture = 0;
+thread_local uint64_t t_drains_before_capture = 0;
+
 }  // namespace
 
 CompiledCall::View CompiledCall::View::of(const at::Tensor& t) {
@@ -45,6 +49,8 @@ void CompiledCall::begin(const std::vector<at::Tensor>& inputs) {
   std::vector<runtime::Slot*> slots;
   for (const at::Tensor& t : inputs) slots.push_back(&slot_of(t));
   runtime::fusion(device_of(inputs)).begin_capture(slots);
+  t_checks_before_capture = deferred_checks().size();
+  t_drains_before_capture = deferred_check_drains();
 }
 
 void CompiledCall::abort(const std::vector<at::Tensor>& inputs) {
@@ -103,6 +109,15 @@ std::shared_ptr<CompiledCall> CompiledCall::end(
       }
     }
     call->outputs_.push_back(std::move(out));
+  }
+  const auto& checks = deferred_checks();
+  if (deferred_check_drains() != t_drains_before_capture) return nullptr;
+  for (size_t i = t_checks_before_capture; i < checks.size(); ++i) {
+    const auto& produced = capture->outputs;
+    auto p = std::find(produced.begin(), produced.end(), &slot_of(checks[i].value));
+    if (p == produced.end()) return nullptr;
+    call->checks_.push_back({static_cast<size_t>(p - produced.begin()),
+                             View::of(checks[i].value), checks[i].check});
   }
   call->capture_ = std::move(capture);
   return call;
@@ -171,21 +186,29 @@ std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
       case From::kNone: result.emplace_back(std::nullopt); break;
       case From::kInput: result.emplace_back(wrap(inputs[o.index].storage(), o.view)); break;
       case From::kEmpty: result.emplace_back(wrap(new_storage(0, cap.device), o.view)); break;
-      case From::kProgram: {
-        auto& storage = storages[o.index];
-        if (!storage.has_value()) {
-          storage = new_storage(o.view.storage_nbytes, cap.device);
-          runtime::Slot& slot = slot_of(*storage);
-          slot.buffer = buffers[o.index];
-          slot.dtype = cap.output_dtypes[o.index];
-          slot.producer = cap.name;
-        }
-        result.emplace_back(wrap(*storage, o.view));
+      case From::kProgram:
+        result.emplace_back(program_output(buffers, storages, o.index, o.view));
         break;
-      }
     }
   }
+  for (const Check& c : checks_) {
+    defer_check(program_output(buffers, storages, c.output, c.view), c.check);
+  }
   return result;
+}
+
+at::Tensor CompiledCall::program_output(const std::vector<std::shared_ptr<pjrt::Buffer>>& buffers,
+                                        std::vector<std::optional<c10::Storage>>& storages,
+                                        size_t k, const View& view) const {
+  auto& storage = storages[k];
+  if (!storage.has_value()) {
+    storage = new_storage(view.storage_nbytes, capture_->device);
+    runtime::Slot& slot = slot_of(*storage);
+    slot.buffer = buffers[k];
+    slot.dtype = capture_->output_dtypes[k];
+    slot.producer = capture_->name;
+  }
+  return wrap(*storage, view);
 }
 
 double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n) const {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "aten/deferred_check.h"
 #include "runtime/capture.h"
 
 namespace ttpu::aten {
@@ -61,7 +62,20 @@ class CompiledCall {
     View view;
   };
 
+  // Deferred checks the call made (aten/deferred_check.h): the program output
+  // holding each checked value, deferred again at every replay.
+  struct Check {
+    size_t output;
+    View view;
+    CheckFn check;
+  };
+
+  at::Tensor program_output(const std::vector<std::shared_ptr<pjrt::Buffer>>& buffers,
+                            std::vector<std::optional<c10::Storage>>& storages, size_t k,
+                            const View& view) const;
+
   std::unique_ptr<runtime::Capture> capture_;
+  std::vector<Check> checks_;
   std::vector<View> inputs_;
   std::vector<ir::DType> input_slot_dtypes_;
   std::vector<size_t> input_alias_;  // first input whose storage shares the buffer

@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include "aten/copy.h"
+#include "aten/deferred_check.h"
 #include "aten/lowering.h"
 #include "aten/ops_util.h"
 
@@ -22,6 +23,7 @@ bool covers_storage(const at::Tensor& t) {
 
 // Bytes of a slot's whole buffer on the host, as a 1-D CPU tensor of its dtype.
 at::Tensor download_slot(runtime::Slot& slot) {
+  run_deferred_checks();
   try {
     runtime::materialize(slot);
   } catch (const pjrt::PjrtError& e) {

@@ -9,6 +9,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "aten/compiled_call.h"
+#include "aten/deferred_check.h"
 #include "aten/device.h"
 #include "aten/fallback.h"
 #include "aten/lowering.h"
@@ -86,6 +87,8 @@ PYBIND11_MODULE(_C, m) {
       Runtime::get().synchronize();
       return 0;
     });
+    py::gil_scoped_acquire gil;
+    ttpu::aten::run_deferred_checks();
   });
   // torch.compile graphs run as one execute (aten/compiled_call.h).
   using ttpu::aten::CompiledCall;

@@ -8,25 +8,22 @@
 #include <sstream>
 
 #include "aten/copy.h"
+#include "aten/deferred_check.h"
 
 namespace ttpu::aten {
 namespace {
 
 using ir::DType;
 
-// {min, max} of a non-empty index tensor, read on the host (see check_index_range).
-std::pair<int64_t, int64_t> index_extremes(LoweringContext& ctx, const at::Tensor& index) {
-  if (index.device().is_cpu()) {
-    at::Tensor l = index.to(at::kLong);
-    return {l.min().item<int64_t>(), l.max().item<int64_t>()};
-  }
+// {min, max} of a non-empty tpu index tensor as an i64 [2] tpu tensor (in
+// fused mode recorded into the pending graph, not yet computed).
+at::Tensor index_extremes(LoweringContext& ctx, const at::Tensor& index) {
   LoweringContext probe(ctx.op() + " (index range check)", ctx.device());
   auto& g = probe.g();
   ir::Value v = g.reshape(read_index(probe, index), {index.numel()});
   ir::Value lo = g.reshape(reduce(probe, v, {0}, false, ir::Reducer::kMin), {1});
   ir::Value hi = g.reshape(reduce(probe, v, {0}, false, ir::Reducer::kMax), {1});
-  at::Tensor host = to_host(probe.run({g.concatenate({lo, hi}, 0)})[0]);
-  return {host[0].item<int64_t>(), host[1].item<int64_t>()};
+  return probe.run({g.concatenate({lo, hi}, 0)})[0];
 }
 
 // A mask tensor as a flat bool value (uint8 masks count non-zero as true).
@@ -101,19 +98,35 @@ void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t di
                        int64_t size, bool allow_negative, RangeError err,
                        const char* prefix) {
   if (index.numel() == 0) return;
-  auto [lo, hi] = index_extremes(ctx, index);
-  const int64_t min_ok = allow_negative ? -size : 0;
-  if (lo >= min_ok && hi < size) return;
-  const int64_t bad = hi >= size ? hi : lo;
-  switch (err) {
-    case RangeError::kInSelf:
-      TORCH_CHECK_INDEX(false, "index out of range in self");
-    case RangeError::kBoundsIndex:
-      TORCH_CHECK_INDEX(false, prefix, "index ", bad, " is out of bounds for dimension ", dim,
-                        " with size ", size);
-    case RangeError::kBoundsRuntime:
-      TORCH_CHECK(false, prefix, "index ", bad, " is out of bounds for dimension ", dim,
-                  " with size ", size);
+  std::string text = prefix;
+  auto report = [=](int64_t lo, int64_t hi) {
+    const int64_t min_ok = allow_negative ? -size : 0;
+    if (lo >= min_ok && hi < size) return;
+    const int64_t bad = hi >= size ? hi : lo;
+    switch (err) {
+      case RangeError::kInSelf:
+        TORCH_CHECK_INDEX(false, "index out of range in self");
+      case RangeError::kBoundsIndex:
+        TORCH_CHECK_INDEX(false, text, "index ", bad, " is out of bounds for dimension ", dim,
+                          " with size ", size);
+      case RangeError::kBoundsRuntime:
+        TORCH_CHECK(false, text, "index ", bad, " is out of bounds for dimension ", dim,
+                    " with size ", size);
+    }
+  };
+  if (index.device().is_cpu()) {
+    at::Tensor l = index.to(at::kLong);
+    report(l.min().item<int64_t>(), l.max().item<int64_t>());
+    return;
+  }
+  at::Tensor extremes = index_extremes(ctx, index);
+  auto check = [report](const at::Tensor& host) {
+    report(host[0].item<int64_t>(), host[1].item<int64_t>());
+  };
+  if (runtime::Runtime::get().mode() == runtime::EagerMode::kFused) {
+    defer_check(extremes, check);  // raised at the next host read (deferred_check.h)
+  } else {
+    check(to_host(extremes));
   }
 }
 

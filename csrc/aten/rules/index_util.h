@@ -27,12 +27,14 @@ enum class RangeError {
 // -size when `allow_negative` (Python-style wrap) and 0 otherwise. `prefix`
 // starts the message where the op's CPU text has one ("index_copy_(): ").
 //
-// The values live on the device, so this runs a small min/max program and
-// reads its two numbers on the host: a sync per checked op (the pending work the
-// index depends on must finish first). CUDA raises the same error through a
-// device-side assert instead; PJRT has no such channel, and a silent clamp
-// (XLA's gather semantics) would return wrong values. A CPU index is checked on
-// the host for free.
+// The values live on the device: a small min/max program computes them. In
+// strict and debug mode they are read at once (a sync per checked op: the
+// pending work the index depends on must finish first) and the error is raised
+// here. In fused mode (and compiled graphs) the min/max joins the pending graph
+// and the check is deferred to the next host read (aten/deferred_check.h), as
+// CUDA reports a device-side assert. A silent clamp (XLA's gather semantics)
+// would return wrong values, so one of the two always happens. A CPU index is
+// checked on the host for free.
 void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t dim,
                        int64_t size, bool allow_negative, RangeError err,
                        const char* prefix = "");
