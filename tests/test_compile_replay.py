@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import torchtpu
-from _util import no_fallback
+from _util import no_fallback, unlowered
 from torchtpu import _C
 from torchtpu._dynamo import FusedGraph
 
@@ -157,3 +157,26 @@ def test_index_range_check_runs_at_every_replay(graphs):
     with pytest.raises(IndexError, match="index out of range in self"):
         out.cpu()
     torch.testing.assert_close(cf(good.to("tpu"), tw).cpu(), w[[1, 2]] * 2)
+
+
+def test_graph_is_split_around_an_unlowered_op(graphs):
+    def f(x, y):
+        a = (x * 2).sin()
+        return (unlowered(a) + y).cos(), a
+
+    cf = compiled(f)
+    x, y = torch.randn(5), torch.randn(5)
+    with pytest.warns(UserWarning, match=r"graph split around aten\.special_airy_ai"):
+        first = cf(x.to("tpu"), y.to("tpu"))
+    for got, want in zip(first, f(x, y)):
+        torch.testing.assert_close(got.cpu(), want)
+    for _ in range(2):
+        x, y = torch.randn(5), torch.randn(5)
+        tx, ty = x.to("tpu"), y.to("tpu")
+        executes, compiles = counts()
+        out = cf(tx, ty)
+        assert counts() == (executes + 2, compiles)  # the parts before and after it
+        for got, want in zip(out, f(x, y)):
+            torch.testing.assert_close(got.cpu(), want)
+    parts = [g for g in graphs if g.split is None]
+    assert len(parts) == 2 and all(len(g.all_captures()) == 1 for g in parts)

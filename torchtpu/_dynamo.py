@@ -18,9 +18,10 @@ wrapper add about 30 us more per call on this 2-core machine.
 
 Semantics, all inherited from eager tpu execution:
 
-- A node without a tpu lowering runs through the CPU fallback (fused mode
-  flushes the recorded part before it and starts a new program after it), with
-  the fallback's warning naming the op; ``TORCHTPU_FALLBACK=error`` raises
+- A node without a tpu lowering runs through the CPU fallback. The first call
+  finds such nodes (they cut the fused graph) and the graph is split around
+  them: each runs eagerly, the parts between them are captured programs of
+  their own; a warning names the ops. ``TORCHTPU_FALLBACK=error`` raises
   ``RuntimeError`` at the call instead.
 - Input mutations (batch-norm running stats, in-place ops on inputs) are
   applied by AOTAutograd's runtime wrapper with ``copy_`` after the graph.
@@ -45,6 +46,8 @@ us: torch 2.13 ships one (``torch._dynamo.device_interface.TpuInterface``,
 available whenever ``torch.tpu`` exists), and nothing in this backend uses more.
 """
 
+import warnings
+
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends import registry
@@ -63,13 +66,17 @@ class FusedGraph:
     one list of arguments (real tensors, SymInts, Python scalars), returns what
     the graph returns (a tuple/list of tensors).
 
-    The first call with given inputs runs the graph's nodes in fused mode and
-    captures the program (``torchtpu._C._capture_*``, see
-    csrc/aten/compiled_call.h); later calls whose inputs have the same dtypes,
-    sizes, strides and storage layout replay it: one PJRT execute, no per-node
-    work. A graph that cannot be captured (an op without a lowering or a host
-    read in the middle, a non-tensor or CPU input or output, a written input)
-    keeps running node by node in fused mode, with the same results.
+    The first call runs the graph's nodes in fused mode and captures the program
+    (``torchtpu._C._capture_*``, see csrc/aten/compiled_call.h); later calls
+    whose inputs have the same dtypes, sizes, strides, storage layout and
+    integer values replay it: one PJRT execute, no per-node work. If a node cut
+    the fused graph at that first call (it has no tpu lowering and ran through
+    the CPU fallback, or it read a value on the host), the graph is split around
+    such nodes (:func:`split_graph`, warned once, naming the ops): they run
+    eagerly, and each part between them is a FusedGraph of its own. A graph that
+    cannot be captured for another reason (a float or CPU-tensor input, a
+    non-tensor output, a written input) keeps running node by node in fused mode,
+    with the same results.
 
     Raises:
         RuntimeError: an op failed on tpu, or had no lowering while
@@ -80,25 +87,41 @@ class FusedGraph:
     # graph runs node by node, as a new layout per call would capture forever.
     MAX_CAPTURES = 8
 
-    def __init__(self, gm, tpu_inputs=(), int_inputs=()):
+    def __init__(self, gm, example_inputs=None):
         self.gm = gm
-        # Positions of the graph's tpu tensor inputs (fixed per graph: Dynamo
-        # guards on device), checked for partial views at each call.
-        self.tpu_inputs = tuple(tpu_inputs)
-        # Positions of its integer inputs (SymInts: sizes under dynamic
-        # shapes), whose values select the capture: a program is exact for them.
-        self.int_inputs = tuple(int_inputs)
-        self.capturable = len(self.tpu_inputs) + len(self.int_inputs) == len(gm.graph.find_nodes(op="placeholder"))
-        self.captures = {}  # values of the int inputs -> [_C._CompiledCall]
+        self.tpu_inputs = None  # set by _set_layout (from examples or the first call)
+        if example_inputs is not None:
+            self._set_layout(example_inputs)
+        self.split = None       # the graph split around cutting nodes, once found
+        self.probed = False     # whether a first call looked for cutting nodes
+        self.captures = {}      # values of the int inputs -> [_C._CompiledCall]
         self.capture_failures = 0
         # On the instance, not the class: AOTAutograd wraps the backward in
         # torch._dynamo.disable, whose functools.wraps copies only __dict__.
         self._boxed_call = True
 
+    def _set_layout(self, args):
+        # Positions of the tpu tensor inputs (fixed per graph: Dynamo guards on
+        # device), checked for partial views at each call, and of the integer
+        # inputs (SymInts: sizes under dynamic shapes), whose values select the
+        # capture: a program is exact for them.
+        self.tpu_inputs = tuple(i for i, a in enumerate(args)
+                                if isinstance(a, torch.Tensor) and a.device.type == "tpu")
+        self.int_inputs = tuple(i for i, a in enumerate(args) if isinstance(a, (int, torch.SymInt)))
+        self.capturable = len(self.tpu_inputs) + len(self.int_inputs) == len(args)
+
+    def all_captures(self):
+        """Every capture of this graph (a list of ``_C._CompiledCall``)."""
+        return [c for group in self.captures.values() for c in group]
+
     def __call__(self, args):
         previous = _C._get_eager_mode()
         if previous == "fused":
             return self.gm(*args)
+        if self.split is not None:
+            return list(self.split(*args))
+        if self.tpu_inputs is None:
+            self._set_layout(args)
         if not self.capturable:
             return self._run(list(args), None)
         key = tuple(args[i] for i in self.int_inputs)
@@ -120,10 +143,6 @@ class FusedGraph:
                    and self.capture_failures < 2)
         return self._run(args, tensors if capture else None, captures)
 
-    def all_captures(self):
-        """Every capture of this graph (a list of ``_C._CompiledCall``)."""
-        return [c for group in self.captures.values() for c in group]
-
     def _run(self, args, tensors, captures=None):
         """Runs the nodes in fused mode; captures the program when ``tensors``
         (the tpu inputs) is given, appending it to ``captures``."""
@@ -136,12 +155,22 @@ class FusedGraph:
             if tensors is None:
                 return self.gm(*args)
             _C._capture_begin(tensors)
+            finder = None
             try:
-                out = self.gm(*args)
+                if self.probed:
+                    out = self.gm(*args)
+                else:
+                    finder = _CutFinder(self.gm)
+                    out = finder.run(*args)
+                    self.probed = True
             except BaseException:
                 _C._capture_abort(tensors)
                 raise
             outs = list(out)
+            if finder is not None and finder.cuts:
+                _C._capture_abort(tensors)
+                self.split = split_graph(self.gm, finder.cuts)
+                return outs
             call = None
             if all(o is None or isinstance(o, torch.Tensor) for o in outs):
                 call = _C._capture_end(tensors, outs)
@@ -154,6 +183,77 @@ class FusedGraph:
             return outs
         finally:
             _C._set_eager_mode(previous)
+
+
+def _cuts_so_far():
+    """Fused graphs run plus CPU fallbacks taken: a node that moves it cut the graph."""
+    return _C._metrics()["fused_flushes"] + sum(_C._fallback_counts().values())
+
+
+class _CutFinder(torch.fx.Interpreter):
+    """Runs a graph node by node (in fused mode), noting the nodes that cut it."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.cuts = []
+
+    def run_node(self, n):
+        if n.op != "call_function":
+            return super().run_node(n)
+        before = _cuts_so_far()
+        out = super().run_node(n)
+        if _cuts_so_far() != before:
+            self.cuts.append(n)
+        return out
+
+
+class _Segment(torch.nn.Module):
+    """A part of a split graph between cutting nodes, run as a :class:`FusedGraph`."""
+
+    def __init__(self, sub):
+        super().__init__()
+        out = next(n for n in reversed(sub.graph.nodes) if n.op == "output")
+        self.single = not isinstance(out.args[0], (tuple, list))
+        if self.single:  # FusedGraph returns a list: make the part return one
+            out.args = ((out.args[0],),)
+            sub.recompile()
+        self.fused = FusedGraph(sub)
+
+    def forward(self, *args):
+        outs = self.fused(list(args))
+        return outs[0] if self.single else tuple(outs)
+
+
+def split_graph(gm, cuts):
+    """``gm`` split around the nodes ``cuts`` (each alone in its own part, run
+    eagerly); every other part becomes a :class:`_Segment`. Warns once per split,
+    naming the ops.
+    """
+    from torch.fx.passes.split_module import split_module
+
+    cut = set(cuts)
+    part, parts, alone = 0, {}, set()
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "get_attr", "output"):
+            continue
+        if n in cut:
+            part += 1
+            alone.add(part)
+            parts[n] = part
+            part += 1
+        else:
+            parts[n] = part
+    split = split_module(gm, None, lambda n: parts[n], keep_original_order=True)
+    segments = 0
+    for name, sub in list(split.named_children()):
+        if int(name.rsplit("_", 1)[1]) not in alone:
+            setattr(split, name, _Segment(sub))
+            segments += 1
+    ops = ", ".join(sorted({str(n.target) for n in cuts}))
+    warnings.warn(f"tpu: torch.compile graph split around {ops} (no tpu lowering, or a value "
+                  f"read on the host): runs eagerly between {segments} tpu programs per call",
+                  stacklevel=2)
+    return split
 
 
 def _whole_storage(t):
@@ -178,10 +278,7 @@ def compile_graph(gm, example_inputs):
     ``example_inputs`` are FakeTensors; nothing is compiled here, fused mode
     compiles the XLA program at the first real call.
     """
-    tpu_inputs = [i for i, t in enumerate(example_inputs)
-                  if isinstance(t, torch.Tensor) and t.device.type == "tpu"]
-    int_inputs = [i for i, t in enumerate(example_inputs) if isinstance(t, (int, torch.SymInt))]
-    return FusedGraph(gm, tpu_inputs, int_inputs)
+    return FusedGraph(gm, example_inputs)
 
 
 tpu_backend = aot_autograd(

@@ -9,7 +9,7 @@ seconds reading and deserializing hits), ``bytes_to_device`` /
 ``bytes_to_host`` (bytes copied by transfers), ``donations`` / ``donated_bytes``
 (fused mode: buffers of tensors overwritten in place whose memory a program
 reused for the new value, see :func:`torchtpu.set_eager_mode`),
-``cached_programs``.
+``fused_flushes`` (fused mode: pending graphs run as programs), ``cached_programs``.
 """
 
 from torchtpu import _C

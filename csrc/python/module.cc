@@ -146,6 +146,7 @@ PYBIND11_MODULE(_C, m) {
     d["bytes_to_host"] = mt.bytes_to_host.load();
     d["donations"] = mt.donations.load();
     d["donated_bytes"] = mt.donated_bytes.load();
+    d["fused_flushes"] = mt.fused_flushes.load();
     d["cached_programs"] = Runtime::get().cached_programs();
     return d;
   });

@@ -126,6 +126,7 @@ void Fusion::flush() {
     reset();
     return;
   }
+  ++Runtime::get().metrics().fused_flushes;
   std::vector<ir::Value> outs;
   outs.reserve(live_.size());
   for (Slot* s : live_) outs.push_back(s->pending_value);

@@ -49,6 +49,7 @@ void Metrics::reset() {
   bytes_to_host = 0;
   donations = 0;
   donated_bytes = 0;
+  fused_flushes = 0;
 }
 
 pjrt::ElementType element_type(ir::DType t) {

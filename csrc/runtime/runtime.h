@@ -46,6 +46,9 @@ struct Metrics {
   // an output instead of held next to it), and their bytes.
   std::atomic<int64_t> donations{0};
   std::atomic<int64_t> donated_bytes{0};
+  // Fused mode: pending graphs run (each is one program; more than one per
+  // step means something cut the step: a read, a fallback, the size cap).
+  std::atomic<int64_t> fused_flushes{0};
   void reset();
 };
 
