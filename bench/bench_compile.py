@@ -11,9 +11,13 @@ the train_digits step, side by side with tpu eager modes and CPU; prints JSON.
    (eager ``a + b`` in fused mode, a sync, hence one program, after every call)
    and ``cpu`` (PyTorch eager). Fused mode drops a pending value nothing
    refers to, so the loops keep each result alive until it is computed. ``--rounds`` rounds; medians. The issue's target,
-   at most 20 us over a raw PJRT execute of the same program, cannot be checked
-   from Python (no raw-execute binding); ``compiled`` minus ``strict`` is the
-   cost of Dynamo's guards, AOTAutograd's wrappers and the mode switches.
+   at most 20 us over a raw PJRT execute of the same program:
+   ``raw_execute`` (the captured program executed back to back from C++ on the
+   same buffers, ``_C._compiled_raw_execute_ns``), ``replay`` (the backend's
+   replay of the captured program called directly, without Dynamo and
+   AOTAutograd) and ``dynamo_only`` (Dynamo with a backend that returns the FX
+   graph unchanged, running the add in strict eager: minus ``strict``, what
+   Dynamo's guards and frame handling cost by themselves).
 2. ``digits``: a training step (forward, cross-entropy, backward, SGD with
    momentum) of the ``train_digits`` CNN on batches of 64 images, in
    milliseconds, ending with ``torchtpu.sync()``: ``cpu``, ``tpu_strict``,
@@ -43,6 +47,8 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu
+from torchtpu import _C
+from torchtpu._dynamo import FusedGraph
 from torchtpu.examples import train_digits
 
 SEED = 0
@@ -88,8 +94,34 @@ def bench_tiny(calls, rounds):
         for _ in range(calls):
             a_cpu + b_cpu
 
+    graphs = []  # the backend's FusedGraph, to time its replay alone
+    init = FusedGraph.__init__
+
+    def record(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        graphs.append(self)
+
+    FusedGraph.__init__ = record
+    try:
+        compiled(a, b)
+    finally:
+        FusedGraph.__init__ = init
+
+    def run_replay():
+        captures = graphs[0].all_captures()
+        for _ in range(calls):
+            _C._compiled_replay(captures, [a, b])
+        torchtpu.sync()
+
+    def run_dynamo_only():
+        for _ in range(calls):
+            dynamo_only(a, b)
+        torchtpu.sync()
+
+    dynamo_only = torch.compile(lambda x, y: x + y, backend=lambda gm, example: gm.forward)
     configs = {"compiled": run_compiled, "compiled_sync": run_compiled_sync,
-               "strict": run_strict, "fused_sync": run_fused_sync, "cpu": run_cpu}
+               "strict": run_strict, "fused_sync": run_fused_sync, "cpu": run_cpu,
+               "replay": run_replay, "dynamo_only": run_dynamo_only}
     for fn in configs.values():  # warm-up: Dynamo trace, XLA compiles
         fn()
     times = {name: [] for name in configs}
@@ -98,8 +130,14 @@ def bench_tiny(calls, rounds):
             start = time.perf_counter()
             fn()
             times[name].append((time.perf_counter() - start) / calls * 1e6)
+        times.setdefault("raw_execute", []).append(
+            _C._compiled_raw_execute_ns(graphs[0].all_captures()[0], [a, b], calls) / 1e3)
     med = {name: statistics.median(v) for name, v in times.items()}
     return {
+        "compiled_minus_raw_us": med["compiled"] - med["raw_execute"],
+        "replay_minus_raw_us": med["replay"] - med["raw_execute"],
+        "dynamo_only_minus_strict_us": med["dynamo_only"] - med["strict"],
+        "target_over_raw_us": 20.0,
         "us_per_call_median": med,
         "ratios": {
             "compiled_over_strict": med["compiled"] / med["strict"],
