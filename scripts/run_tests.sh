@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: the C++ suites (ctest: PJRT layer,
-# IR, StableHLO emitter) and the Python suites (pytest).
+# IR, StableHLO emitter), the Python suites (pytest), then the op suites again
+# with every test starting in fused eager mode, whose results must equal
+# strict mode's (TORCHTPU_TEST_MODE, see tests/_util.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 (cd build && ctest --output-on-failure)
 .venv/bin/python -m pytest tests -q -p no:cacheprovider "$@"
+TORCHTPU_TEST_MODE=fused .venv/bin/python -m pytest -q -p no:cacheprovider \
+  tests/test_ops_unary.py tests/test_ops_reduce.py tests/test_ops_nn.py \
+  tests/test_ops_index.py tests/test_views.py tests/test_random.py tests/test_device.py "$@"

@@ -2,6 +2,7 @@
 prove that no CPU fallback ran."""
 
 import contextlib
+import os
 
 import torch
 
@@ -54,6 +55,11 @@ def run_both(fn, *inputs, **kwargs):
     assert_close_cpu(actual, expected)
     return actual, expected
 
+
+# The eager mode every test starts in (tests/conftest.py): strict, unless
+# TORCHTPU_TEST_MODE names another (scripts/run_tests.sh runs the op suites
+# again in fused mode, whose results must be the same).
+TEST_MODE = os.environ.get("TORCHTPU_TEST_MODE", "strict")
 
 # An op with no tpu lowering, for tests of the CPU fallback path: the one place
 # to change when it gains a lowering.

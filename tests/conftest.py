@@ -17,11 +17,18 @@ if "TORCHTPU_CACHE_DIR" not in os.environ:
 import torch  # noqa: E402
 
 import torchtpu  # noqa: E402,F401
+from _util import TEST_MODE  # noqa: E402
+
+
 
 
 @pytest.fixture(autouse=True)
-def _strict_mode_and_seed():
-    torchtpu.set_eager_mode("strict")
+def _eager_mode_and_seed():
+    torchtpu.set_eager_mode(TEST_MODE)
     torch.manual_seed(0)
     yield
+    try:
+        torchtpu.sync()  # a check a test left failing must not reach the next test
+    except Exception:
+        pass
     torchtpu.set_eager_mode("strict")

@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torchtpu
+
 from _util import assert_close_cpu, no_fallback, run_both, to_tpu
 
 
@@ -15,6 +17,7 @@ def same_error(fn, *inputs):
         fn(*inputs)
     with pytest.raises(type(cpu.value)) as tpu:
         fn(*to_tpu(inputs))
+        torchtpu.sync()  # fused mode reports value checks (index ranges) at the next sync
     assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
 
 
@@ -268,10 +271,10 @@ def test_setitem_through_view():
 
 
 def test_index_put_errors():
-    same_error(lambda y, i: y.index_put((i,), torch.ones(5)), Y, torch.tensor([3]))
-    same_error(lambda y, i: y.index_put((i,), torch.ones(3)), Y, torch.tensor([0, 1]))
-    same_error(lambda y, i: y.index_put((i,), torch.ones(1, dtype=torch.long)), Y,
-               torch.tensor([0]))
+    same_error(lambda y, i, v: y.index_put((i,), v), Y, torch.tensor([3]), torch.ones(5))
+    same_error(lambda y, i, v: y.index_put((i,), v), Y, torch.tensor([0, 1]), torch.ones(3))
+    same_error(lambda y, i, v: y.index_put((i,), v), Y, torch.tensor([0]),
+               torch.ones(1, dtype=torch.long))
 
 
 # ---------------------------------------------------------------- embedding
