@@ -9,6 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torchtpu
+
 from _util import assert_close_cpu, no_fallback
 
 N = 100_000
@@ -42,6 +44,9 @@ FACTORIES = {
     "bernoulli_p": lambda: torch.empty(1000, device="tpu").bernoulli_(0.7),
     "rand_f64": lambda: torch.rand(1000, dtype=torch.float64, device="tpu"),
     "randn_bf16": lambda: torch.randn(1000, dtype=torch.bfloat16, device="tpu"),
+    "randperm": lambda: torch.randperm(1000, device="tpu"),
+    "multinomial": lambda: torch.multinomial(torch.rand(1000, device="tpu"), 500),
+    "multinomial_replacement": lambda: torch.multinomial(torch.rand(5, device="tpu"), 1000, True),
 }
 
 
@@ -238,3 +243,71 @@ def test_native_dropout_backward_promotes_integral_grads():
     with no_fallback():
         out = torch.ops.aten.native_dropout_backward(grad.to("tpu"), mask.to("tpu"), 2.0)
     assert_close_cpu(out, expected)
+
+
+@pytest.mark.parametrize("n,dtype", [(1, torch.int64), (10, torch.int64), (300, torch.int32),
+                                     (7, torch.float32)])
+def test_randperm_is_a_permutation(n, dtype):
+    p = draw(lambda: torch.randperm(n, dtype=dtype, device="tpu"))
+    assert p.dtype == dtype and p.shape == (n,)
+    assert sorted(p.long().tolist()) == list(range(n))
+    out = torch.empty(2, dtype=torch.int64, device="tpu")
+    with no_fallback():
+        torch.randperm(n, out=out)
+    assert sorted(out.cpu().tolist()) == list(range(n))
+
+
+def test_randperm_positions_are_uniform():
+    with no_fallback():
+        perms = torch.stack([torch.randperm(8, device="tpu") for _ in range(2000)]).cpu()
+    # Each value lands first with probability 1/8: 2000 draws, 6 sigma = 0.044.
+    freq = torch.bincount(perms[:, 0], minlength=8).double() / 2000
+    assert (freq - 1 / 8).abs().max() < 0.044, freq
+
+
+def test_multinomial_with_replacement_frequencies():
+    w = torch.tensor([[0.1, 0.2, 0.0, 0.7], [4.0, 0.0, 0.0, 4.0]])
+    s = draw(lambda: torch.multinomial(w.to("tpu"), N, replacement=True))
+    assert s.dtype == torch.int64 and s.shape == (2, N)
+    for row, weights in zip(s, w):
+        p = weights / weights.sum()
+        freq = torch.bincount(row, minlength=4).double() / N
+        sigma = (p * (1 - p) / N).sqrt()
+        assert ((freq - p).abs() <= 6 * sigma + 1e-12).all(), (freq, p)
+
+
+def test_multinomial_without_replacement():
+    w = torch.tensor([0.1, 0.2, 0.0, 0.7])
+    s = draw(lambda: torch.multinomial(w.to("tpu").repeat(N // 2, 1), 3))
+    assert s.shape == (N // 2, 3)
+    assert (s[:, 0] != s[:, 1]).all() and (s[:, 1] != s[:, 2]).all() and (s[:, 0] != s[:, 2]).all()
+    assert (s != 2).all()  # the zero-weight category is never drawn...
+    last = draw(lambda: torch.multinomial(torch.tensor([1.0, 0.0, 1.0], device="tpu"), 3))
+    assert last[2].item() == 1  # ...unless nothing else is left, as on CPU
+    # First pick ~ w; second pick given first = 3 (prob 0.7): 1 with 2/3.
+    n = N // 2
+    freq = torch.bincount(s[:, 0], minlength=4).double() / n
+    assert ((freq - w).abs() <= 6 * (w * (1 - w) / n).sqrt() + 1e-12).all(), freq
+    after3 = s[s[:, 0] == 3, 1]
+    assert abs((after3 == 1).double().mean().item() - 2 / 3) < 6 * math.sqrt(2 / 9 / after3.numel())
+    one_d = draw(lambda: torch.multinomial(torch.ones(6, device="tpu"), 6))
+    assert sorted(one_d.tolist()) == list(range(6))
+
+
+@pytest.mark.parametrize("args", [
+    (torch.tensor([1.0, -1.0]), 1, False),
+    (torch.tensor([1.0, float("nan")]), 1, True),
+    (torch.tensor([[1.0, 2.0], [0.0, 0.0]]), 1, True),
+    (torch.tensor([1.0, 0.0]), 3, False),
+    (torch.tensor([1.0, 0.0]), 0, False),
+    (torch.ones(2, 2, 2), 1, False),
+    (torch.tensor([1, 2]), 1, False),
+])
+def test_multinomial_errors_match_cpu(args):
+    probs, k, replacement = args
+    with pytest.raises(RuntimeError) as cpu:
+        torch.multinomial(probs, k, replacement)
+    with pytest.raises(RuntimeError) as tpu:
+        torch.multinomial(probs.to("tpu"), k, replacement)
+        torchtpu.sync()  # fused mode reports value checks at the next sync
+    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]

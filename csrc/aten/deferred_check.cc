@@ -24,6 +24,14 @@ void defer_check(at::Tensor value, CheckFn check) {
   pending().push_back({std::move(value), std::move(check)});
 }
 
+void check_device_values(const at::Tensor& value, CheckFn check) {
+  if (runtime::Runtime::get().mode() == runtime::EagerMode::kFused) {
+    defer_check(value, std::move(check));
+  } else {
+    check(to_host(value));
+  }
+}
+
 const std::vector<DeferredCheck>& deferred_checks() { return pending(); }
 
 uint64_t deferred_check_drains() { return g_drains; }

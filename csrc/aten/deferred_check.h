@@ -28,6 +28,9 @@ struct DeferredCheck {
 };
 
 void defer_check(at::Tensor value, CheckFn check);
+// Checks `value` (a tpu tensor just computed by a probe program) now in strict
+// and debug mode (a sync), or defers it in fused mode.
+void check_device_values(const at::Tensor& value, CheckFn check);
 // Downloads every deferred value and raises the first failure; all pending
 // checks are consumed either way. Reentrant calls (its own downloads) do nothing.
 void run_deferred_checks();

@@ -123,11 +123,7 @@ void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t di
   auto check = [report](const at::Tensor& host) {
     report(host[0].item<int64_t>(), host[1].item<int64_t>());
   };
-  if (runtime::Runtime::get().mode() == runtime::EagerMode::kFused) {
-    defer_check(extremes, check);  // raised at the next host read (deferred_check.h)
-  } else {
-    check(to_host(extremes));
-  }
+  check_device_values(extremes, check);
 }
 
 ir::Value along_dim_coords(LoweringContext& ctx, ir::Value index, int64_t dim) {

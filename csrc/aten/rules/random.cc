@@ -10,10 +10,9 @@
 #include <cmath>
 #include <limits>
 
-#include "aten/ops_util.h"
+#include "aten/rules/random_util.h"
 
 namespace ttpu::aten {
-namespace {
 
 using ir::DType;
 using ir::Op;
@@ -39,11 +38,6 @@ ir::Value three_fry_state(LoweringContext& ctx, const std::optional<at::Generato
   return g.concatenate({key, counter}, 0);
 }
 
-int64_t numel_of(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
 
 // Significand bits of a float dtype (std::numeric_limits<T>::digits).
 int digits_of(DType dt) {
@@ -61,7 +55,7 @@ int digits_of(DType dt) {
 // 1 is never drawn (no rounding up); ATen's uniform_real_distribution
 // (aten/src/ATen/core/DistributionsHelper.h) builds its values the same way.
 ir::Value uniform01(LoweringContext& ctx, ir::Value state, const std::vector<int64_t>& shape,
-                    DType dt, int digits = 0) {
+                    DType dt, int digits) {
   auto& g = ctx.g();
   if (digits == 0) digits = digits_of(dt);
   const DType word = dt == DType::kF64 ? DType::kU64 : DType::kU32;
@@ -69,6 +63,14 @@ ir::Value uniform01(LoweringContext& ctx, ir::Value state, const std::vector<int
   ir::Value bits = g.rng_bit_generator(state, {word, shape}).second;
   ir::Value top = g.binary(Op::kShiftRightLogical, bits, g.constant(width - digits, {word, shape}));
   return g.binary(Op::kMul, g.convert(top, dt), g.constant(std::ldexp(1.0, -digits), {dt, shape}));
+}
+
+namespace {
+
+int64_t numel_of(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
 }
 
 // The dtype random values are computed in: f32 for the 16-bit floats (their

@@ -1,0 +1,122 @@
+// Lowerings of the sampling ATen ops: randperm (torch.randperm) and multinomial
+// (torch.multinomial). Their randomness comes from the device generator as in
+// rules/random.cc, so manual_seed makes them repeat and nothing recompiles.
+#include <c10/util/Exception.h>
+
+#include <limits>
+
+#include "aten/deferred_check.h"
+#include "aten/rules/random_util.h"
+
+namespace ttpu::aten {
+namespace {
+
+using ir::DType;
+using ir::Op;
+
+struct RegisterOutOnly {
+  RegisterOutOnly(const char* name, Rule rule) { out_only_table().emplace(name, std::move(rule)); }
+};
+
+// randperm.generator_out(n, generator, out): sorting n random 64-bit keys
+// carries an iota along, which yields a uniformly random permutation (two equal
+// keys, the only bias, have probability below n^2 / 2^65).
+std::vector<ir::Value> randperm_out(LoweringContext& ctx, const Args& a) {
+  const int64_t n = a.integer(0);
+  const at::Tensor& out = a.tensor(2);
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  resize_out(out, {n});
+  if (n == 0) return {};
+  auto& g = ctx.g();
+  ir::Value keys = g.rng_bit_generator(three_fry_state(ctx, generator(a, 1)),
+                                       {DType::kU64, {n}}).second;
+  ir::Value perm = g.sort({keys, g.iota({DType::kI64, {n}}, 0)}, 0, ir::Cmp::kLT)[1];
+  ctx.write(out, perm);
+  return {};
+}
+
+// CPU's checks of the probabilities' values (aten/src/ATen/native/
+// Distributions.cpp, multinomial): they need the values, so they run on the
+// device and are read now (strict) or at the next host read (fused).
+void check_distribution(LoweringContext& ctx, const at::Tensor& self, int64_t rows, int64_t n) {
+  LoweringContext probe(ctx.op() + " (distribution check)", ctx.device());
+  auto& g = probe.g();
+  ir::Value p = g.reshape(probe.tensor(self), {rows, n});
+  const ir::TensorType t = probe.g().type(p);
+  ir::Value finite = g.compare(ir::Cmp::kLE, g.unary(Op::kAbs, p),
+                               g.constant(std::numeric_limits<double>::infinity(), t));
+  ir::Value ok = g.binary(Op::kAnd, finite, g.compare(ir::Cmp::kGE, p, g.constant(0, t)));
+  ir::Value bad = reduce(probe, g.convert(g.unary(Op::kNot, ok), DType::kI64), {0, 1}, false,
+                         ir::Reducer::kAdd);
+  ir::Value sums = reduce(probe, p, {1}, false, ir::Reducer::kAdd);
+  ir::Value empty = reduce(probe, g.convert(g.compare(ir::Cmp::kLE, sums, g.constant(0, {t.dtype, {rows}})),
+                                            DType::kI64), {0}, false, ir::Reducer::kAdd);
+  ir::Value flags = g.concatenate({g.reshape(bad, {1}), g.reshape(empty, {1})}, 0);
+  check_device_values(probe.run({flags})[0], [](const at::Tensor& host) {
+    TORCH_CHECK(host[0].item<int64_t>() == 0,
+                "probability tensor contains either `inf`, `nan` or element < 0");
+    TORCH_CHECK(host[1].item<int64_t>() == 0,
+                "invalid multinomial distribution (sum of probabilities <= 0)");
+  });
+}
+
+// multinomial(self, num_samples, replacement, generator): i64 [rows, k] (or
+// [k] for a 1-d self) category indices.
+// Without replacement: the k smallest keys E_j / p_j, E_j ~ Exp(1), which draws
+// categories in the order sequential sampling without replacement would
+// (P. S. Efraimidis and P. G. Spirakis, "Weighted random sampling with a
+// reservoir", Inf. Process. Lett. 97(5), 2006: keys u^(1/p), same order).
+// With replacement: inverse CDF, each u ~ U[0, 1) picks the number of
+// categories whose normalized cumulative probability is <= u.
+std::vector<ir::Value> multinomial(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const int64_t k = a.integer(1);
+  const bool replacement = a.boolean(2);
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(k > 0, "cannot sample n_sample <= 0 samples");
+  const int64_t n = self.size(-1);
+  TORCH_CHECK(replacement || k <= n,
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(n <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
+  const int64_t rows = self.dim() == 1 ? 1 : self.size(0);
+  const std::vector<int64_t> result = self.dim() == 1 ? std::vector<int64_t>{k}
+                                                      : std::vector<int64_t>{rows, k};
+  auto& g = ctx.g();
+  if (rows == 0 || n == 0) return {g.constant(0, {DType::kI64, result})};
+  check_distribution(ctx, self, rows, n);
+  const DType ct = self.scalar_type() == at::kDouble ? DType::kF64 : DType::kF32;
+  ir::Value p = g.convert(g.reshape(ctx.tensor(self), {rows, n}), ct);
+  ir::Value state = three_fry_state(ctx, generator(a, 3));
+  ir::Value picked;
+  if (!replacement) {
+    const ir::TensorType t{ct, {rows, n}};
+    ir::Value u = uniform01(ctx, state, {rows, n}, ct);
+    ir::Value e = g.unary(Op::kNeg, g.unary(Op::kLog1p, g.unary(Op::kNeg, u)));  // -log(1 - u)
+    ir::Value key = g.select(g.compare(ir::Cmp::kGT, p, g.constant(0, t)), g.binary(Op::kDiv, e, p),
+                             g.constant(std::numeric_limits<double>::infinity(), t));
+    ir::Value order = g.sort({key, g.iota({DType::kI64, {rows, n}}, 1)}, 1, ir::Cmp::kLT)[1];
+    picked = g.slice(order, {0, 0}, {rows, k}, {1, 1});
+  } else {
+    ir::Value cdf = g.reduce_window(p, g.constant(0, {ct, {}}), {1, n}, {1, 1}, {1, 1}, {1, 1},
+                                    {0, n - 1}, {0, 0}, ir::Reducer::kAdd);
+    ir::Value total = g.slice(cdf, {0, n - 1}, {rows, n}, {1, 1});
+    cdf = g.binary(Op::kDiv, cdf, g.broadcast_in_dim(total, {rows, n}, {0, 1}));
+    ir::Value u = uniform01(ctx, state, {rows, k}, ct);
+    ir::Value below = g.compare(ir::Cmp::kLE, g.broadcast_in_dim(cdf, {rows, k, n}, {0, 2}),
+                                g.broadcast_in_dim(u, {rows, k, n}, {0, 1}));
+    picked = reduce(ctx, g.convert(below, DType::kI64), {2}, false, ir::Reducer::kAdd);
+    // A u at or above the last cumulative value (only by rounding) stays in range.
+    picked = g.clamp(g.constant_int(0, {DType::kI64, {rows, k}}), picked,
+                     g.constant_int(n - 1, {DType::kI64, {rows, k}}));
+  }
+  return {g.reshape(picked, result)};
+}
+
+RegisterOutOnly r_randperm_out("randperm.generator_out", randperm_out);
+RegisterLowering r_multinomial("multinomial", multinomial);
+
+}  // namespace
+}  // namespace ttpu::aten
