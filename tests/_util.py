@@ -4,6 +4,7 @@ prove that no CPU fallback ran."""
 import contextlib
 import os
 
+import pytest
 import torch
 
 import torchtpu
@@ -54,6 +55,20 @@ def run_both(fn, *inputs, **kwargs):
         actual = fn(*to_tpu(inputs), **kwargs)
     assert_close_cpu(actual, expected)
     return actual, expected
+
+
+def same_error(fn, *inputs):
+    """``fn`` raises on tpu the exception type it raises on CPU, and CPU's
+    message (first line) is part of tpu's. The tpu call is followed by a sync
+    inside the check: fused mode reports value checks (index and target ranges,
+    probabilities) at the next host read."""
+    with pytest.raises(Exception) as cpu:
+        fn(*inputs)
+    with pytest.raises(Exception) as tpu:
+        fn(*to_tpu(inputs))
+        torchtpu.sync()
+    assert type(tpu.value) is type(cpu.value)
+    assert str(cpu.value).splitlines()[0] in str(tpu.value)
 
 
 # The eager mode every test starts in (tests/conftest.py): strict, unless

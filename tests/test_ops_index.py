@@ -6,19 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torchtpu
-
-from _util import assert_close_cpu, no_fallback, run_both, to_tpu
-
-
-def same_error(fn, *inputs):
-    """fn raises the same exception type and message on CPU and on tpu."""
-    with pytest.raises(Exception) as cpu:
-        fn(*inputs)
-    with pytest.raises(type(cpu.value)) as tpu:
-        fn(*to_tpu(inputs))
-        torchtpu.sync()  # fused mode reports value checks (index ranges) at the next sync
-    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+from _util import assert_close_cpu, no_fallback, run_both, same_error
 
 
 def grads_match(fn, *inputs):

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _util import assert_close_cpu, no_fallback, to_tpu
+from _util import assert_close_cpu, no_fallback, same_error, to_tpu
 
 # float32 results within 1e-5, relative for large values.
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -43,16 +43,6 @@ def grads_close(fn, *inputs, **tol):
     for c, t in zip(cpu, tpu):
         if c.requires_grad:
             assert_close_cpu(t.grad, c.grad, **tol)
-
-
-def same_error(fn, *inputs):
-    """fn raises on tpu the exception type and message it raises on CPU."""
-    with pytest.raises(Exception) as cpu_err:
-        fn(*inputs)
-    with pytest.raises(Exception) as tpu_err:
-        fn(*to_tpu(inputs))
-    assert type(tpu_err.value) is type(cpu_err.value)
-    assert str(cpu_err.value).splitlines()[0] in str(tpu_err.value)
 
 
 # ------------------------------------------------------------------ matrix products

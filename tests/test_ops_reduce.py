@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _util import assert_close_cpu, no_fallback, run_both
+from _util import assert_close_cpu, no_fallback, run_both, same_error
 
 # Shapes covering 0-d, empty and ordinary tensors.
 SHAPES = [(), (0,), (3, 0), (5,), (2, 3, 4)]
@@ -19,16 +19,6 @@ def make(shape, dtype=torch.float32):
     if dtype.is_floating_point:
         return torch.randn(shape, dtype=dtype)
     return torch.randint(-5, 6, shape, dtype=dtype)
-
-
-def same_error(fn, *inputs):
-    """fn raises on tpu the same exception type and message as on CPU."""
-    with pytest.raises(Exception) as cpu_err:
-        fn(*inputs)
-    with pytest.raises(Exception) as tpu_err:
-        fn(*[x.to("tpu") for x in inputs])
-    assert type(tpu_err.value) is type(cpu_err.value)
-    assert str(cpu_err.value).splitlines()[0] in str(tpu_err.value)
 
 
 def dims_for(shape):
@@ -557,6 +547,12 @@ def test_nll_loss_edge_cases():
     same_error(lambda lp, t: torch.ops.aten.nll_loss_forward(lp, t, None, 1, -100), logp,
                torch.tensor([1, 2, 3], dtype=torch.int32))
     same_error(lambda lp, t, w: F.nll_loss(lp, t, w), logp, torch.tensor([1, 2, 3]), torch.ones(3))
+    # Out-of-range targets raise (IndexError naming the first), ignore_index excepted.
+    same_error(lambda lp, t: F.nll_loss(lp, t), logp, torch.tensor([0, 7, 4]))
+    same_error(lambda lp, t: F.nll_loss(lp, t, ignore_index=4), logp, torch.tensor([4, -1, 0]))
+    same_error(lambda lp, t: F.cross_entropy(lp, t), torch.randn(2, 3, 2, 2),
+               torch.tensor([[[0, 1], [2, 3]], [[0, 0], [0, 0]]]))
+    run_both(lambda lp, t: F.nll_loss(lp, t, ignore_index=9), logp, torch.tensor([9, 1, 9]))
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
