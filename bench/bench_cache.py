@@ -39,6 +39,7 @@ import time
 import torch
 
 import torchtpu
+from _report import emit
 
 TARGET_RATIO = 5.0
 
@@ -51,8 +52,6 @@ import torch
 import torch.nn.functional as F
 import torchtpu
 from torchtpu.examples.train_digits import DigitsCNN, load_data, make_optimizer
-
-from _report import emit
 warnings.filterwarnings("ignore", message=r"tpu: .* has no tpu lowering")
 x_train, y_train, _, _ = load_data(0)
 torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # PyTorch's lazy imports

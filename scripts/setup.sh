@@ -29,5 +29,9 @@ PY=${PYTHON:-python3}
 # rest must not pull another torch.
 .venv/bin/python -m pip install -q torch==2.13.0
 .venv/bin/python -m pip install -q -r requirements-dev.txt
+# timm without its dependencies: they pull PyPI's torchvision, a CUDA build whose
+# import fails next to the CPU torch and then breaks every transformers model
+# import (see torchtpu/tools/timm_compat.py).
+.venv/bin/python -m pip install -q --no-deps timm==1.0.31
 echo "setup.sh: building torchtpu (C++; the first build takes minutes on 2 cores)"
 .venv/bin/python -m pip install -q --no-build-isolation --no-deps -e .
