@@ -154,3 +154,27 @@ def test_a_warning_hook_may_free_a_tensor_of_the_graph(fused, monkeypatch):
         kept["doomed"] = x * 3
         assert (x * 2).sum().item() == 9900.0
     assert not kept
+
+
+def test_compiled_graph_recompiles_name_the_compiled_function(monkeypatch):
+    monkeypatch.setattr(torchtpu.config, "recompile_warn_threshold", 2)
+    monkeypatch.setattr(torchtpu.config, "recompile", "warn")
+    monkeypatch.setattr(torch._dynamo.config, "automatic_dynamic_shapes", False)
+    torch._dynamo.reset()
+
+    def fn(x):
+        return (x * 2).sin()  # the graph's user code
+
+    cf = torch.compile(fn, backend="tpu")
+    line = inspect.getsourcelines(fn)[1]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 5):
+            cf(torch.randn(n, device="tpu"))
+    found = recompile_warnings(caught)
+    assert len(found) == 2, [str(w.message) for w in found]
+    for w in found:
+        message = str(w.message)
+        assert os.path.basename(__file__) in message and "eval_with_key" not in message
+        assert f":{line}" in message or f":{line + 1}" in message, message
+    torch._dynamo.reset()

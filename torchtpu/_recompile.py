@@ -44,7 +44,7 @@ _SITE = tuple(os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("pure
 def _internal(filename):
     """True for frames of torch, torchtpu and the standard library: the graph's
     start is reported at the user's line that called into them."""
-    if filename.startswith("<frozen"):
+    if filename.startswith(("<frozen", "<eval_with_key")):  # FX generated code too
         return True
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
     if path.startswith(_PACKAGE):
