@@ -187,3 +187,31 @@ def test_index_range_check_is_deferred_to_the_next_read(fused):
     del g
     good = torch.tensor([1, 2], device="tpu")
     torch.testing.assert_close(torch.nn.functional.embedding(good, w).cpu(), w.cpu()[[1, 2]])
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_ops_from_several_threads(mode):
+    import threading
+
+    torchtpu.set_eager_mode(mode)
+    inputs = [torch.randn(32, 32) / 8 for _ in range(4)]
+
+    def work(x):
+        for i in range(60):
+            x = (x @ x.t()).tanh() + i * 0.001 + torch.ones((1 + i % 3, 1), device=x.device).sum()
+            if i % 20 == 0:
+                x.sum().item()  # reads flush the shared pending graph mid-way
+        return x
+
+    results = [None] * len(inputs)
+
+    def run(k):
+        results[k] = work(inputs[k].to("tpu")).cpu()
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, x in zip(results, inputs):
+        torch.testing.assert_close(got, work(x), rtol=1e-4, atol=1e-5)

@@ -45,6 +45,16 @@ bool python_unavailable() { return !Py_IsInitialized() || _Py_IsFinalizing(); }
 // error) leaves as py::error_already_set, which torch's and pybind11's
 // boundaries restore as the original Python exception.
 void install_recompile_hooks() {
+  // A thread that must wait for another's fused graph lets go of the GIL
+  // meanwhile: the other may need it (its recompile handler runs Python).
+  ttpu::runtime::set_blocking_wait([](const std::function<void()>& wait) {
+    if (!python_unavailable() && PyGILState_Check()) {
+      py::gil_scoped_release release;
+      wait();
+    } else {
+      wait();
+    }
+  });
   ttpu::runtime::set_source_locator([]() -> std::string {
     if (python_unavailable()) return "";
     py::gil_scoped_acquire gil;

@@ -36,7 +36,34 @@ std::map<int, std::unique_ptr<Fusion>>& fusions() {
   return *m;
 }
 
+BlockingWait& blocking_wait() {
+  static auto* hook = new BlockingWait();
+  return *hook;
+}
+
 }  // namespace
+
+void set_blocking_wait(BlockingWait hook) { blocking_wait() = std::move(hook); }
+
+// Holds a Fusion's mutex; waits through the blocking-wait hook when another
+// thread has it.
+class FusionLock {
+ public:
+  explicit FusionLock(Fusion& f) : mu_(f.mu_) {
+    if (mu_.try_lock()) return;
+    if (const BlockingWait& wait = blocking_wait()) {
+      wait([this] { mu_.lock(); });
+    } else {
+      mu_.lock();
+    }
+  }
+  ~FusionLock() { mu_.unlock(); }
+  FusionLock(const FusionLock&) = delete;
+  FusionLock& operator=(const FusionLock&) = delete;
+
+ private:
+  std::recursive_mutex& mu_;
+};
 
 ir::Value Fusion::param(const std::shared_ptr<pjrt::Buffer>& buffer, const ir::TensorType& type,
                         bool dedup) {
@@ -54,6 +81,7 @@ ir::Value Fusion::param(const std::shared_ptr<pjrt::Buffer>& buffer, const ir::T
 void Fusion::record(const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
                     const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
                     const std::string& op, std::vector<ir::TensorType> result_types) {
+  FusionLock lock(*this);
   // The user's line is looked up before anything else, so a flush the op
   // triggers cannot start the next graph without it.
   if (ops_ == 0) start_ = locate_source();
@@ -121,6 +149,7 @@ Fusion::Donated Fusion::donate(ir::Graph& graph,
 }
 
 void Fusion::flush() {
+  FusionLock lock(*this);
   if (capture_.active && !capture_.ending) capture_.broken = true;
   if (live_.empty()) {
     reset();
@@ -196,6 +225,7 @@ void Fusion::flush() {
 }
 
 void Fusion::begin_capture(const std::vector<Slot*>& inputs) {
+  FusionLock lock(*this);
   capture_ = CaptureState();
   capture_.active = true;
   capture_.broken = ops_ != 0;
@@ -207,12 +237,14 @@ void Fusion::begin_capture(const std::vector<Slot*>& inputs) {
 }
 
 void Fusion::note_rng(const pjrt::Buffer* state, bool default_generator) {
+  FusionLock lock(*this);
   if (!capture_.active) return;
   if (!default_generator) capture_.broken = true;
   capture_.rng_buffers.push_back(state);
 }
 
 std::unique_ptr<Capture> Fusion::end_capture() {
+  FusionLock lock(*this);
   if (!capture_.active) return nullptr;
   capture_.ending = true;
   struct Reset {
@@ -256,7 +288,14 @@ void Fusion::take_capture(const ir::Graph& graph, const std::string& key,
   capture_.result = std::move(cap);
 }
 
+void Fusion::abort_capture() {
+  FusionLock lock(*this);
+  capture_ = CaptureState();
+}
+
 void Fusion::forget(Slot* slot) {
+  FusionLock lock(*this);
+  if (!slot->pending && flushing_.empty()) return;
   auto it = std::find(live_.rbegin(), live_.rend(), slot);
   if (it != live_.rend()) live_.erase(std::next(it).base());
   for (std::vector<Slot*>* live : flushing_) std::replace(live->begin(), live->end(), slot,
@@ -293,7 +332,9 @@ void materialize(Slot& slot) {
 }
 
 void forget_pending(Slot& slot) {
-  if (slot.pending) fusion(slot.device).forget(&slot);
+  // Under the Fusion's lock even when not pending: another thread's flush may
+  // be about to give this slot its buffer.
+  fusion(slot.device).forget(&slot);
 }
 
 }  // namespace ttpu::runtime

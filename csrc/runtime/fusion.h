@@ -21,7 +21,9 @@
 // the slot gets the output buffer. TORCHTPU_DONATE=0 turns donation off.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,7 +68,7 @@ class Fusion {
   // A draw from a generator other than the device's default refuses capture.
   void note_rng(const pjrt::Buffer* state, bool default_generator);
   std::unique_ptr<Capture> end_capture();
-  void abort_capture() { capture_ = CaptureState(); }
+  void abort_capture();
   bool capturing() const { return capture_.active; }
 
  private:
@@ -89,6 +91,11 @@ class Fusion {
                         const std::vector<SlotParam>& slot_params,
                         const std::vector<Slot*>& live);
 
+  // Ops may come from several threads (user threads, autograd's device
+  // threads): every entry point holds this (recursive: a flush may record or
+  // forget) through FusionLock, see set_blocking_wait.
+  std::recursive_mutex mu_;
+  friend class FusionLock;
   int device_;
   ir::Graph graph_;
   std::vector<std::shared_ptr<pjrt::Buffer>> args_;
@@ -108,6 +115,12 @@ class Fusion {
                     const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
                     const std::vector<Slot*>& live);
 };
+
+// How a thread waits for a Fusion held by another: the bindings make a thread
+// that holds the Python GIL release it while it waits, since the holder may
+// need the GIL (the recompile handler runs Python). Without a hook: just waits.
+using BlockingWait = std::function<void(const std::function<void()>& wait)>;
+void set_blocking_wait(BlockingWait hook);
 
 // The pending graph of `device` (created on first use).
 Fusion& fusion(int device);

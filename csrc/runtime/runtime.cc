@@ -133,10 +133,13 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
                                                    const std::string& op,
                                                    const std::string* fingerprint) {
   std::string key = fingerprint != nullptr ? *fingerprint : graph.fingerprint();
-  auto it = programs_.find(key);
-  if (it != programs_.end()) {
-    ++metrics_.cache_hits;
-    return it->second;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = programs_.find(key);
+    if (it != programs_.end()) {
+      ++metrics_.cache_hits;
+      return it->second;
+    }
   }
   ++metrics_.cache_misses;
   std::string text = stablehlo::emit(graph, "torchtpu");
@@ -151,8 +154,9 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
   } else {
     exe = compile_text(text, op);
   }
-  programs_.emplace(std::move(key), exe);
-  return exe;
+  // Two threads may compile the same program at once: the first one stored wins.
+  std::lock_guard<std::mutex> lock(mu_);
+  return programs_.emplace(std::move(key), exe).first->second;
 }
 
 void Runtime::open_disk_cache(const pjrt::Plugin& plugin) {
@@ -258,11 +262,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
 }
 
 void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs) {
-  for (auto& b : outs) in_flight_.push_back(b);
-  if (in_flight_.size() <= kMaxInFlight) return;
-  size_t half = in_flight_.size() / 2;
-  for (size_t i = 0; i < half; ++i) {
-    if (auto b = in_flight_[i].lock()) {
+  std::vector<std::weak_ptr<pjrt::Buffer>> oldest;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& b : outs) in_flight_.push_back(b);
+    if (in_flight_.size() <= kMaxInFlight) return;
+    size_t half = in_flight_.size() / 2;
+    oldest.assign(in_flight_.begin(), in_flight_.begin() + half);
+    in_flight_.erase(in_flight_.begin(), in_flight_.begin() + half);
+  }
+  for (auto& w : oldest) {
+    if (auto b = w.lock()) {
       try {
         b->await_ready();
       } catch (const pjrt::PjrtError&) {
@@ -270,12 +280,14 @@ void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs) {
       }
     }
   }
-  in_flight_.erase(in_flight_.begin(), in_flight_.begin() + half);
 }
 
 void Runtime::synchronize() {
-  auto pending = std::move(in_flight_);
-  in_flight_.clear();
+  std::vector<std::weak_ptr<pjrt::Buffer>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.swap(in_flight_);
+  }
   for (auto& w : pending) {
     if (auto b = w.lock()) b->await_ready();
   }
@@ -298,13 +310,16 @@ std::shared_ptr<pjrt::Buffer> Runtime::scalar(ir::DType dtype, uint64_t bits, in
   std::string key(reinterpret_cast<const char*>(&bits), sizeof(bits));
   key.push_back(static_cast<char>(dtype));
   key.push_back(static_cast<char>(device));
-  auto it = scalars_.find(key);
-  if (it != scalars_.end()) return it->second;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = scalars_.find(key);
+    if (it != scalars_.end()) return it->second;
+  }
   // Little-endian: the value's bytes are the low bytes of `bits`.
   auto buf = upload(&bits, dtype, {}, device);
+  std::lock_guard<std::mutex> lock(mu_);
   if (scalars_.size() > 4096) scalars_.clear();
-  scalars_.emplace(std::move(key), buf);
-  return buf;
+  return scalars_.emplace(std::move(key), buf).first->second;
 }
 
 }  // namespace ttpu::runtime

@@ -114,6 +114,7 @@ class Runtime {
                                             const std::string* fingerprint = nullptr);
   // Whether a program with this fingerprint is in the in-memory cache.
   bool has_program(const std::string& fingerprint) const {
+    std::lock_guard<std::mutex> lock(mu_);
     return programs_.count(fingerprint) != 0;
   }
   // Compiles StableHLO text (uncached); a rejection is a PjrtError naming `op`.
@@ -129,7 +130,10 @@ class Runtime {
 
   // Waits for every enqueued program; throws the first error met.
   void synchronize();
-  size_t cached_programs() const { return programs_.size(); }
+  size_t cached_programs() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return programs_.size();
+  }
   // The persistent cache, or null when disabled (TORCHTPU_CACHE=0,
   // TORCHTPU_CACHE_DIR="", or the directory was unusable: warned on stderr).
   const cache::DiskStore* disk_cache() const { return disk_cache_.get(); }
@@ -148,6 +152,9 @@ class Runtime {
   std::unique_ptr<cache::KeyBuilder> cache_keys_;   // null iff disk_cache_ is
   std::unique_ptr<cache::DiskStore> disk_cache_;
   bool cache_log_ = false;  // TORCHTPU_CACHE_LOG=1: one stderr line per disk miss
+  // Guards the maps and in_flight_ below (ops may come from several threads;
+  // never held while compiling or calling out).
+  mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> programs_;
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
   std::vector<std::weak_ptr<pjrt::Buffer>> in_flight_;
