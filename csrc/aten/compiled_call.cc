@@ -110,7 +110,7 @@ std::shared_ptr<CompiledCall> CompiledCall::end(
     }
     call->outputs_.push_back(std::move(out));
   }
-  const auto& checks = deferred_checks();
+  const std::vector<DeferredCheck> checks = deferred_checks();
   if (deferred_check_drains() != t_drains_before_capture) return nullptr;
   for (size_t i = t_checks_before_capture; i < checks.size(); ++i) {
     const auto& produced = capture->outputs;

@@ -1,5 +1,7 @@
 #include "aten/deferred_check.h"
 
+#include <mutex>
+
 #include "aten/copy.h"
 
 namespace ttpu::aten {
@@ -12,6 +14,7 @@ std::vector<DeferredCheck>& pending() {
 
 thread_local bool t_running = false;
 uint64_t g_drains = 0;
+std::mutex g_mu;  // guards pending() and g_drains (ops may come from several threads)
 
 }  // namespace
 
@@ -20,7 +23,13 @@ uint64_t g_drains = 0;
 constexpr size_t kMaxPending = 4096;
 
 void defer_check(at::Tensor value, CheckFn check) {
-  if (pending().size() >= kMaxPending) run_deferred_checks();
+  bool full;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    full = pending().size() >= kMaxPending;
+  }
+  if (full) run_deferred_checks();
+  std::lock_guard<std::mutex> lock(g_mu);
   pending().push_back({std::move(value), std::move(check)});
 }
 
@@ -32,19 +41,29 @@ void check_device_values(const at::Tensor& value, CheckFn check) {
   }
 }
 
-const std::vector<DeferredCheck>& deferred_checks() { return pending(); }
+std::vector<DeferredCheck> deferred_checks() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return pending();
+}
 
-uint64_t deferred_check_drains() { return g_drains; }
+uint64_t deferred_check_drains() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_drains;
+}
 
 void run_deferred_checks() {
-  if (t_running || pending().empty()) return;
+  if (t_running) return;
+  std::vector<DeferredCheck> checks;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (pending().empty()) return;
+    checks.swap(pending());
+    ++g_drains;
+  }
   t_running = true;
   struct Done {
     ~Done() { t_running = false; }
   } done;
-  std::vector<DeferredCheck> checks;
-  checks.swap(pending());
-  ++g_drains;
   for (const DeferredCheck& c : checks) c.check(to_host(c.value));
 }
 

@@ -35,7 +35,7 @@ void check_device_values(const at::Tensor& value, CheckFn check);
 // checks are consumed either way. Reentrant calls (its own downloads) do nothing.
 void run_deferred_checks();
 // The pending checks (a compiled-graph capture records the ones its call made).
-const std::vector<DeferredCheck>& deferred_checks();
+std::vector<DeferredCheck> deferred_checks();
 // How many times the pending checks were consumed: a capture whose call saw a
 // drain cannot tell which checks were its own.
 uint64_t deferred_check_drains();
