@@ -177,6 +177,7 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
   if (t.numel() == 0) return graph_.constant(0, {dtype, sizes});
   auto& slot = slot_of(t);
+  if (slot.pending) pending_storages_.push_back(t.storage());
   SlotUse& u = use(slot, dtype);
   ir::Value flat = u.flat;
   if (slot.dtype != dtype) {
@@ -260,6 +261,7 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
   ir::DType dtype = to_ir(dst.scalar_type());
   value = graph_.convert(value, dtype);
   auto& slot = slot_of(dst);
+  if (slot.pending) pending_storages_.push_back(dst.storage());
   SlotUse& u = use(slot, dtype);
   if (slot.dtype != dtype) {
     TORCH_CHECK(ir::byte_size(slot.dtype) == ir::byte_size(dtype), op_,
@@ -386,6 +388,12 @@ RegisterLowering::RegisterLowering(const char* name, Rule rule) {
 std::unordered_map<std::string, Rule>& out_only_table() {
   static std::unordered_map<std::string, Rule> table;
   return table;
+}
+
+RegisterOutOnly::RegisterOutOnly(const char* name, Rule rule) {
+  if (!out_only_table().emplace(name, std::move(rule)).second) {
+    duplicate_lowerings().push_back(name);
+  }
 }
 
 }  // namespace ttpu::aten

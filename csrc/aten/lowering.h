@@ -95,6 +95,10 @@ class LoweringContext {
   ir::Graph graph_;
   std::vector<runtime::RecordedArg> args_;
   std::vector<SlotUse> slots_;
+  // Storages whose pending value (fused mode) the program reads or writes:
+  // held until the op is recorded, since a rule may read a temporary it made
+  // (index.to(kLong)) whose storage would otherwise die, and its slot with it.
+  std::vector<c10::Storage> pending_storages_;
 };
 
 using Rule = std::function<std::vector<ir::Value>(LoweringContext&, const Args&)>;
@@ -115,6 +119,11 @@ struct RegisterLowering {
 // the out tensor itself (resizing it with resize_out).
 std::unordered_map<std::string, Rule>& out_only_table();
 void resize_out(const at::Tensor& out, c10::IntArrayRef sizes);
+// Adds an out-only rule at static initialization (a duplicate name is reported
+// like RegisterLowering's).
+struct RegisterOutOnly {
+  RegisterOutOnly(const char* name, Rule rule);
+};
 
 // Installs every table entry (and derived in-place/out variants) as a
 // PrivateUse1 kernel. Called once from module init.
