@@ -10,4 +10,5 @@ bash scripts/setup.sh
 .venv/bin/python -m pytest tests -q -p no:cacheprovider "$@"
 TORCHTPU_TEST_MODE=fused .venv/bin/python -m pytest -q -p no:cacheprovider \
   tests/test_ops_unary.py tests/test_ops_reduce.py tests/test_ops_nn.py \
-  tests/test_ops_index.py tests/test_views.py tests/test_random.py tests/test_device.py "$@"
+  tests/test_ops_index.py tests/test_ops_sort.py tests/test_ops_extra.py tests/test_views.py \
+  tests/test_random.py tests/test_device.py "$@"

@@ -14,10 +14,6 @@ namespace {
 
 using ir::DType;
 
-struct RegisterOutOnly {
-  RegisterOutOnly(const char* name, Rule rule) { out_only_table().emplace(name, std::move(rule)); }
-};
-
 // The dtype values are computed in before the cast to `out`'s dtype: int64 for
 // integers (ATen's accumulate type on CPU); f32 for f16/bf16 (also ATen's); the
 // dtype itself for f32/f64. ATen's CPU kernel computes f32 ranges in double:

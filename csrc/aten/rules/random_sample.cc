@@ -14,10 +14,6 @@ namespace {
 using ir::DType;
 using ir::Op;
 
-struct RegisterOutOnly {
-  RegisterOutOnly(const char* name, Rule rule) { out_only_table().emplace(name, std::move(rule)); }
-};
-
 // randperm.generator_out(n, generator, out): sorting n random 64-bit keys
 // carries an iota along, which yields a uniformly random permutation (two equal
 // keys, the only bias, have probability below n^2 / 2^65).
