@@ -514,3 +514,16 @@ def test_channel_shuffle():
     same_error(lambda t: F.channel_shuffle(t, 4), x)
     same_error(lambda t: F.channel_shuffle(t, 0), x)
     same_error(lambda t: F.channel_shuffle(t, 2), torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("a,b", [
+    (torch.tensor([1, 2]), torch.tensor([1.0, 2.0])),  # promoted, as on CPU
+    (torch.ones(2, 3), torch.ones(3, 2)),
+    (torch.tensor([float("nan")]), torch.tensor([float("nan")])),
+    (torch.ones(0), torch.ones(0)),
+    (torch.arange(6.0).reshape(2, 3).t(), torch.arange(6.0).reshape(2, 3).t().contiguous()),
+    (torch.tensor([True, False]), torch.tensor([True, True])),
+])
+def test_equal_matches_cpu(a, b):
+    with no_fallback():
+        assert torch.equal(a.to("tpu"), b.to("tpu")) == torch.equal(a, b)

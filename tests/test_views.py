@@ -1,6 +1,7 @@
 """View aliasing and in-place semantics, compared with CPU PyTorch: writes through
 a view reach the base and sibling views; in-place ops keep data_ptr."""
 
+import pytest
 import torch
 
 from _util import assert_close_cpu, no_fallback
@@ -115,3 +116,15 @@ def test_literal_issue_examples():
         x[::2] += 1
 
     both(strided_iadd)
+
+
+@pytest.mark.parametrize("dim,size,step", [(0, 2, 1), (1, 3, 2), (-1, 1, 3), (1, 4, 4)])
+def test_unfold_is_a_view_with_cpu_values(dim, size, step):
+    x = torch.arange(24.0).reshape(3, 8)
+    with no_fallback():
+        t = x.to("tpu")
+        u = t.unfold(dim, size, step)
+        assert u.data_ptr() == t.data_ptr()
+        torch.testing.assert_close(u.cpu(), x.unfold(dim, size, step))
+        t.add_(1)  # the view sees writes to its base
+        torch.testing.assert_close(u.cpu(), (x + 1).unfold(dim, size, step))

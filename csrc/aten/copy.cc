@@ -2,6 +2,7 @@
 // copy_, .to() and .cpu() reach), _copy_from_and_resize, _local_scalar_dense
 // (.item()). Reading a value is the only place the host waits in strict mode.
 #include <ATen/ExpandUtils.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/Exception.h>
@@ -127,12 +128,29 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   return to_host(self).item();
 }
 
+// torch.equal: same sizes and every element equal after type promotion (NaN
+// never equals). The answer is a host bool, so it is read: a sync, as on CUDA.
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "Expected all tensors to be on the same device, "
+              "but found at least two devices, ", self.device(), " and ", other.device(), "!");
+  if (!self.sizes().equals(other.sizes())) return false;
+  if (self.numel() == 0) return true;
+  LoweringContext ctx("aten::equal", self.device().index());
+  auto& g = ctx.g();
+  const ir::DType common = to_ir(at::result_type(self, other));
+  ir::Value same = g.compare(ir::Cmp::kEQ, g.convert(ctx.tensor(self), common),
+                             g.convert(ctx.tensor(other), common));
+  ir::Value all = reduce(ctx, g.reshape(same, {self.numel()}), {0}, false, ir::Reducer::kAnd);
+  return to_host(ctx.run({all})[0]).item<bool>();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", &copy_from);
   m.impl("_copy_from_and_resize", &copy_from_and_resize);
   m.impl("_local_scalar_dense", &local_scalar_dense);
+  m.impl("equal", &equal);
 }
 
 }  // namespace ttpu::aten
