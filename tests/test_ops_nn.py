@@ -392,3 +392,23 @@ def test_half_precision_products_round_once(dtype):
     assert_close_cpu(out, expected, rtol=0, atol=0)
     x, y = torch.randn(2, 5, 7).to(dtype), torch.randn(2, 7, 3).to(dtype)
     assert_close_cpu(torch.bmm(x.to("tpu"), y.to("tpu")), torch.bmm(x, y), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape,padding,mode", [
+    ((1, 2, 5), (2, 1), "reflect"), ((1, 2, 5), (2, -1), "reflect"), ((2, 5), (0, 3), "replicate"),
+    ((2, 3, 4, 5), (1, 2, 3, 1), "replicate"), ((2, 3, 4, 5), (1, 2, 3, 1), "reflect"),
+    ((1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 2), "reflect"), ((1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 2), "replicate"),
+    ((0, 2, 5), (1, 1), "reflect"), ((1, 2, 5), (-4, 1), "replicate"),
+])
+def test_reflection_and_replication_pad(shape, padding, mode):
+    x = torch.randn(shape)
+    with no_fallback():
+        got = F.pad(x.to("tpu"), padding, mode=mode).cpu()
+    torch.testing.assert_close(got, F.pad(x, padding, mode=mode))
+
+
+def test_pad_errors_match_cpu():
+    same_error(lambda x: F.pad(x, (3, 3), mode="reflect"), torch.randn(1, 2, 3))
+    same_error(lambda x: F.pad(x, (-4, 1), mode="replicate"), torch.randn(1, 2, 3))
+    same_error(lambda x: F.pad(x, (1, 1), mode="reflect"), torch.randn(2, 0, 3))
+    same_error(lambda x: F.pad(x, (1, 1), mode="replicate"), torch.randn(2, 3, 0))
