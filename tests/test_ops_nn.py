@@ -412,3 +412,22 @@ def test_pad_errors_match_cpu():
     same_error(lambda x: F.pad(x, (-4, 1), mode="replicate"), torch.randn(1, 2, 3))
     same_error(lambda x: F.pad(x, (1, 1), mode="reflect"), torch.randn(2, 0, 3))
     same_error(lambda x: F.pad(x, (1, 1), mode="replicate"), torch.randn(2, 3, 0))
+
+
+@pytest.mark.parametrize("shape,kwargs", [
+    ((1, 2, 5), dict(size=7)), ((1, 2, 5), dict(size=10)), ((1, 2, 5), dict(scale_factor=1.7)),
+    ((2, 3, 4, 5), dict(size=(9, 3))), ((2, 3, 4, 5), dict(scale_factor=(2.0, 0.5))),
+    ((1, 2, 3, 4, 5), dict(size=(5, 5, 2))), ((1, 1, 7), dict(size=3)), ((0, 2, 4, 4), dict(size=(8, 8))),
+])
+def test_upsample_nearest(shape, kwargs):
+    x = torch.randn(shape)
+    with no_fallback():
+        got = F.interpolate(x.to("tpu"), mode="nearest", **kwargs).cpu()
+    torch.testing.assert_close(got, F.interpolate(x, mode="nearest", **kwargs), rtol=0, atol=0)
+
+
+def test_upsample_nearest_errors_match_cpu():
+    same_error(lambda x: torch.ops.aten.upsample_nearest1d(x, [0]), torch.randn(1, 2, 3))
+    same_error(lambda x: torch.ops.aten.upsample_nearest1d(x, [2, 2]), torch.randn(1, 2, 3))
+    same_error(lambda x: torch.ops.aten.upsample_nearest1d(x, [4]), torch.randn(2, 3))
+    same_error(lambda x: torch.ops.aten.upsample_nearest2d(x, [4, 4]), torch.randn(1, 2, 0, 3))

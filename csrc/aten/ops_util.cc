@@ -96,6 +96,23 @@ double init_value(ir::Reducer r, ir::DType dt) {
 
 }  // namespace
 
+ir::Value take_along_dim(LoweringContext& ctx, ir::Value x, int64_t dim, ir::Value index) {
+  std::vector<int64_t> shape = dims(ctx, x);
+  const int64_t m = dims(ctx, index)[0];
+  ir::GatherDims d;
+  for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k) {
+    if (k != dim) d.offset_dims.push_back(k);
+  }
+  d.collapsed_slice_dims = {dim};
+  d.start_index_map = {dim};
+  d.slice_sizes = shape;
+  d.slice_sizes[dim] = 1;
+  d.index_vector_dim = 1;
+  std::vector<int64_t> out = shape;
+  out[dim] = m;
+  return ctx.g().gather(x, ctx.g().reshape(index, {m, 1}), d, out);
+}
+
 ir::Value reduce(LoweringContext& ctx, ir::Value v, std::vector<int64_t> rdims, bool keepdim,
                  ir::Reducer reducer) {
   auto in = dims(ctx, v);

@@ -29,6 +29,9 @@ ir::Value full_like(LoweringContext& ctx, ir::Value like, double value);
 // A copy: a reference into the graph would dangle once another node is added.
 std::vector<int64_t> dims(LoweringContext& ctx, ir::Value v);
 ir::DType dtype(LoweringContext& ctx, ir::Value v);
+// x's slices at positions `index` (i64 [m]) along `dim`: x's shape with dim
+// replaced by m (a gather; the positions must be in range).
+ir::Value take_along_dim(LoweringContext& ctx, ir::Value x, int64_t dim, ir::Value index);
 // Sum / max / ... over `dims` (keepdim reshapes back to rank).
 ir::Value reduce(LoweringContext& ctx, ir::Value v, std::vector<int64_t> dims, bool keepdim,
                  ir::Reducer reducer);

@@ -33,18 +33,7 @@ ir::Value pad_dim(LoweringContext& ctx, ir::Value x, int64_t dim, int64_t left, 
   } else {
     i = g.clamp(g.constant_int(0, t), i, g.constant_int(n - 1, t));
   }
-  ir::GatherDims d;
-  for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k) {
-    if (k != dim) d.offset_dims.push_back(k);
-  }
-  d.collapsed_slice_dims = {dim};
-  d.start_index_map = {dim};
-  d.slice_sizes = shape;
-  d.slice_sizes[dim] = 1;
-  d.index_vector_dim = 1;
-  std::vector<int64_t> out = shape;
-  out[dim] = m;
-  return g.gather(x, g.reshape(i, {m, 1}), d, out);
+  return take_along_dim(ctx, x, dim, i);
 }
 
 std::string sizes_text(const at::Tensor& t) {
