@@ -47,6 +47,10 @@ FACTORIES = {
     "randperm": lambda: torch.randperm(1000, device="tpu"),
     "multinomial": lambda: torch.multinomial(torch.rand(1000, device="tpu"), 500),
     "multinomial_replacement": lambda: torch.multinomial(torch.rand(5, device="tpu"), 1000, True),
+    "exponential_": lambda: torch.empty(1000, device="tpu").exponential_(2.0),
+    "cauchy_": lambda: torch.empty(1000, device="tpu").cauchy_(),
+    "log_normal_": lambda: torch.empty(1000, device="tpu").log_normal_(),
+    "geometric_": lambda: torch.empty(1000, dtype=torch.int64, device="tpu").geometric_(0.3),
 }
 
 
@@ -310,4 +314,33 @@ def test_multinomial_errors_match_cpu(args):
     with pytest.raises(RuntimeError) as tpu:
         torch.multinomial(probs.to("tpu"), k, replacement)
         torchtpu.sync()  # fused mode reports value checks at the next sync
+    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+
+
+def test_exponential_log_normal_geometric_moments():
+    check_moments(draw(lambda: torch.empty(N, device="tpu").exponential_(2.0)), 0.5, 0.25)
+    z = draw(lambda: torch.empty(N, device="tpu").log_normal_(0.5, 0.25)).log()
+    check_moments(z, 0.5, 0.0625)
+    p = 0.25
+    g = draw(lambda: torch.empty(N, dtype=torch.int64, device="tpu").geometric_(p))
+    assert g.dtype == torch.int64 and g.min().item() >= 1
+    check_moments(g, 1 / p, (1 - p) / p**2)
+
+
+def test_cauchy_quartiles():
+    # Cauchy(median 1, scale 2) has no moments; its quartiles are 1 -+ 2.
+    c = draw(lambda: torch.empty(N, device="tpu").cauchy_(1.0, 2.0)).double()
+    q = torch.quantile(c[:10000], torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
+    assert (q - torch.tensor([-1.0, 1.0, 3.0], dtype=torch.float64)).abs().max() < 0.3, q
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: t.exponential_(0), lambda t: t.geometric_(1), lambda t: t.log_normal_(0, 0),
+    lambda t: t.cauchy_(0, 0), lambda t: t.long().exponential_(),
+])
+def test_distribution_errors_match_cpu(fn):
+    with pytest.raises(RuntimeError) as cpu:
+        fn(torch.empty(4))
+    with pytest.raises(RuntimeError) as tpu:
+        fn(torch.empty(4, device="tpu"))
     assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]

@@ -3,6 +3,7 @@
 // rules/random.cc, so manual_seed makes them repeat and nothing recompiles.
 #include <c10/util/Exception.h>
 
+#include <cmath>
 #include <limits>
 
 #include "aten/deferred_check.h"
@@ -111,6 +112,89 @@ std::vector<ir::Value> multinomial(LoweringContext& ctx, const Args& a) {
   return {g.reshape(picked, result)};
 }
 
+// u ~ U[0, 1) shaped like self, computed in f32 (f64 for double tensors).
+ir::Value uniform_like(LoweringContext& ctx, const at::Tensor& self, const Args& a, size_t gen) {
+  const DType ct = self.scalar_type() == at::kDouble ? DType::kF64 : DType::kF32;
+  return uniform01(ctx, three_fry_state(ctx, generator(a, gen)), self.sizes().vec(), ct);
+}
+
+void check_continuous(const at::Tensor& self, const char* name) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), name, " distribution is a continuous "
+              "probability distribution. dtype must be a floating point but you specified ",
+              self.scalar_type());
+}
+
+// The continuous and geometric samplers of ATen's TransformationHelper.h, from
+// one uniform u ~ U[0, 1) per element:
+//   exponential(lambda) = -log1p(-u) / lambda
+//   cauchy(median, sigma) = median + sigma * tan(pi * (u - 1/2))
+//   log_normal(mean, std) = exp(mean + std * z), z from Box-Muller as randn
+//   geometric(p) = ceil(log(1 - u) / log1p(-p)), at least 1
+std::vector<ir::Value> exponential(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const double lambda = a.real(1);
+  TORCH_CHECK(lambda > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambda);
+  check_continuous(self, "Exponential");
+  auto& g = ctx.g();
+  const DType dt = to_ir(self.scalar_type());
+  if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
+  ir::Value u = uniform_like(ctx, self, a, 2);
+  ir::Value e = g.unary(Op::kNeg, g.unary(Op::kLog1p, g.unary(Op::kNeg, u)));
+  const DType ct = dtype(ctx, u);
+  return {g.convert(g.binary(Op::kDiv, e, broadcast_to(ctx, ctx.scalar(lambda, ct), self.sizes())), dt)};
+}
+
+std::vector<ir::Value> cauchy(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const double median = a.real(1), sigma = a.real(2);
+  TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  check_continuous(self, "Cauchy");
+  auto& g = ctx.g();
+  const DType dt = to_ir(self.scalar_type());
+  if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
+  ir::Value u = uniform_like(ctx, self, a, 3);
+  const DType ct = dtype(ctx, u);
+  const auto shape = self.sizes();
+  ir::Value angle = g.binary(Op::kMul, g.binary(Op::kSub, u, broadcast_to(ctx, g.constant(0.5, {ct, {}}), shape)),
+                             broadcast_to(ctx, g.constant(M_PI, {ct, {}}), shape));
+  ir::Value v = g.binary(Op::kMul, broadcast_to(ctx, ctx.scalar(sigma, ct), shape), g.unary(Op::kTan, angle));
+  return {g.convert(g.binary(Op::kAdd, broadcast_to(ctx, ctx.scalar(median, ct), shape), v), dt)};
+}
+
+std::vector<ir::Value> log_normal(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const double mean = a.real(1), std = a.real(2);
+  TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  check_continuous(self, "LogNormal");
+  // normal_functional(self, mean, std, generator), then exp.
+  std::vector<c10::IValue> args{self, mean, std, a[3]};
+  ir::Value z = lowering_table().at("normal_functional")(ctx, Args(args))[0];
+  auto& g = ctx.g();
+  const DType dt = to_ir(self.scalar_type());
+  const DType ct = dt == DType::kF64 ? DType::kF64 : DType::kF32;
+  return {g.convert(g.unary(Op::kExp, g.convert(z, ct)), dt)};
+}
+
+std::vector<ir::Value> geometric(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const double p = a.real(1);
+  TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  auto& g = ctx.g();
+  const DType dt = to_ir(self.scalar_type());
+  if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
+  ir::Value u = uniform_like(ctx, self, a, 2);
+  const DType ct = dtype(ctx, u);
+  const auto shape = self.sizes();
+  ir::Value one = broadcast_to(ctx, g.constant(1, {ct, {}}), shape);
+  ir::Value k = g.unary(Op::kCeil, g.binary(Op::kDiv, g.unary(Op::kLog1p, g.unary(Op::kNeg, u)),
+                                            broadcast_to(ctx, ctx.scalar(std::log1p(-p), ct), shape)));
+  return {g.convert(g.binary(Op::kMax, k, one), dt)};
+}
+
+RegisterLowering r_exponential("exponential", exponential);
+RegisterLowering r_cauchy("cauchy", cauchy);
+RegisterLowering r_log_normal("log_normal", log_normal);
+RegisterLowering r_geometric("geometric", geometric);
 RegisterOutOnly r_randperm_out("randperm.generator_out", randperm_out);
 RegisterLowering r_multinomial("multinomial", multinomial);
 
