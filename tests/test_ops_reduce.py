@@ -547,6 +547,11 @@ def test_nll_loss_edge_cases():
     same_error(lambda lp, t: torch.ops.aten.nll_loss_forward(lp, t, None, 1, -100), logp,
                torch.tensor([1, 2, 3], dtype=torch.int32))
     same_error(lambda lp, t, w: F.nll_loss(lp, t, w), logp, torch.tensor([1, 2, 3]), torch.ones(3))
+    # Out-of-range targets raise (IndexError naming the first), ignore_index excepted.
+    same_error(lambda lp, t: F.nll_loss(lp, t), logp, torch.tensor([0, 7, 4]))
+    same_error(lambda lp, t: F.nll_loss(lp, t, ignore_index=4), logp, torch.tensor([4, -1, 0]))
+    same_error(lambda lp, t: F.cross_entropy(lp, t), torch.randn(2, 3, 2, 2),
+               torch.tensor([[[0, 1], [2, 3]], [[0, 0], [0, 0]]]))
     run_both(lambda lp, t: F.nll_loss(lp, t, ignore_index=9), logp, torch.tensor([9, 1, 9]))
 
 

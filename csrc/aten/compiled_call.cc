@@ -115,9 +115,11 @@ std::shared_ptr<CompiledCall> CompiledCall::end(
   for (size_t i = t_checks_before_capture; i < checks.size(); ++i) {
     const auto& produced = capture->outputs;
     auto p = std::find(produced.begin(), produced.end(), &slot_of(checks[i].value));
-    if (p == produced.end()) return nullptr;
+    auto q = std::find(produced.begin(), produced.end(), &slot_of(checks[i].ok));
+    if (p == produced.end() || q == produced.end()) return nullptr;
     call->checks_.push_back({static_cast<size_t>(p - produced.begin()),
-                             View::of(checks[i].value), checks[i].check});
+                             static_cast<size_t>(q - produced.begin()), View::of(checks[i].value),
+                             View::of(checks[i].ok), checks[i].check});
   }
   call->capture_ = std::move(capture);
   return call;
@@ -192,7 +194,8 @@ std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
     }
   }
   for (const Check& c : checks_) {
-    defer_check(program_output(buffers, storages, c.output, c.view), c.check);
+    defer_check(program_output(buffers, storages, c.output, c.view),
+                program_output(buffers, storages, c.ok_output, c.ok_view), c.check);
   }
   return result;
 }

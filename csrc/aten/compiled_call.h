@@ -65,8 +65,8 @@ class CompiledCall {
   // Deferred checks the call made (aten/deferred_check.h): the program output
   // holding each checked value, deferred again at every replay.
   struct Check {
-    size_t output;
-    View view;
+    size_t output, ok_output;  // program outputs of the checked value and its ok flag
+    View view, ok_view;
     CheckFn check;
   };
 

@@ -1,8 +1,10 @@
 #include "aten/deferred_check.h"
 
+#include <map>
 #include <mutex>
 
 #include "aten/copy.h"
+#include "aten/lowering.h"
 
 namespace ttpu::aten {
 namespace {
@@ -16,13 +18,47 @@ thread_local bool t_running = false;
 uint64_t g_drains = 0;
 std::mutex g_mu;  // guards pending() and g_drains (ops may come from several threads)
 
-}  // namespace
-
 // A loop that never reads would grow the list (and keep its small device
 // values) without bound: past this many, the checks run (one wait).
 constexpr size_t kMaxPending = 4096;
+// Flags ANDed by one program; a shorter list repeats its first flag (AND is
+// idempotent), so every count uses the same compiled program.
+constexpr size_t kOkChunk = 64;
 
-void defer_check(at::Tensor value, CheckFn check) {
+// The AND of `oks` (tpu bool 0-d tensors of one device), as one tpu bool.
+at::Tensor all_ok(std::vector<at::Tensor> oks, int device) {
+  while (oks.size() > 1) {
+    std::vector<at::Tensor> next;
+    for (size_t start = 0; start < oks.size(); start += kOkChunk) {
+      LoweringContext ctx("deferred checks", device);
+      auto& g = ctx.g();
+      ir::Value acc;
+      for (size_t k = 0; k < kOkChunk; ++k) {
+        const size_t i = start + k < oks.size() ? start + k : start;
+        ir::Value v = ctx.tensor(oks[i]);
+        acc = k == 0 ? v : g.binary(ir::Op::kAnd, acc, v);
+      }
+      next.push_back(ctx.run({acc})[0]);
+    }
+    oks.swap(next);
+  }
+  return oks[0];
+}
+
+bool all_passed(const std::vector<DeferredCheck>& checks) {
+  std::map<int, std::vector<at::Tensor>> by_device;
+  for (const DeferredCheck& c : checks) by_device[c.ok.device().index()].push_back(c.ok);
+  for (auto& [device, oks] : by_device) {
+    if (!to_host(all_ok(std::move(oks), device)).item<bool>()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void defer_check(at::Tensor value, at::Tensor ok, CheckFn check) {
+  TORCH_INTERNAL_ASSERT(ok.scalar_type() == at::kBool && ok.dim() == 0 &&
+                        ok.device() == value.device());
   bool full;
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -30,14 +66,14 @@ void defer_check(at::Tensor value, CheckFn check) {
   }
   if (full) run_deferred_checks();
   std::lock_guard<std::mutex> lock(g_mu);
-  pending().push_back({std::move(value), std::move(check)});
+  pending().push_back({std::move(value), std::move(ok), std::move(check)});
 }
 
-void check_device_values(const at::Tensor& value, CheckFn check) {
-  if (runtime::Runtime::get().mode() == runtime::EagerMode::kFused) {
-    defer_check(value, std::move(check));
-  } else {
+void check_device_values(const at::Tensor& value, const at::Tensor& ok, CheckFn check) {
+  if (runtime::Runtime::get().mode() == runtime::EagerMode::kDebug) {
     check(to_host(value));
+  } else {
+    defer_check(value, ok, std::move(check));
   }
 }
 
@@ -64,6 +100,7 @@ void run_deferred_checks() {
   struct Done {
     ~Done() { t_running = false; }
   } done;
+  if (all_passed(checks)) return;
   for (const DeferredCheck& c : checks) c.check(to_host(c.value));
 }
 

@@ -1,14 +1,19 @@
 // Checks of device values reported at the next host read instead of at the op.
 //
-// An index range check needs the index's values, which live on the device. In
-// strict and debug mode the op reads them at once (a sync per checked op, errors
-// at the op). In fused mode, and in compiled graphs, that read would cut the
-// pending graph in two, so the op instead records a small value (for an index:
-// its min and max) into the same graph and defers the check: every host read
-// (.cpu(), .item(), print, torchtpu.sync()) first downloads the deferred values
-// and raises the first failure, with the op's own exception type and message,
-// as CUDA reports a device-side assert at the next synchronizing call. The
+// An index range check needs the index's values, which live on the device.
+// Reading them at the op would make the host wait at every checked op (strict
+// mode) or cut the pending graph in two (fused mode, compiled graphs). So the
+// op computes, on the device, a small value describing what it checked (for an
+// index: its min and max) and an ok flag, and defers the check: every host read
+// (.cpu(), .item(), print, torchtpu.sync()) first runs the pending checks and
+// raises the first failure, with the op's own exception type and message, as
+// CUDA reports a device-side assert at the next synchronizing call. The
 // out-of-range op's results are never returned to the user unchecked.
+//
+// Running the pending checks costs one device read whatever their number: the
+// ok flags are ANDed on the device (programs of kOkChunk flags, so one compile
+// serves any count) and only that one bool is downloaded. The values are read,
+// one by one, only when some check failed. Debug mode checks at the op.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -23,16 +28,17 @@ namespace ttpu::aten {
 using CheckFn = std::function<void(const at::Tensor& host)>;
 
 struct DeferredCheck {
-  at::Tensor value;  // tpu
+  at::Tensor value;  // tpu: what `check` reads
+  at::Tensor ok;     // tpu bool 0-d: true when the check passes
   CheckFn check;
 };
 
-void defer_check(at::Tensor value, CheckFn check);
-// Checks `value` (a tpu tensor just computed by a probe program) now in strict
-// and debug mode (a sync), or defers it in fused mode.
-void check_device_values(const at::Tensor& value, CheckFn check);
-// Downloads every deferred value and raises the first failure; all pending
-// checks are consumed either way. Reentrant calls (its own downloads) do nothing.
+void defer_check(at::Tensor value, at::Tensor ok, CheckFn check);
+// Checks `value` (a tpu tensor just computed by a probe program, with its ok
+// flag) now in debug mode (a wait), else defers it.
+void check_device_values(const at::Tensor& value, const at::Tensor& ok, CheckFn check);
+// Raises the first failure among the pending checks; all of them are consumed
+// either way. Reentrant calls (its own reads) do nothing.
 void run_deferred_checks();
 // The pending checks (a compiled-graph capture records the ones its call made).
 std::vector<DeferredCheck> deferred_checks();

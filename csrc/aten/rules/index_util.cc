@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 #include "aten/copy.h"
 #include "aten/deferred_check.h"
@@ -15,15 +16,22 @@ namespace {
 
 using ir::DType;
 
-// {min, max} of a non-empty tpu index tensor as an i64 [2] tpu tensor (in
-// fused mode recorded into the pending graph, not yet computed).
-at::Tensor index_extremes(LoweringContext& ctx, const at::Tensor& index) {
+// {min, max} of a non-empty tpu index tensor as an i64 [2] tpu tensor, and
+// whether all of it lies in [min_ok, size) as a bool 0-d tpu tensor (in fused
+// mode recorded into the pending graph, not yet computed). min_ok and size are
+// parameters, so other sizes reuse the program.
+std::pair<at::Tensor, at::Tensor> index_extremes(LoweringContext& ctx, const at::Tensor& index,
+                                                 int64_t min_ok, int64_t size) {
   LoweringContext probe(ctx.op() + " (index range check)", ctx.device());
   auto& g = probe.g();
   ir::Value v = g.reshape(read_index(probe, index), {index.numel()});
-  ir::Value lo = g.reshape(reduce(probe, v, {0}, false, ir::Reducer::kMin), {1});
-  ir::Value hi = g.reshape(reduce(probe, v, {0}, false, ir::Reducer::kMax), {1});
-  return probe.run({g.concatenate({lo, hi}, 0)})[0];
+  ir::Value lo = reduce(probe, v, {0}, false, ir::Reducer::kMin);
+  ir::Value hi = reduce(probe, v, {0}, false, ir::Reducer::kMax);
+  ir::Value ok = g.binary(ir::Op::kAnd,
+                          g.compare(ir::Cmp::kGE, lo, probe.scalar(min_ok, DType::kI64)),
+                          g.compare(ir::Cmp::kLT, hi, probe.scalar(size, DType::kI64)));
+  auto out = probe.run({g.concatenate({g.reshape(lo, {1}), g.reshape(hi, {1})}, 0), ok});
+  return {out[0], out[1]};
 }
 
 // A mask tensor as a flat bool value (uint8 masks count non-zero as true).
@@ -119,11 +127,11 @@ void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t di
     report(l.min().item<int64_t>(), l.max().item<int64_t>());
     return;
   }
-  at::Tensor extremes = index_extremes(ctx, index);
+  auto [extremes, ok] = index_extremes(ctx, index, allow_negative ? -size : 0, size);
   auto check = [report](const at::Tensor& host) {
     report(host[0].item<int64_t>(), host[1].item<int64_t>());
   };
-  check_device_values(extremes, check);
+  check_device_values(extremes, ok, check);
 }
 
 ir::Value along_dim_coords(LoweringContext& ctx, ir::Value index, int64_t dim) {

@@ -5,9 +5,10 @@
 //
 // `reduction` is ATen's enum: 0 none, 1 mean, 2 sum. Formulas follow ATen's
 // CPU kernels (aten/src/ATen/native/{Loss.cpp,LossNLL.cpp,LossNLL2d.cpp}).
-// Data-dependent checks ATen makes on CPU (a target class out of range, a BCE
-// input outside [0, 1]) would need a device-to-host read per call; they are
-// not made: an out-of-range target contributes 0 to the loss.
+// The target range check needs the target's values: it runs on the device and
+// is reported at the next host read (aten/deferred_check.h). BCE's check that
+// the input lies in [0, 1] is not made.
+#include "aten/deferred_check.h"
 #include "aten/rules/reduce_util.h"
 
 namespace ttpu::aten {
@@ -92,6 +93,39 @@ void check_nll_weight(const std::optional<at::Tensor>& weight, int64_t n_classes
               " classes or no classes but got weight tensor of shape: ", weight->sizes());
 }
 
+// ATen's target check: every target that is not ignore_index lies in
+// [0, n_classes), else IndexError "Target t is out of bounds." naming the first
+// bad one in order. The values live on the device: the check is reported at
+// the next host read (aten/deferred_check.h).
+void check_nll_target_values(LoweringContext& ctx, const at::Tensor& target, int64_t n_classes,
+                             const c10::Scalar& ignore_index) {
+  const int64_t n = target.numel();
+  if (n == 0) return;
+  LoweringContext probe(ctx.op() + " (target range check)", ctx.device());
+  auto& g = probe.g();
+  const ir::TensorType t{DType::kI64, {n}};
+  ir::Value v = g.reshape(g.convert(probe.tensor(target), DType::kI64), {n});
+  ir::Value ignored = g.compare(ir::Cmp::kEQ, v, broadcast_to(probe, probe.scalar(ignore_index, DType::kI64), {n}));
+  ir::Value out = g.binary(Op::kOr, g.compare(ir::Cmp::kLT, v, g.constant_int(0, t)),
+                           g.compare(ir::Cmp::kGE, v, g.constant_int(n_classes, t)));
+  ir::Value bad = g.binary(Op::kAnd, out, g.unary(Op::kNot, ignored));
+  ir::Value iota = g.iota(t, 0);
+  ir::Value first = reduce(probe, g.select(bad, iota, g.constant_int(n, t)), {0}, false,
+                           Reducer::kMin);
+  ir::Value at_first = g.compare(ir::Cmp::kEQ, iota, g.broadcast_in_dim(first, {n}, {}));
+  ir::Value value = reduce(probe, g.select(at_first, v, g.constant_int(0, t)), {0}, false,
+                           Reducer::kAdd);
+  ir::Value found = g.convert(g.compare(ir::Cmp::kLT, first, g.constant_int(n, {DType::kI64, {}})),
+                              DType::kI64);
+  ir::Value flags = g.concatenate({g.reshape(found, {1}), g.reshape(value, {1})}, 0);
+  ir::Value ok = g.compare(ir::Cmp::kEQ, first, g.constant_int(n, {DType::kI64, {}}));
+  auto checked = probe.run({flags, ok});
+  check_device_values(checked[0], checked[1], [](const at::Tensor& host) {
+    TORCH_CHECK_INDEX(host[0].item<int64_t>() == 0, "Target ", host[1].item<int64_t>(),
+                      " is out of bounds.");
+  });
+}
+
 // ATen's shape checks of nll_loss_forward (LossNLL.cpp meta) and
 // nll_loss2d_forward (LossNLL2d.cpp check_inputs_nll_loss2d).
 void check_nll_shapes(const at::Tensor& self, const at::Tensor& target, bool spatial) {
@@ -123,9 +157,7 @@ ValueList nll_forward(LoweringContext& ctx, const Args& a, bool spatial) {
   check_nll_shapes(self, target, spatial);
   check_nll_weight(weight, self.size(self.dim() == 1 ? 0 : 1));
   check_nll_target(target);
-  // The range check of the target values (check_nll_target_values) would read
-  // the device at every step in strict mode; it waits for deferred checks that
-  // do not grow a training loop's host reads (see the issue 3 note).
+  check_nll_target_values(ctx, target, self.size(self.dim() == 1 ? 0 : 1), a.scalar(4));
   auto& g = ctx.g();
   DType out = to_ir(self.scalar_type());
   DType acc = acc_dtype(out);

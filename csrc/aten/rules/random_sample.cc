@@ -34,7 +34,7 @@ std::vector<ir::Value> randperm_out(LoweringContext& ctx, const Args& a) {
 
 // CPU's checks of the probabilities' values (aten/src/ATen/native/
 // Distributions.cpp, multinomial): they need the values, so they run on the
-// device and are read now (strict) or at the next host read (fused).
+// device and are reported at the next host read (deferred_check.h).
 void check_distribution(LoweringContext& ctx, const at::Tensor& self, int64_t rows, int64_t n) {
   LoweringContext probe(ctx.op() + " (distribution check)", ctx.device());
   auto& g = probe.g();
@@ -49,7 +49,10 @@ void check_distribution(LoweringContext& ctx, const at::Tensor& self, int64_t ro
   ir::Value empty = reduce(probe, g.convert(g.compare(ir::Cmp::kLE, sums, g.constant(0, {t.dtype, {rows}})),
                                             DType::kI64), {0}, false, ir::Reducer::kAdd);
   ir::Value flags = g.concatenate({g.reshape(bad, {1}), g.reshape(empty, {1})}, 0);
-  check_device_values(probe.run({flags})[0], [](const at::Tensor& host) {
+  ir::Value passed = g.compare(ir::Cmp::kEQ, g.binary(Op::kAdd, bad, empty),
+                               g.constant_int(0, {ir::DType::kI64, {}}));
+  auto out = probe.run({flags, passed});
+  check_device_values(out[0], out[1], [](const at::Tensor& host) {
     TORCH_CHECK(host[0].item<int64_t>() == 0,
                 "probability tensor contains either `inf`, `nan` or element < 0");
     TORCH_CHECK(host[1].item<int64_t>() == 0,
