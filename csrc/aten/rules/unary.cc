@@ -197,6 +197,27 @@ std::vector<ir::Value> frac_rule(LoweringContext& ctx, const Args& a) {
   return {ctx.g().binary(Op::kSub, x, trunc_float(ctx, x))};
 }
 
+// erfinv refined by Newton steps on erf(x) = y, as CPU's calc_erfinv
+// (aten/src/ATen/native/Math.h) refines its first guess: chlo.erf_inv alone is
+// up to ~5e-6 relative off near |y| -> 1, which the gradient
+// sqrt(pi)/2 * exp(erfinv(y)^2) amplifies. The steps run in float64: in
+// float32, erf(x) rounds to 1 in the tail and the steps diverge. y = +-1 keeps
+// erf_inv's infinities.
+ir::Value erfinv_fn(LoweringContext& c, ir::Value y) {
+  auto& g = c.g();
+  const ir::DType dt = dtype(c, y);
+  ir::Value y64 = g.convert(y, ir::DType::kF64);
+  ir::Value x = g.convert(g.unary(Op::kErfInv, y), ir::DType::kF64);
+  ir::Value finite = g.unary(Op::kIsFinite, x);
+  for (int step = 0; step < 2; ++step) {
+    ir::Value slope = g.binary(Op::kMul, full_like(c, x, M_2_SQRTPI),
+                               g.unary(Op::kExp, g.unary(Op::kNeg, g.binary(Op::kMul, x, x))));
+    ir::Value delta = g.binary(Op::kDiv, g.binary(Op::kSub, g.unary(Op::kErf, x), y64), slope);
+    x = g.select(finite, g.binary(Op::kSub, x, delta), x);
+  }
+  return g.convert(x, dt);
+}
+
 ir::Value floor_fn(LoweringContext& c, ir::Value x) { return c.g().unary(Op::kFloor, x); }
 ir::Value ceil_fn(LoweringContext& c, ir::Value x) { return c.g().unary(Op::kCeil, x); }
 // PyTorch's round is nearbyint: halves go to the even neighbour.
@@ -243,7 +264,7 @@ RegisterLowering kRules[] = {
     {"atanh", float_op<Op::kAtanh>},
     {"sigmoid", float_op<Op::kLogistic>},
     {"erf", float_op<Op::kErf>},
-    {"erfinv", float_op<Op::kErfInv>},
+    {"erfinv", float_rule<erfinv_fn>},
     {"lgamma", float_op<Op::kLgamma>},
     {"digamma", float_rule<digamma_fn>},
     {"deg2rad", float_rule<deg2rad_fn>},
