@@ -7,6 +7,10 @@ for float32, int64 and bool, first ``_LIMIT_SAMPLES`` samples each. Every
 unless ``opinfo_expected_failures.txt`` lists its category with a reason: then it
 xfails, and it fails once the category changes, so the file only shrinks.
 ``crash`` entries are skipped (they would take the test process down).
+
+The same holds for gradients: for the selected OpInfos that support autograd,
+float32 backward on tpu against backward on CPU (dtype ``float32_grad`` in the
+expected-failures file).
 """
 
 import pathlib
@@ -75,13 +79,29 @@ _CASES = [
 ]
 
 
+_GRAD_CASES = [
+    pytest.param(op, id=full_name(op))
+    for op in _selected_opinfos()
+    if op.supports_autograd and torch.float32 in op.supported_dtypes("cpu")
+]
+
+
 @pytest.mark.parametrize("op,dtype", _CASES)
 def test_opinfo_matches_cpu(op, dtype):
-    key = (full_name(op), str(dtype).removeprefix("torch."))
+    _check(op, dtype, str(dtype).removeprefix("torch."), backward=False)
+
+
+@pytest.mark.parametrize("op", _GRAD_CASES)
+def test_opinfo_gradients_match_cpu(op):
+    _check(op, torch.float32, "float32_grad", backward=True)
+
+
+def _check(op, dtype, label, backward):
+    key = (full_name(op), label)
     listed, reason = _EXPECTED.get(key, ("native", ""))
     if listed == "crash":
         pytest.skip(f"crashes the process: {reason}")
-    result = run_opinfo(op, dtype, limit_samples=_LIMIT_SAMPLES)
+    result = run_opinfo(op, dtype, limit_samples=_LIMIT_SAMPLES, backward=backward)
     if result.category == "no_samples":
         pytest.skip("CPU raises for every sample input")
     if result.category == listed == "native":

@@ -527,3 +527,20 @@ def test_channel_shuffle():
 def test_equal_matches_cpu(a, b):
     with no_fallback():
         assert torch.equal(a.to("tpu"), b.to("tpu")) == torch.equal(a, b)
+
+
+def test_efficientzerotensor_and_sgn_backward():
+    # Autograd's zero gradients (sgn of a real tensor) come from
+    # _efficientzerotensor, a dense zero tensor on tpu.
+    for dtype in (None, torch.int32):
+        with no_fallback():
+            zeros = torch._efficientzerotensor([2, 3], dtype=dtype, device="tpu")
+        assert_close_cpu(zeros, torch._efficientzerotensor([2, 3], dtype=dtype))
+    x = torch.randn(5)
+    for dev in ("cpu", "tpu"):
+        leaf = x.to(dev).detach().requires_grad_()
+        with no_fallback():
+            (torch.sgn(leaf) * leaf).sum().backward()
+        if dev == "cpu":
+            expected = leaf.grad
+    assert_close_cpu(leaf.grad, expected)

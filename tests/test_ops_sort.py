@@ -233,6 +233,25 @@ def test_unique(inverse, counts):
 
 
 @pytest.mark.parametrize("inverse", [False, True])
+def test_unique_legacy_overload(inverse):
+    # torch._unique (no counts): index_fill's backward calls it.
+    run_both(lambda t: torch._unique(t, True, inverse), torch.randint(0, 5, (3, 5)))
+    run_both(lambda t: torch._unique(t, True, inverse), torch.empty(0))
+
+
+def test_index_fill_backward():
+    x = torch.randn(4, 5)
+    idx = torch.tensor([3, 1, 3])
+    for dev in ("cpu", "tpu"):
+        leaf = x.to(dev).detach().requires_grad_()
+        with no_fallback():
+            leaf.index_fill(1, idx.to(dev), 2.0).mul(leaf).sum().backward()
+        if dev == "cpu":
+            expected = leaf.grad
+    assert_close_cpu(leaf.grad, expected)
+
+
+@pytest.mark.parametrize("inverse", [False, True])
 @pytest.mark.parametrize("counts", [False, True])
 def test_unique_consecutive(inverse, counts):
     kw = dict(return_inverse=inverse, return_counts=counts)

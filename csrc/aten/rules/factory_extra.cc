@@ -92,6 +92,15 @@ ValueList tri_indices(LoweringContext& ctx, const Args& a, bool lower) {
 }
 
 RegisterOutOnly r_logspace("logspace.out", logspace_out);
+// _efficientzerotensor(size, dtype, ...): CPU makes an immutable ZeroTensor
+// (autograd's zero gradients, e.g. sgn's for real input); a dense zero tensor
+// has the same values.
+RegisterLowering r_efficientzerotensor("_efficientzerotensor", [](LoweringContext& c,
+                                                                  const Args& a) {
+  const c10::ScalarType st =
+      a.opt_dtype(1).value_or(c10::typeMetaToScalarType(c10::get_default_dtype()));
+  return ValueList{c.g().constant(0, {to_ir(st), a.ints(0)})};
+});
 RegisterLowering r_tril_indices("tril_indices", [](LoweringContext& c, const Args& a) {
   return tri_indices(c, a, true);
 });

@@ -113,9 +113,7 @@ ValueList runs(LoweringContext& ctx, ir::Value x, std::optional<ir::Value> perm,
 }
 
 // _unique2(self, sorted=True, return_inverse=False, return_counts=False)
-ValueList unique2(LoweringContext& ctx, const Args& a) {
-  const at::Tensor& self = a.tensor(0);
-  const bool inverse = a.boolean(2), counts = a.boolean(3);
+ValueList unique2(LoweringContext& ctx, const at::Tensor& self, bool inverse, bool counts) {
   auto& g = ctx.g();
   const int64_t n = self.numel();
   DType dt = to_ir(self.scalar_type());
@@ -173,7 +171,16 @@ ValueList unique_consecutive(LoweringContext& ctx, const Args& a) {
   return r;
 }
 
-RegisterLowering r_unique2("_unique2", unique2);
+// _unique(self, sorted=True, return_inverse=False): _unique2 without counts
+// (index_fill's backward reaches it).
+RegisterLowering r_unique("_unique", [](LoweringContext& c, const Args& a) {
+  ValueList v = unique2(c, a.tensor(0), a.boolean(2), false);
+  v.pop_back();
+  return v;
+});
+RegisterLowering r_unique2("_unique2", [](LoweringContext& c, const Args& a) {
+  return unique2(c, a.tensor(0), a.boolean(2), a.boolean(3));
+});
 RegisterLowering r_unique_consecutive("unique_consecutive", unique_consecutive);
 
 }  // namespace
