@@ -431,3 +431,21 @@ def test_upsample_nearest_errors_match_cpu():
     same_error(lambda x: torch.ops.aten.upsample_nearest1d(x, [2, 2]), torch.randn(1, 2, 3))
     same_error(lambda x: torch.ops.aten.upsample_nearest1d(x, [4]), torch.randn(2, 3))
     same_error(lambda x: torch.ops.aten.upsample_nearest2d(x, [4, 4]), torch.randn(1, 2, 0, 3))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_backward(affine):
+    w, b = (torch.randn(6), torch.randn(6)) if affine else (None, None)
+    for shape in ((2, 6, 5, 3), (3, 6), (1, 6, 7)):
+        if affine:
+            grads_close(lambda x, w, b: F.group_norm(x, 3, w, b), torch.randn(shape), w, b)
+        else:
+            grads_close(lambda x: F.group_norm(x, 2), torch.randn(shape))
+
+
+def test_unfold_backward():
+    # Overlapping (step < size), disjoint, gapped (step > size) windows, and a
+    # window as long as the dim.
+    for dim, size, step in ((1, 3, 2), (1, 3, 3), (0, 2, 3), (1, 9, 1), (-1, 1, 4)):
+        grads_close(lambda x: x.unfold(dim, size, step), torch.randn(7, 9))
+    grads_close(lambda x: x.unfold(0, 1, 1), torch.randn(()))
