@@ -21,12 +21,11 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
 import torchtpu
-from torchtpu.tools._opinfo_sweep import full_name, run_opinfo
+from torchtpu.tools._opinfo_sweep import full_name, read_expected, run_opinfo
 
 _DTYPES = (torch.float32, torch.int64, torch.bool)
 _LIMIT_SAMPLES = 6
 _EXPECTED_FILE = pathlib.Path(__file__).with_name("opinfo_expected_failures.txt")
-_CATEGORIES = ("fallback", "wrong", "error", "crash")
 
 
 def _lowered_base_names():
@@ -54,23 +53,7 @@ def _selected_opinfos():
             yield op
 
 
-def _read_expected():
-    """{(opinfo, dtype): (category, reason)} from the expected-failures file."""
-    expected = {}
-    for number, raw in enumerate(_EXPECTED_FILE.read_text().splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        entry, _, reason = line.partition("#")
-        fields = entry.split()
-        if len(fields) != 3 or fields[2] not in _CATEGORIES or not reason.strip():
-            raise ValueError(f"{_EXPECTED_FILE.name}:{number}: want 'opinfo dtype category  "
-                             f"# reason' with category in {_CATEGORIES}, got {raw!r}")
-        expected[(fields[0], fields[1])] = (fields[2], reason.strip())
-    return expected
-
-
-_EXPECTED = _read_expected()
+_EXPECTED = read_expected(_EXPECTED_FILE)
 _CASES = [
     pytest.param(op, dtype, id=f"{full_name(op)}-{str(dtype).removeprefix('torch.')}")
     for op in _selected_opinfos()

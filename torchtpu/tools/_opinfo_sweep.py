@@ -54,6 +54,34 @@ def _random_sample(op, sample):
                 and len(sample.args) > 9 and sample.args[9] > 0))
 
 
+# Categories an expected-failures line may name.
+EXPECTED_CATEGORIES = ("fallback", "wrong", "error", "crash")
+
+
+def read_expected(path):
+    """``{(opinfo, label): (category, reason)}`` from an expected-failures file
+    (``tests/opinfo_expected_failures.txt``): one ``<OpInfo> <label> <category>
+    # <reason>`` per line, label a dtype name or ``float32_grad`` for gradients.
+
+    Raises:
+        ValueError: a line without the three fields, a known category or a reason.
+    """
+    expected = {}
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        entry, _, reason = line.partition("#")
+        fields = entry.split()
+        if len(fields) != 3 or fields[2] not in EXPECTED_CATEGORIES or not reason.strip():
+            raise ValueError(f"{path}:{number}: want 'opinfo dtype category  # reason' with "
+                             f"category in {EXPECTED_CATEGORIES}, got {raw!r}")
+        expected[(fields[0], fields[1])] = (fields[2], reason.strip())
+    return expected
+
+
 @dataclasses.dataclass
 class Result:
     """Outcome of one (OpInfo, dtype[, backward]) sweep.
@@ -195,6 +223,7 @@ def _run_sample(op, sample, backward):
         return "error", f"copy to tpu: {type(exc).__name__}: {_first_line(exc)}", {}
     cpu_sample = sample
     compute = _grads if backward else None
+    ref_sample = _float64_copy(op, sample)
     try:
         if backward:
             expected = compute(op, cpu_sample, _grad_inputs(cpu_sample))
@@ -233,8 +262,69 @@ def _run_sample(op, sample, backward):
     try:
         _compare(actual, expected, values=not _random_sample(op, sample))
     except AssertionError as exc:
-        return "wrong", _summary(exc), fallbacks
+        return "wrong", _summary(exc) + _float64_errors(op, ref_sample, actual, expected,
+                                                        backward), fallbacks
     return ("fallback" if fallbacks else "native"), "", fallbacks
+
+
+def _float64_copy(op, sample):
+    """The sample with floating tensors as float64 CPU copies (None when the
+    sample has no floating tensor): the reference that tells a rounding
+    difference from a wrong result."""
+    found = []
+
+    def widen(x):
+        if isinstance(x, torch.Tensor):
+            if x.is_floating_point() and x.dtype != torch.float64:
+                found.append(x)
+                return x.detach().to(torch.float64).requires_grad_(x.requires_grad)
+            return x.detach().clone().requires_grad_(x.requires_grad)
+        if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+            moved = [widen(v) for v in x]
+            return type(x)(*moved) if hasattr(x, "_fields") else type(x)(moved)
+        if isinstance(x, dict):
+            return {k: widen(v) for k, v in x.items()}
+        return x
+
+    try:
+        copy = _move(op, sample, widen)
+    except Exception:  # noqa: BLE001 - no reference then
+        return None
+    return copy if found else None
+
+
+def _flat_tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+        return [t for v in x for t in _flat_tensors(v)]
+    return []
+
+
+def _float64_errors(op, ref_sample, actual, expected, backward):
+    """" | vs float64: tpu err A, CPU err B" (largest absolute errors of the
+    floating outputs against the op run in float64 on the same inputs), or ""
+    when there is no such reference. tpu err <= CPU err marks a rounding
+    difference in which tpu is the more accurate side."""
+    if ref_sample is None or _random_sample(op, ref_sample):
+        return ""
+    try:
+        if backward:
+            ref = _grads(op, ref_sample, _grad_inputs(ref_sample))
+        else:
+            ref = op(ref_sample.input, *ref_sample.args, **ref_sample.kwargs)
+    except Exception:  # noqa: BLE001 - some ops have no float64 kernel
+        return ""
+    triples = zip(_flat_tensors(actual), _flat_tensors(expected), _flat_tensors(ref))
+    tpu_err = cpu_err = 0.0
+    for a, e, r in triples:
+        if not (e.is_floating_point() and r.is_floating_point()) or a.shape != r.shape:
+            continue
+        r = r.detach().double()
+        finite = r.isfinite()
+        tpu_err = max(tpu_err, (a.double() - r)[finite].abs().max().item() if finite.any() else 0)
+        cpu_err = max(cpu_err, (e.double() - r)[finite].abs().max().item() if finite.any() else 0)
+    return f" | vs float64: tpu err {tpu_err:.3g}, CPU err {cpu_err:.3g}"
 
 
 def _first_line(exc):

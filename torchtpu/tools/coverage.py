@@ -17,7 +17,11 @@ notes which OpInfo and sample each child is on, and a dead or silent (more than
 
 Prints a table of counts per category and dtype with the percentage of native
 OpInfos (among those with at least one sample CPU runs), the ten most common CPU
-fallbacks, and writes every result as JSON.
+fallbacks, and writes every result as JSON. Wrong results, errors and crashes
+are matched against the expected-failures file (``--expected``, by default the
+source tree's ``tests/opinfo_expected_failures.txt``): each result gets the
+file's reason or none, and the table counts the ``unexpected`` ones, which
+should be zero.
 """
 
 import argparse
@@ -167,6 +171,25 @@ def _summarize(results):
     return counts, fallbacks
 
 
+_DEFAULT_EXPECTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                 "tests", "opinfo_expected_failures.txt")
+
+
+def _expected_label(label):
+    """The expected-failures file's name for a result label ("float32 backward")."""
+    return label.replace(" backward", "_grad")
+
+
+def _mark_expected(bad, path):
+    """Sets ``expected`` (the file's reason, or None) on each wrong/error/crash result."""
+    from torchtpu.tools._opinfo_sweep import read_expected
+
+    listed = read_expected(path) if path and os.path.exists(path) else {}
+    for r in bad:
+        entry = listed.get((r["op"], _expected_label(r["label"])))
+        r["expected"] = entry[1] if entry and entry[0] == r["category"] else None
+
+
 def _print_report(counts, fallbacks, wrong):
     from rich.console import Console
     from rich.table import Table
@@ -177,10 +200,12 @@ def _print_report(counts, fallbacks, wrong):
     for cat in CATEGORIES:
         table.add_column(cat, justify="right")
     table.add_column("% native", justify="right")
+    table.add_column("unexpected", justify="right")
     for label, c in counts.items():
         run = sum(c.values()) - c["no_samples"]
         pct = f"{100.0 * c['native'] / run:.1f}" if run else "-"
-        table.add_row(label, *(str(c[cat]) for cat in CATEGORIES), pct)
+        unexpected = sum(1 for r in wrong if r["label"] == label and r["expected"] is None)
+        table.add_row(label, *(str(c[cat]) for cat in CATEGORIES), pct, str(unexpected))
     console.print(table)
     top = Table(title="Most common CPU fallbacks")
     for col in ("ATen op", "OpInfos", "calls"):
@@ -190,10 +215,11 @@ def _print_report(counts, fallbacks, wrong):
     console.print(top)
     if wrong:
         bad = Table(title="Wrong results, errors and crashes")
-        for col in ("OpInfo", "dtype", "category", "detail"):
+        for col in ("OpInfo", "dtype", "category", "detail / expected because"):
             bad.add_column(col, overflow="fold")
         for r in wrong:
-            bad.add_row(r["op"], r["label"], r["category"], r["detail"])
+            why = f"expected: {r['expected']}" if r["expected"] else r["detail"]
+            bad.add_row(r["op"], r["label"], r["category"], why)
         console.print(bad)
 
 
@@ -210,6 +236,9 @@ def main(argv=None):
     parser.add_argument("--op-timeout", type=float, default=120.0,
                         help="seconds one OpInfo may run before it counts as crash")
     parser.add_argument("--mode", default="strict", choices=("strict", "debug", "fused"))
+    parser.add_argument("--expected", default=_DEFAULT_EXPECTED,
+                        help="expected-failures file (default: the source tree's tests/"
+                        "opinfo_expected_failures.txt)")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dtype", help=argparse.SUPPRESS)
@@ -242,8 +271,11 @@ def main(argv=None):
 
     counts, fallbacks = _summarize(results)
     bad = [r for r in results if r["category"] in ("wrong", "error", "crash")]
+    _mark_expected(bad, args.expected)
     _print_report(counts, fallbacks, bad)
     summary = {label: dict(c) for label, c in counts.items()}
+    for label, c in summary.items():
+        c["unexpected"] = sum(1 for r in bad if r["label"] == label and r["expected"] is None)
     top = sorted(fallbacks.items(), key=lambda kv: -kv[1][0])[:10]
     command = " ".join(["python -m torchtpu.tools.coverage", *(argv or sys.argv[1:])])
     with open(args.json, "w") as f:
