@@ -85,7 +85,14 @@ const char* op_name(Op op) {
     case Op::kSort: return "sort";
     case Op::kDotGeneral: return "dot_general";
     case Op::kConvolution: return "convolution";
+    case Op::kCholesky: return "cholesky";
+    case Op::kTriangularSolve: return "triangular_solve";
+    case Op::kCustomCall: return "custom_call";
     case Op::kRngBitGenerator: return "rng_bit_generator";
+    case Op::kReal: return "real";
+    case Op::kImag: return "imag";
+    case Op::kComplex: return "complex";
+    case Op::kFft: return "fft";
   }
   return "unknown_op";
 }
@@ -252,7 +259,7 @@ Value Graph::iota(const TensorType& type, int64_t dim) {
 
 namespace {
 
-enum class Kinds { kAny, kNumeric, kSignedOrFloat, kFloat, kInt, kBoolOrInt };
+enum class Kinds { kAny, kNumeric, kSignedOrFloat, kFloat, kInt, kBoolOrInt, kFloatOrComplex };
 
 bool accepts(Kinds k, DType t) {
   switch (k) {
@@ -261,7 +268,8 @@ bool accepts(Kinds k, DType t) {
     case Kinds::kSignedOrFloat: return is_float(t) || (is_integral(t) && !is_unsigned(t));
     case Kinds::kFloat: return is_float(t);
     case Kinds::kInt: return is_integral(t);
-    case Kinds::kBoolOrInt: return !is_float(t);
+    case Kinds::kBoolOrInt: return !is_float(t) && !is_complex(t);
+    case Kinds::kFloatOrComplex: return is_float(t) || is_complex(t);
   }
   return false;
 }
@@ -274,6 +282,7 @@ const char* kinds_name(Kinds k) {
     case Kinds::kFloat: return "a float element type";
     case Kinds::kInt: return "an integer element type";
     case Kinds::kBoolOrInt: return "an i1 or integer element type";
+    case Kinds::kFloatOrComplex: return "a float or complex element type";
   }
   return "?";
 }
@@ -286,9 +295,13 @@ bool unary_kinds(Op op, Kinds* k) {
     case Op::kSign: *k = Kinds::kSignedOrFloat; return true;
     case Op::kNot: *k = Kinds::kBoolOrInt; return true;
     case Op::kPopcnt: *k = Kinds::kInt; return true;
+    // StableHLO defines these on complex values too (the aten layer uses them
+    // only where checked against CPU: rules/complex.cc).
     case Op::kExp: case Op::kExpm1: case Op::kLog: case Op::kLog1p: case Op::kSqrt:
-    case Op::kRsqrt: case Op::kCbrt: case Op::kTanh: case Op::kLogistic: case Op::kSin:
-    case Op::kCos: case Op::kTan: case Op::kFloor: case Op::kCeil:
+    case Op::kRsqrt: case Op::kTanh: case Op::kSin: case Op::kCos:
+      *k = Kinds::kFloatOrComplex;
+      return true;
+    case Op::kCbrt: case Op::kLogistic: case Op::kTan: case Op::kFloor: case Op::kCeil:
     case Op::kRoundNearestEven: case Op::kIsFinite: case Op::kErf: case Op::kAtan:
     case Op::kAsin: case Op::kAcos: case Op::kSinh: case Op::kCosh: case Op::kAsinh:
     case Op::kAcosh: case Op::kAtanh: case Op::kLgamma: case Op::kDigamma: case Op::kErfInv:
@@ -596,6 +609,10 @@ class Writer {
     u(static_cast<uint64_t>(t.dtype));
     ints(t.dims);
   }
+  void str(const std::string& v) {
+    u(v.size());
+    out_ += v;
+  }
   void value(Value v) {
     u(static_cast<uint32_t>(v.node));
     u(static_cast<uint32_t>(v.index));
@@ -614,6 +631,10 @@ bool is_default(const ScatterDims& s) {
   return s.update_window_dims.empty() && s.inserted_window_dims.empty() &&
          s.scatter_dims_to_operand_dims.empty() && s.index_vector_dim == 0;
 }
+bool is_default(const LinalgFlags& f) {
+  return !f.lower && !f.left_side && !f.unit_diagonal && !f.transpose_a;
+}
+bool is_default(const CustomCall& c) { return c.target.empty() && c.backend_config.empty(); }
 bool is_default(const ConvDims& c) {
   return c.window_strides.empty() && c.padding_low.empty() && c.padding_high.empty() &&
          c.lhs_dilation.empty() && c.rhs_dilation.empty() && c.feature_group_count == 1 &&
@@ -640,7 +661,8 @@ std::string Graph::fingerprint() const {
     w.u(static_cast<uint64_t>(a.reducer));
     w.u(a.literal);
     const bool g = !is_default(a.gather), s = !is_default(a.scatter), c = !is_default(a.conv);
-    w.u((g ? 1 : 0) | (s ? 2 : 0) | (c ? 4 : 0));
+    const bool l = !is_default(a.linalg), cc = !is_default(a.custom_call);
+    w.u((g ? 1 : 0) | (s ? 2 : 0) | (c ? 4 : 0) | (l ? 8 : 0) | (cc ? 16 : 0));
     if (g) {
       w.ints(a.gather.offset_dims);
       w.ints(a.gather.collapsed_slice_dims);
@@ -662,6 +684,14 @@ std::string Graph::fingerprint() const {
       w.ints(a.conv.rhs_dilation);
       w.s(a.conv.feature_group_count);
       w.s(a.conv.batch_group_count);
+    }
+    if (l) {
+      w.u((a.linalg.lower ? 1 : 0) | (a.linalg.left_side ? 2 : 0) |
+          (a.linalg.unit_diagonal ? 4 : 0) | (a.linalg.transpose_a ? 8 : 0));
+    }
+    if (cc) {
+      w.str(a.custom_call.target);
+      w.str(a.custom_call.backend_config);
     }
   }
   w.u(parameters_.size());

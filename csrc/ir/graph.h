@@ -62,9 +62,22 @@ enum class Op : uint8_t {
   // linear algebra
   kDotGeneral,      // ints: lhs batch, rhs batch, lhs contract, rhs contract
   kConvolution,     // see ConvDims
+  kCholesky,        // (a [..., n, n]); attrs.linalg.lower; the other triangle is unspecified
+  kTriangularSolve,  // (a [..., n, n], b); attrs.linalg; solves op(a) x = b (left) or x op(a) = b
+  kCustomCall,      // (operands...); attrs.custom_call; multi-result (types given by the caller)
   // random
   kRngBitGenerator,  // (state ui64[2]) -> (new state, bits of result type); THREE_FRY
+  // complex numbers and spectral transforms
+  kReal,     // complex -> its real part (f32 for complex<f32>)
+  kImag,     // complex -> its imaginary part
+  kComplex,  // (real, imag) of the same float type -> complex
+  kFft,      // attrs.dim = FftType, ints[0] = fft_length (the trailing dims transformed)
 };
+
+// stablehlo.fft's fft_type. FFT/IFFT: complex -> complex; RFFT: float ->
+// complex, last dim fft_length[-1] / 2 + 1; IRFFT: complex -> float, last dim
+// fft_length[-1]. IFFT and IRFFT divide by the product of fft_length (XLA).
+enum class FftType : uint8_t { kFft, kIfft, kRfft, kIrfft };
 
 // "add", "dot_general", ...: the StableHLO op's name where StableHLO has the op
 // ("negate", "exponential", "sine"), else a descriptive one ("erf", "atan").
@@ -106,6 +119,21 @@ struct ConvDims {
   int64_t batch_group_count = 1;
 };
 
+// cholesky / triangular_solve flags (the StableHLO attributes of the same names;
+// transpose_a = TRANSPOSE when set, NO_TRANSPOSE otherwise).
+struct LinalgFlags {
+  bool lower = false;
+  bool left_side = false;
+  bool unit_diagonal = false;
+  bool transpose_a = false;
+};
+// A custom call that XLA itself expands when it compiles (on the CPU plugin:
+// "Qr", "ProductOfElementaryHouseholderReflectors", "Eigh"; see graph.cc).
+struct CustomCall {
+  std::string target;          // call_target_name
+  std::string backend_config;  // passed verbatim
+};
+
 struct Attrs {
   std::vector<std::vector<int64_t>> ints;
   int64_t dim = 0;
@@ -117,6 +145,8 @@ struct Attrs {
   GatherDims gather;
   ScatterDims scatter;
   ConvDims conv;
+  LinalgFlags linalg;
+  CustomCall custom_call;
 };
 
 struct Node {
@@ -187,6 +217,26 @@ class Graph {
                     const std::vector<int64_t>& lhs_contract,
                     const std::vector<int64_t>& rhs_contract);
   Value convolution(Value input, Value kernel, const ConvDims& dims);
+  // a [..., n, n] float -> its Cholesky factor in the `lower` (else upper)
+  // triangle; XLA leaves the other triangle unspecified and gives NaN for a
+  // matrix that is not positive definite.
+  Value cholesky(Value a, bool lower);
+  // a [..., n, n], b [..., n, k] (left_side) or [..., k, n]: x with op(a) x = b
+  // or x op(a) = b, op(a) = a^T when transpose_a, a's `lower` (else upper)
+  // triangle read, its diagonal taken as 1 when unit_diagonal. Batch dims equal.
+  Value triangular_solve(Value a, Value b, const LinalgFlags& flags);
+  // A custom call XLA expands at compile time; `results` are the caller's types
+  // (XLA checks them against the target's contract when it compiles).
+  std::vector<Value> custom_call(const CustomCall& call, const std::vector<Value>& operands,
+                                 const std::vector<TensorType>& results);
+
+  // --- complex numbers: real/imag of a complex value (result: its float part
+  // type); complex(re, im) of two equal float types (f32 or f64).
+  Value real(Value x);
+  Value imag(Value x);
+  Value complex(Value re, Value im);
+  // The FFT of the trailing fft_length.size() (1 to 3) dims, per FftType.
+  Value fft(Value x, FftType type, const std::vector<int64_t>& fft_length);
 
   // --- random: returns {new_state, bits}; bits has `type` (u32 or u64 dtype)
   std::pair<Value, Value> rng_bit_generator(Value state, const TensorType& type);

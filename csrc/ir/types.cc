@@ -20,6 +20,8 @@ std::string_view mlir_name(DType t) {
     case DType::kBF16: return "bf16";
     case DType::kF32: return "f32";
     case DType::kF64: return "f64";
+    case DType::kC64: return "complex<f32>";
+    case DType::kC128: return "complex<f64>";
   }
   throw IrError("mlir_name: unknown DType " + std::to_string(static_cast<int>(t)));
 }
@@ -37,13 +39,27 @@ int64_t byte_size(DType t) {
     case DType::kF32: return 4;
     case DType::kI64:
     case DType::kU64:
-    case DType::kF64: return 8;
+    case DType::kF64:
+    case DType::kC64: return 8;
+    case DType::kC128: return 16;
   }
   throw IrError("byte_size: unknown DType " + std::to_string(static_cast<int>(t)));
 }
 
 bool is_float(DType t) {
   return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64;
+}
+
+DType complex_part(DType t) {
+  if (t == DType::kC64) return DType::kF32;
+  if (t == DType::kC128) return DType::kF64;
+  throw IrError("complex_part: " + std::string(mlir_name(t)) + " is not complex");
+}
+
+DType complex_of(DType t) {
+  if (t == DType::kF32) return DType::kC64;
+  if (t == DType::kF64) return DType::kC128;
+  throw IrError("complex_of: no complex type with " + std::string(mlir_name(t)) + " parts");
 }
 
 bool is_unsigned(DType t) {
@@ -170,6 +186,8 @@ uint64_t literal_bits(double value, DType dtype) {
     case DType::kBF16: return bf16_bits(value);
     case DType::kF32: return std::bit_cast<uint32_t>(static_cast<float>(value));
     case DType::kF64: return std::bit_cast<uint64_t>(value);
+    case DType::kC64:
+    case DType::kC128: return literal_bits(value, complex_part(dtype));
     default: break;
   }
   if (!std::isfinite(value)) {
@@ -199,6 +217,8 @@ uint64_t literal_bits_int(int64_t value, DType dtype) {
       const uint64_t mag = neg ? ~static_cast<uint64_t>(value) + 1 : static_cast<uint64_t>(value);
       return round_to_format(neg, mag, 0, dtype == DType::kF16 ? kHalf : kBFloat);
     }
+    case DType::kC64:
+    case DType::kC128: return literal_bits_int(value, complex_part(dtype));
     default: return static_cast<uint64_t>(value) & width_mask(dtype);
   }
 }
@@ -209,6 +229,8 @@ double literal_to_double(uint64_t bits, DType dtype) {
     case DType::kBF16: return bf16_value(static_cast<uint16_t>(bits));
     case DType::kF32: return std::bit_cast<float>(static_cast<uint32_t>(bits));
     case DType::kF64: return std::bit_cast<double>(bits);
+    case DType::kC64:
+    case DType::kC128: return literal_to_double(bits, complex_part(dtype));
     default: break;
   }
   if (is_unsigned(dtype)) return static_cast<double>(bits & width_mask(dtype));
@@ -216,7 +238,7 @@ double literal_to_double(uint64_t bits, DType dtype) {
 }
 
 int64_t literal_to_int(uint64_t bits, DType dtype) {
-  if (is_float(dtype)) {
+  if (is_float(dtype) || is_complex(dtype)) {
     const double v = std::trunc(literal_to_double(bits, dtype));
     if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) {
       throw IrError("literal_to_int: " + std::to_string(v) + " does not fit in int64");

@@ -23,13 +23,20 @@ enum class DType : uint8_t {
   kBF16,
   kF32,
   kF64,
+  kC64,   // complex<f32>: (real, imag) f32 pairs, 8 bytes
+  kC128,  // complex<f64>
 };
 
 std::string_view mlir_name(DType t);  // "i1", "ui8", "i32", "bf16", "f32", ...
 int64_t byte_size(DType t);
 bool is_float(DType t);
 bool is_unsigned(DType t);  // kBool counts as unsigned
-inline bool is_integral(DType t) { return !is_float(t) && t != DType::kBool; }
+inline bool is_complex(DType t) { return t == DType::kC64 || t == DType::kC128; }
+inline bool is_integral(DType t) { return !is_float(t) && !is_complex(t) && t != DType::kBool; }
+// The float type of a complex type's parts (kC64 -> kF32), and back (kF32 ->
+// kC64, kF64 -> kC128; other dtypes throw IrError).
+DType complex_part(DType t);
+DType complex_of(DType t);
 
 // A ranked tensor type with static dimensions; rank 0 is a scalar.
 struct TensorType {
@@ -53,6 +60,9 @@ struct TensorType {
 //   infinity into an integer dtype, or a value outside the 64-bit range.
 //   literal_bits_int: integers exactly (wrapped to the width); floats round to
 //   nearest even from the exact integer; bool is value != 0.
+//   A complex literal is real-valued: the bits of its real part in the part
+//   type (f32 for kC64), imaginary part zero. Build other complex constants
+//   with Graph::complex.
 uint64_t literal_bits(double value, DType dtype);
 uint64_t literal_bits_int(int64_t value, DType dtype);
 // The inverse: the value of a literal. Integers sign-extend when signed.

@@ -17,6 +17,8 @@ static_assert(static_cast<int>(ElementType::kPred) == PJRT_Buffer_Type_PRED);
 static_assert(static_cast<int>(ElementType::kS64) == PJRT_Buffer_Type_S64);
 static_assert(static_cast<int>(ElementType::kF32) == PJRT_Buffer_Type_F32);
 static_assert(static_cast<int>(ElementType::kBF16) == PJRT_Buffer_Type_BF16);
+static_assert(static_cast<int>(ElementType::kC64) == PJRT_Buffer_Type_C64);
+static_assert(static_cast<int>(ElementType::kC128) == PJRT_Buffer_Type_C128);
 
 namespace {
 
@@ -158,7 +160,7 @@ class UnloadedExecutable {
 bool is_known_type(ElementType type) {
   const int t = static_cast<int>(type);
   return t >= static_cast<int>(ElementType::kPred) &&
-         t <= static_cast<int>(ElementType::kBF16);
+         t <= static_cast<int>(ElementType::kC128);
 }
 
 void check_device_index(const char* method, int index, int count) {
@@ -178,8 +180,8 @@ PjrtError::PjrtError(std::string method, std::string message, int code)
       code_(code) {}
 
 int64_t element_size(ElementType type) {
-  // Indexed by PJRT_Buffer_Type, PRED (1) through BF16 (13); 0 is INVALID.
-  static constexpr int64_t kSizes[] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2};
+  // Indexed by PJRT_Buffer_Type, PRED (1) through C128 (15); 0 is INVALID.
+  static constexpr int64_t kSizes[] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2, 8, 16};
   if (!is_known_type(type)) {
     throw PjrtError("element_size", "unknown element type " +
                                         std::to_string(static_cast<int>(type)), -1);

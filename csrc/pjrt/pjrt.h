@@ -62,6 +62,8 @@ enum class ElementType : int {
   kF32 = 11,
   kF64 = 12,
   kBF16 = 13,
+  kC64 = 14,   // (real, imag) f32 pairs
+  kC128 = 15,  // (real, imag) f64 pairs
 };
 int64_t element_size(ElementType type);  // bytes per element
 

@@ -39,6 +39,26 @@ std::string symbol(const std::string& name) {
   return s + "\"";
 }
 
+// An MLIR string attribute: quotes and backslashes escaped, other
+// non-printable bytes as \XX hex escapes.
+std::string string_literal(const std::string& v) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string s = "\"";
+  for (unsigned char c : v) {
+    if (c == '"' || c == '\\') {
+      s += '\\';
+      s += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7F) {
+      s += '\\';
+      s += kHex[c >> 4];
+      s += kHex[c & 15];
+    } else {
+      s += static_cast<char>(c);
+    }
+  }
+  return s + "\"";
+}
+
 // The StableHLO (or CHLO) op of an elementwise IR op. op_name() already is the
 // StableHLO name for ops StableHLO has; the rest are CHLO ops, which XLA
 // legalizes when it compiles (checked on the xla-cpu-pjrt plugin by the
@@ -258,6 +278,20 @@ void Emitter::emit_node(int32_t id) {
     case Op::kDynamicUpdateSlice:
       line(id, "stablehlo.dynamic_update_slice", n.operands, "");
       return;
+    case Op::kReal:
+    case Op::kImag:
+    case Op::kComplex:
+      line(id, std::string("stablehlo.") + ir::op_name(n.op), n.operands, "");
+      return;
+    case Op::kFft: {
+      need_ints(1);
+      const char* types[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+      if (a.dim < 0 || a.dim > 3) throw IrError("stablehlo emit: unknown fft type");
+      line(id, "stablehlo.fft", n.operands,
+           std::string("fft_type = #stablehlo<fft_type ") + types[a.dim] +
+               ">, fft_length = " + i64_array(ints[0]));
+      return;
+    }
     default:
       break;
   }
@@ -421,6 +455,28 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
       line(id, "stablehlo.convolution", n.operands, attrs);
       return;
     }
+    case Op::kCholesky:
+      line(id, "stablehlo.cholesky", n.operands,
+           std::string("lower = ") + (a.linalg.lower ? "true" : "false"));
+      return;
+    case Op::kTriangularSolve: {
+      const auto& f = a.linalg;
+      auto flag = [](bool b) { return b ? "true" : "false"; };
+      line(id, "stablehlo.triangular_solve", n.operands,
+           std::string("left_side = ") + flag(f.left_side) + ", lower = " + flag(f.lower) +
+               ", unit_diagonal = " + flag(f.unit_diagonal) + ", transpose_a = " +
+               (f.transpose_a ? "#stablehlo<transpose TRANSPOSE>"
+                              : "#stablehlo<transpose NO_TRANSPOSE>"));
+      return;
+    }
+    case Op::kCustomCall:
+      // api_version 1 (original): the targets XLA expands are matched by name
+      // before any calling convention matters.
+      line(id, "stablehlo.custom_call", n.operands,
+           "call_target_name = " + string_literal(a.custom_call.target) +
+               ", backend_config = " + string_literal(a.custom_call.backend_config) +
+               ", api_version = 1 : i32");
+      return;
     case Op::kRngBitGenerator:
       line(id, "stablehlo.rng_bit_generator", n.operands,
            "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");

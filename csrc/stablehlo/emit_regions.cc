@@ -34,6 +34,10 @@ std::string padding_attr(const std::vector<int64_t>& lo, const std::vector<int64
 
 std::string literal_text(uint64_t bits, DType dtype) {
   if (dtype == DType::kBool) return bits ? "true" : "false";
+  if (ir::is_complex(dtype)) {  // real-valued (types.h): "(re, 0x0...)"
+    const DType part = ir::complex_part(dtype);
+    return "(" + literal_text(bits, part) + ", " + literal_text(0, part) + ")";
+  }
   if (ir::is_float(dtype)) {
     const int digits = static_cast<int>(2 * ir::byte_size(dtype));
     char buf[24];
@@ -56,7 +60,7 @@ std::string comparison_direction(Cmp cmp) {
 }
 
 std::string comparison_type(DType dtype) {
-  const char* t = ir::is_float(dtype) ? "FLOAT" : ir::is_unsigned(dtype) ? "UNSIGNED" : "SIGNED";
+  const char* t = ir::is_float(dtype) || ir::is_complex(dtype) ? "FLOAT" : ir::is_unsigned(dtype) ? "UNSIGNED" : "SIGNED";
   return std::string("#stablehlo<comparison_type ") + t + ">";
 }
 

@@ -400,5 +400,123 @@ TEST(Donation, RejectsMismatchesAndDoubles) {
   (void)b;
 }
 
+// ---------------------------------------------------------------- decompositions
+
+TEST(Builders, CholeskyAndTriangularSolve) {
+  Graph g;
+  Value a = g.parameter(f32({2, 3, 3}));
+  Value b = g.parameter(f32({2, 3, 4}));
+  EXPECT_EQ(g.type(g.cholesky(a, true)), f32({2, 3, 3}));
+  LinalgFlags left;
+  left.left_side = true;
+  left.lower = true;
+  EXPECT_EQ(g.type(g.triangular_solve(a, b, left)), f32({2, 3, 4}));
+  Value c = g.parameter(f32({2, 4, 3}));
+  EXPECT_EQ(g.type(g.triangular_solve(a, c, LinalgFlags{})), f32({2, 4, 3}));
+  expect_ir_error([&] { g.cholesky(g.parameter(f32({2, 3})), true); }, {"cholesky", "square"});
+  expect_ir_error([&] { g.cholesky(g.parameter(i64({3, 3})), true); }, {"cholesky", "float"});
+  expect_ir_error([&] { g.triangular_solve(a, c, left); }, {"triangular_solve", "rows"});
+  expect_ir_error([&] { g.triangular_solve(a, g.parameter(f32({3, 3, 4})), left); },
+                  {"triangular_solve", "tensor<3x3x4xf32>"});
+}
+
+TEST(Builders, CustomCall) {
+  Graph g;
+  Value a = g.parameter(f32({4, 3}));
+  auto r = g.custom_call({"Qr", ""}, {a}, {f32({4, 3}), f32({3})});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].node, r[1].node);
+  EXPECT_EQ(g.type(r[1]), f32({3}));
+  expect_ir_error([&] { g.custom_call({"", ""}, {a}, {f32({3})}); }, {"custom_call", "empty"});
+  expect_ir_error([&] { g.custom_call({"Qr", ""}, {a}, {}); }, {"custom_call", "Qr"});
+}
+
+TEST(Fingerprint, IncludesDecompositionAttributes) {
+  auto solve = [](bool lower, bool transpose) {
+    Graph h;
+    Value a = h.parameter(f32({3, 3}));
+    LinalgFlags f;
+    f.lower = lower;
+    f.transpose_a = transpose;
+    h.set_outputs({h.triangular_solve(a, a, f)});
+    return h.fingerprint();
+  };
+  EXPECT_EQ(solve(true, false), solve(true, false));
+  EXPECT_NE(solve(true, false), solve(false, false));
+  EXPECT_NE(solve(true, false), solve(true, true));
+  auto eigh = [](const char* config) {
+    Graph h;
+    Value a = h.parameter(f32({3, 3}));
+    h.set_outputs(h.custom_call({"Eigh", config}, {a}, {f32({3, 3}), f32({3})}));
+    return h.fingerprint();
+  };
+  EXPECT_EQ(eigh("1,1,100,1e-6"), eigh("1,1,100,1e-6"));
+  EXPECT_NE(eigh("1,1,100,1e-6"), eigh("0,1,100,1e-6"));
+}
+
+// ---------------------------------------------------------------- complex
+
+TEST(Types, Complex) {
+  EXPECT_EQ(mlir_name(DType::kC64), "complex<f32>");
+  EXPECT_EQ(mlir_name(DType::kC128), "complex<f64>");
+  EXPECT_EQ(byte_size(DType::kC64), 8);
+  EXPECT_EQ(byte_size(DType::kC128), 16);
+  EXPECT_TRUE(is_complex(DType::kC64));
+  EXPECT_FALSE(is_float(DType::kC64));
+  EXPECT_FALSE(is_integral(DType::kC128));
+  EXPECT_EQ(complex_part(DType::kC128), DType::kF64);
+  EXPECT_EQ(complex_of(DType::kF32), DType::kC64);
+  EXPECT_THROW(complex_of(DType::kI32), IrError);
+  // A complex literal is its real part in the part type.
+  EXPECT_EQ(literal_bits(1.5, DType::kC64), literal_bits(1.5, DType::kF32));
+  EXPECT_EQ(literal_to_double(literal_bits(-2.25, DType::kC128), DType::kC128), -2.25);
+  EXPECT_EQ((TensorType{DType::kC64, {2}}).mlir(), "tensor<2xcomplex<f32>>");
+}
+
+TEST(Builders, ComplexParts) {
+  Graph g;
+  Value re = g.parameter(f32({2, 3}));
+  Value im = g.parameter(f32({2, 3}));
+  Value z = g.complex(re, im);
+  EXPECT_EQ(g.type(z), (TensorType{DType::kC64, {2, 3}}));
+  EXPECT_EQ(g.type(g.real(z)), f32({2, 3}));
+  EXPECT_EQ(g.type(g.imag(z)), f32({2, 3}));
+  expect_ir_error([&] { g.real(re); }, {"real", "complex"});
+  expect_ir_error([&] { g.complex(re, g.parameter(f32({3}))); }, {"complex", "tensor<3xf32>"});
+  expect_ir_error([&] { g.complex(g.parameter(i64({2})), g.parameter(i64({2}))); },
+                  {"complex", "i64"});
+  // Elementwise ops StableHLO defines on complex values accept them; others do not.
+  EXPECT_EQ(g.type(g.unary(Op::kExp, z)), g.type(z));
+  EXPECT_EQ(g.type(g.binary(Op::kDiv, z, z)), g.type(z));
+  expect_ir_error([&] { g.unary(Op::kFloor, z); }, {"floor", "complex<f32>"});
+  expect_ir_error([&] { g.binary(Op::kAnd, z, z); }, {"and", "complex<f32>"});
+  EXPECT_STREQ(op_name(Op::kReal), "real");
+  EXPECT_STREQ(op_name(Op::kImag), "imag");
+  EXPECT_STREQ(op_name(Op::kComplex), "complex");
+  EXPECT_STREQ(op_name(Op::kFft), "fft");
+}
+
+TEST(Builders, Fft) {
+  Graph g;
+  Value c = g.parameter({DType::kC64, {4, 6, 8}});
+  Value r = g.parameter({DType::kF64, {4, 8}});
+  EXPECT_EQ(g.type(g.fft(c, FftType::kFft, {6, 8})), (TensorType{DType::kC64, {4, 6, 8}}));
+  EXPECT_EQ(g.type(g.fft(r, FftType::kRfft, {8})), (TensorType{DType::kC128, {4, 5}}));
+  Value h = g.parameter({DType::kC64, {4, 5}});
+  EXPECT_EQ(g.type(g.fft(h, FftType::kIrfft, {8})), f32({4, 8}));
+  EXPECT_EQ(g.type(g.fft(h, FftType::kIrfft, {9})), f32({4, 9}));
+  expect_ir_error([&] { g.fft(c, FftType::kFft, {5, 8}); }, {"fft", "fft_length"});
+  expect_ir_error([&] { g.fft(r, FftType::kFft, {8}); }, {"fft", "complex"});
+  expect_ir_error([&] { g.fft(c, FftType::kFft, {}); }, {"fft", "1 to 3"});
+  expect_ir_error([&] { g.fft(h, FftType::kIrfft, {10}); }, {"fft", "IRFFT"});
+  // The fft type and length are structure.
+  auto one = [](FftType t) {
+    Graph k;
+    k.set_outputs({k.fft(k.parameter({DType::kC64, {8}}), t, {8})});
+    return k.fingerprint();
+  };
+  EXPECT_NE(one(FftType::kFft), one(FftType::kIfft));
+}
+
 }  // namespace
 }  // namespace ttpu::ir

@@ -98,6 +98,8 @@ inline pjrt::ElementType element_type(ir::DType t) {
     case ir::DType::kBF16: return E::kBF16;
     case ir::DType::kF32: return E::kF32;
     case ir::DType::kF64: return E::kF64;
+    case ir::DType::kC64: return E::kC64;
+    case ir::DType::kC128: return E::kC128;
   }
   throw std::runtime_error("element_type: unknown dtype");
 }

@@ -194,5 +194,30 @@ TEST(Errors, BadGraphsThrowIrError) {
   EXPECT_THROW(emit(g), ir::IrError);
 }
 
+// Complex types print as complex<f32>; a complex splat constant is
+// real-valued, its parts as hex bit patterns.
+TEST(Golden, ComplexAndFft) {
+  Graph g;
+  Value x = g.parameter({DType::kF32, {4}});
+  Value c = g.fft(x, ir::FftType::kRfft, {4});
+  Value two = g.constant(2, {DType::kC64, {3}});
+  Value y = g.binary(Op::kMul, c, two);
+  Value re = g.real(y);
+  Value im = g.imag(y);
+  g.set_outputs({re, im, g.complex(re, im)});
+  EXPECT_EQ(emit(g, "cx"), R"(module @cx {
+  func.func public @main(%arg0: tensor<4xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xcomplex<f32>>) {
+    %1 = "stablehlo.fft"(%arg0) {fft_type = #stablehlo<fft_type RFFT>, fft_length = array<i64: 4>} : (tensor<4xf32>) -> tensor<3xcomplex<f32>>
+    %2 = "stablehlo.constant"() {value = dense<(0x40000000, 0x00000000)> : tensor<3xcomplex<f32>>} : () -> tensor<3xcomplex<f32>>
+    %3 = "stablehlo.multiply"(%1, %2) : (tensor<3xcomplex<f32>>, tensor<3xcomplex<f32>>) -> tensor<3xcomplex<f32>>
+    %4 = "stablehlo.real"(%3) : (tensor<3xcomplex<f32>>) -> tensor<3xf32>
+    %5 = "stablehlo.imag"(%3) : (tensor<3xcomplex<f32>>) -> tensor<3xf32>
+    %6 = "stablehlo.complex"(%4, %5) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xcomplex<f32>>
+    "func.return"(%4, %5, %6) : (tensor<3xf32>, tensor<3xf32>, tensor<3xcomplex<f32>>) -> ()
+  }
+}
+)");
+}
+
 }  // namespace
 }  // namespace ttpu::stablehlo
