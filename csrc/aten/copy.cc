@@ -66,7 +66,12 @@ at::Tensor to_host(const at::Tensor& src) {
 }
 
 void from_host(const at::Tensor& dst, const at::Tensor& src_cpu) {
-  at::Tensor src = src_cpu.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  // The conj / neg bits (x.conj(), x.conj().imag) are lazy: resolve the
+  // source's, then store what `dst`'s own bits will undo when read.
+  at::Tensor src = src_cpu.resolve_conj().resolve_neg();
+  if (dst.is_conj()) src = src.conj().resolve_conj();
+  if (dst.is_neg()) src = src.neg();
+  src = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   if (dst.numel() == 0) return;
   auto& slot = slot_of(dst);
   int device = dst.device().index();
@@ -104,12 +109,35 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
               "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
               self.sizes());
   if (src_tpu && !dst_tpu) {
-    dst.copy_(to_host(self));
+    // The CPU copy applies the source's conj / neg bits.
+    at::Tensor host = to_host(self);
+    if (self.is_conj()) host = host.conj();
+    if (self.is_neg()) host = at::_neg_view(host);
+    dst.copy_(host);
   } else if (!src_tpu && dst_tpu) {
     from_host(dst, self);
   } else if (dst.numel() > 0) {
     LoweringContext ctx("aten::copy_", dst.device().index());
-    ctx.write(dst, broadcast_to(ctx, ctx.tensor(self), dst.sizes()));
+    auto& g = ctx.g();
+    ir::Value v = ctx.tensor(self);
+    if (ir::is_complex(g.type(v).dtype)) {
+      // A conj bit on one side only: the stored values differ by conjugation.
+      if (self.is_conj() != dst.is_conj()) {
+        v = g.complex(g.real(v), g.unary(ir::Op::kNeg, g.imag(v)));
+      }
+      // Complex into real keeps the real part (XLA has no complex -> real
+      // convert); into bool it is z != 0, either part counting (as on CPU).
+      if (dst.scalar_type() == at::kBool) {
+        ir::Value re = g.real(v), im = g.imag(v);
+        ir::Value zero = ctx.g().constant(0, g.type(re));
+        v = g.binary(ir::Op::kOr, g.compare(ir::Cmp::kNE, re, zero),
+                     g.compare(ir::Cmp::kNE, im, zero));
+      } else if (!dst.is_complex()) {
+        v = g.real(v);
+      }
+    }
+    if (self.is_neg() != dst.is_neg()) v = g.unary(ir::Op::kNeg, v);
+    ctx.write(dst, broadcast_to(ctx, v, dst.sizes()));
     ctx.run({});
   }
   return dst;
@@ -145,6 +173,19 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
 }
 
 }  // namespace
+
+// copy_ reaches _copy_from for tpu tensors; _copy_from (above) applies the
+// conj / neg bits itself. Without these fallthroughs the Conjugate and
+// Negative fallbacks would resolve the source by clone, whose copy_ calls
+// _copy_from again: an endless recursion.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", &copy_from);

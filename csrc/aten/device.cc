@@ -128,6 +128,8 @@ ir::DType to_ir(c10::ScalarType t) {
     case c10::kBFloat16: return ir::DType::kBF16;
     case c10::kFloat: return ir::DType::kF32;
     case c10::kDouble: return ir::DType::kF64;
+    case c10::kComplexFloat: return ir::DType::kC64;
+    case c10::kComplexDouble: return ir::DType::kC128;
     default: break;
   }
   TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
@@ -147,6 +149,8 @@ c10::ScalarType to_aten(ir::DType t) {
     case ir::DType::kBF16: return c10::kBFloat16;
     case ir::DType::kF32: return c10::kFloat;
     case ir::DType::kF64: return c10::kDouble;
+    case ir::DType::kC64: return c10::kComplexFloat;
+    case ir::DType::kC128: return c10::kComplexDouble;
   }
   TORCH_CHECK(false, "unknown IR dtype");
 }

@@ -23,25 +23,33 @@ bool fallback_is_error() {
   return v != nullptr && std::strcmp(v, "error") == 0;
 }
 
-void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// `why` completes "has no tpu lowering" in the error and the warning.
+void fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* why) {
   const auto& name = op.schema().operator_name();
   std::string full = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
-  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "tpu: ", full,
-                              " has no tpu lowering and TORCHTPU_FALLBACK=error forbids "
-                              "running it on CPU");
+  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "tpu: ", full, " has no tpu lowering",
+                              why, " and TORCHTPU_FALLBACK=error forbids running it on CPU");
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     first = g_counts[full]++ == 0;
   }
   if (first) {
-    TORCH_WARN("tpu: ", full, " has no tpu lowering; running it on CPU (copies its "
+    TORCH_WARN("tpu: ", full, " has no tpu lowering", why, "; running it on CPU (copies its "
                "inputs to host and back). Set TORCHTPU_FALLBACK=error to make this an error.");
   }
   at::native::cpu_fallback(op, stack);
 }
 
+void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  fallback_for(op, stack, "");
+}
+
 }  // namespace
+
+void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* why) {
+  fallback_for(op, stack, why);
+}
 
 std::map<std::string, int64_t> fallback_counts() {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include "aten/fallback.h"
 #include "aten/lowering.h"
 
 namespace ttpu::aten {
@@ -35,6 +36,41 @@ int device_of(c10::ArrayRef<c10::IValue> args) {
   return 0;
 }
 
+// A tensor whose conj or neg bit is set (x.conj(), x.conj().imag): its storage
+// holds the unconjugated / unnegated values, which a rule would read raw.
+bool has_math_bit(const at::Tensor& t) { return t.defined() && (t.is_conj() || t.is_neg()); }
+
+bool any_math_bit(c10::ArrayRef<c10::IValue> args) {
+  for (const auto& a : args) {
+    if (a.isTensor() && has_math_bit(a.toTensor())) return true;
+    if (a.isList()) {  // Tensor[] and Tensor?[]
+      for (const auto& e : a.toListRef()) {
+        if (e.isTensor() && has_math_bit(e.toTensor())) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool is_dtype_arg(const c10::Argument& a) {
+  auto type = a.real_type();
+  if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  return type->kind() == c10::TypeKind::ScalarTypeType;
+}
+
+// A complex tensor among the arguments (outs included), or a complex dtype
+// argument (torch.zeros(..., dtype=torch.cfloat)).
+bool any_complex(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (is_complex_arg(args[i])) return true;
+    if (i < schema.arguments().size() && is_dtype_arg(schema.arguments()[i]) &&
+        args[i].isInt() && c10::isComplexType(static_cast<c10::ScalarType>(args[i].toInt()))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void check_castable(c10::ScalarType from, const at::Tensor& dst) {
   TORCH_CHECK(c10::canCast(from, dst.scalar_type()), "result type ", from,
               " can't be cast to the desired output type ", dst.scalar_type());
@@ -42,18 +78,51 @@ void check_castable(c10::ScalarType from, const at::Tensor& dst) {
 
 class LoweringKernel final : public c10::OperatorKernel {
  public:
-  LoweringKernel(const Rule* rule, Variant variant, std::string name)
-      : rule_(rule), variant_(variant), name_(std::move(name)) {}
+  // `complex_rule`: the rule for calls with complex tensors (complex_table()),
+  // or null when the op declines them.
+  LoweringKernel(const Rule* rule, const Rule* complex_rule, Variant variant, std::string name)
+      : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet,
                   torch::jit::Stack* stack) {
     const auto& schema = op.schema();
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
+    // Declined calls run on CPU (counted): a complex tensor for a real-only
+    // rule, or a lazily conjugated / negated tensor (the CPU kernels, reached
+    // through _copy_from, see the bits; no rule reads them).
+    const Rule* rule = rule_;
+    if (any_complex(schema, args)) rule = complex_rule_;
+    if (rule == nullptr) {
+      run_cpu_fallback(op, stack, " for complex tensors");
+      return;
+    }
+    if (any_math_bit(args)) {
+      run_cpu_fallback(op, stack, " for conjugated or negated views (x.conj(), x.conj().imag)");
+      return;
+    }
+    try {
+      run(schema, rule, op, stack);
+    } catch (const DeclinedToCpu& d) {
+      run_cpu_fallback(op, stack, d.why);
+    }
+  }
+
+ private:
+  // Lowers and runs the call; the stack changes only after the rule returned.
+  void run(const c10::FunctionSchema& schema, const Rule* rule, const c10::OperatorHandle& op,
+           torch::jit::Stack* stack) {
+    const size_t nargs = schema.arguments().size();
+    auto args = torch::jit::last(*stack, nargs);
     LoweringContext ctx(name_, device_of(args));
     switch (variant_) {
       case Variant::kFunctional: {
-        auto values = (*rule_)(ctx, Args(args));
+        auto values = (*rule)(ctx, Args(args));
+        if (complex_rule_ == nullptr && returns_complex(ctx, values)) {
+          // A real-only rule asked for a complex result.
+          run_cpu_fallback(op, stack, " for complex tensors");
+          return;
+        }
         auto tensors = ctx.run(values);
         torch::jit::drop(*stack, nargs);
         push_returns(schema, std::move(tensors), stack);
@@ -61,7 +130,7 @@ class LoweringKernel final : public c10::OperatorKernel {
       }
       case Variant::kInplace: {
         at::Tensor self = args[0].toTensor();
-        auto values = (*rule_)(ctx, Args(args));
+        auto values = (*rule)(ctx, Args(args));
         TORCH_CHECK(!values.empty(), name_, ": the rule returned no value");
         const ir::TensorType t = ctx.g().type(values[0]);
         check_castable(to_aten(t.dtype), self);
@@ -83,7 +152,7 @@ class LoweringKernel final : public c10::OperatorKernel {
             outs.push_back(args[i].toTensor());
           }
         }
-        auto values = (*rule_)(ctx, Args(args.slice(0, first_out)));
+        auto values = (*rule)(ctx, Args(args.slice(0, first_out)));
         TORCH_CHECK(values.size() >= outs.size(), name_, ": rule returned ", values.size(),
                     " values for ", outs.size(), " outputs");
         for (size_t i = 0; i < outs.size(); ++i) {
@@ -102,7 +171,7 @@ class LoweringKernel final : public c10::OperatorKernel {
         for (size_t i = 0; i < nargs; ++i) {
           if (schema.arguments()[i].is_out()) outs.push_back(args[i].toTensor());
         }
-        (*rule_)(ctx, Args(args));
+        (*rule)(ctx, Args(args));
         ctx.run({});
         torch::jit::drop(*stack, nargs);
         for (auto& o : outs) stack->emplace_back(std::move(o));
@@ -111,7 +180,13 @@ class LoweringKernel final : public c10::OperatorKernel {
     }
   }
 
- private:
+  static bool returns_complex(LoweringContext& ctx, const std::vector<ir::Value>& values) {
+    for (ir::Value v : values) {
+      if (v.valid() && ir::is_complex(ctx.g().type(v).dtype)) return true;
+    }
+    return false;
+  }
+
   static void push_returns(const c10::FunctionSchema& schema, std::vector<at::Tensor> tensors,
                            torch::jit::Stack* stack) {
     const auto& returns = schema.returns();
@@ -125,6 +200,7 @@ class LoweringKernel final : public c10::OperatorKernel {
   }
 
   const Rule* rule_;
+  const Rule* complex_rule_;
   Variant variant_;
   std::string name_;
 };
@@ -158,9 +234,17 @@ torch::Library& library() {
   return *lib;
 }
 
-void impl(const std::string& name, const Rule* rule, Variant variant) {
-  library().impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                   std::make_unique<LoweringKernel>(rule, variant, "aten::" + name)));
+void impl(const std::string& name, const Rule* rule, const Rule* complex_rule, Variant variant) {
+  library().impl(name.c_str(),
+                 torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LoweringKernel>(
+                     rule, complex_rule, variant, "aten::" + name)));
+}
+
+// The rule serving complex calls of `name`, or null (see complex_table()).
+const Rule* complex_rule_for(const std::string& name, const Rule* main) {
+  auto it = complex_table().find(name);
+  if (it == complex_table().end()) return nullptr;
+  return it->second ? &it->second : main;
 }
 
 std::string full_name(const c10::OperatorName& n) {
@@ -170,6 +254,31 @@ std::string full_name(const c10::OperatorName& n) {
 }
 
 }  // namespace
+
+std::unordered_map<std::string, Rule>& complex_table() {
+  static std::unordered_map<std::string, Rule> table;
+  return table;
+}
+
+RegisterComplex::RegisterComplex(const char* name, Rule rule) {
+  if (!complex_table().emplace(name, std::move(rule)).second) {
+    duplicate_lowerings().push_back(std::string(name) + " (complex)");
+  }
+}
+
+bool is_complex_arg(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const auto& t = v.toTensor();
+    return t.defined() && t.is_complex();
+  }
+  if (v.isList()) {  // Tensor[] and Tensor?[] (read in place, no copy)
+    for (const auto& e : v.toListRef()) {
+      if (e.isTensor() && e.toTensor().defined() && e.toTensor().is_complex()) return true;
+    }
+    return false;
+  }
+  return false;
+}
 
 void resize_out(const at::Tensor& out, c10::IntArrayRef sizes) {
   if (out.sizes() != sizes) out.resize_(sizes);
@@ -187,7 +296,12 @@ void register_lowerings() {
   for (const auto& n : dispatcher.getAllOpNames()) {
     if (n.name.rfind("aten::", 0) == 0) overloads[n.name].push_back(n);
   }
+  for (const auto& [name, rule] : complex_table()) {
+    TORCH_CHECK(lowering_table().count(name) || out_only_table().count(name),
+                "torchtpu: complex rule for aten::", name, " has no main rule");
+  }
   for (const auto& [name, rule] : lowering_table()) {
+    const Rule* complex_rule = complex_rule_for(name, &rule);
     auto dot = name.find('.');
     std::string base = name.substr(0, dot);
     std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
@@ -196,12 +310,13 @@ void register_lowerings() {
     TORCH_CHECK(!handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd),
                 "torchtpu: aten::", name, " is CompositeImplicitAutograd; lower what it "
                 "decomposes into instead");
-    impl(name, &rule, Variant::kFunctional);
+    impl(name, &rule, complex_rule, Variant::kFunctional);
     if (auto inplace = dispatcher.findSchema({"aten::" + base + "_", overload})) {
       const auto& args = inplace->schema().arguments();
       if (!args.empty() && args[0].alias_info() && args[0].alias_info()->isWrite() &&
           !inplace->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
-        impl(base + "_" + (overload.empty() ? "" : "." + overload), &rule, Variant::kInplace);
+        impl(base + "_" + (overload.empty() ? "" : "." + overload), &rule, complex_rule,
+             Variant::kInplace);
       }
     }
     for (const auto& on : overloads["aten::" + base]) {
@@ -211,11 +326,13 @@ void register_lowerings() {
         continue;
       }
       if (same_arguments(handle->schema(), oh->schema())) {
-        impl(full_name(on), &rule, Variant::kOut);
+        impl(full_name(on), &rule, complex_rule, Variant::kOut);
       }
     }
   }
-  for (const auto& [name, rule] : out_only_table()) impl(name, &rule, Variant::kOutOnly);
+  for (const auto& [name, rule] : out_only_table()) {
+    impl(name, &rule, complex_rule_for(name, &rule), Variant::kOutOnly);
+  }
 }
 
 }  // namespace ttpu::aten

@@ -101,6 +101,8 @@ uint64_t scalar_bits(const c10::Scalar& s, ir::DType d) {
     case ir::DType::kBF16: return bits(s.to<c10::BFloat16>().x);
     case ir::DType::kF32: return bits(s.to<float>());
     case ir::DType::kF64: return bits(s.to<double>());
+    case ir::DType::kC64:
+    case ir::DType::kC128: break;  // LoweringContext::scalar builds them from parts
   }
   TORCH_CHECK(false, "unknown dtype");
 }
@@ -138,7 +140,10 @@ LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dt
               " but found one on tpu:", slot.device);
   TORCH_CHECK(slot.error.empty(), op_, ": an input was never computed: ", slot.error);
   const bool fused = runtime::Runtime::get().mode() == runtime::EagerMode::kFused;
-  if (slot.pending && !fused) {
+  // A pending value read with another element size (a complex64 storage read
+  // through view_as_real) is computed first: only a buffer can be reinterpreted.
+  const bool resized = ir::byte_size(slot.dtype) != ir::byte_size(dtype);
+  if (slot.pending && (!fused || resized)) {
     try {
       runtime::materialize(slot);
     } catch (const pjrt::PjrtError& e) {
@@ -227,6 +232,12 @@ ir::Value LoweringContext::storage_offset(int64_t offset) {
 }
 
 ir::Value LoweringContext::scalar(const c10::Scalar& s, ir::DType dtype) {
+  if (ir::is_complex(dtype)) {
+    // Two real parameters (a 128-bit complex<f64> does not fit a literal).
+    const ir::DType part = ir::complex_part(dtype);
+    const c10::complex<double> z = s.toComplexDouble();
+    return graph_.complex(scalar(c10::Scalar(z.real()), part), scalar(c10::Scalar(z.imag()), part));
+  }
   return param(runtime::Runtime::get().scalar(dtype, scalar_bits(s, dtype), device_),
                {dtype, {}});
 }

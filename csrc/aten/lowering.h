@@ -114,6 +114,20 @@ struct RegisterLowering {
   RegisterLowering(const char* name, Rule rule);
 };
 
+// Complex-capable rules. A call that has a complex tensor among its inputs,
+// outputs or dtype arguments is sent to the CPU fallback (counted) unless its
+// op is in this table: a rule written for real dtypes must never see complex
+// values it would silently mishandle. The entry's rule serves the complex
+// calls; a null rule means the op's main rule (lowering_table()) handles
+// complex dtypes itself and was checked against CPU with them. Every name here
+// must also be in lowering_table() (register_lowerings() checks).
+std::unordered_map<std::string, Rule>& complex_table();
+struct RegisterComplex {
+  explicit RegisterComplex(const char* name, Rule rule = nullptr);
+};
+// True when `v` (a tensor, tensor list, or dtype argument) is complex.
+bool is_complex_arg(const c10::IValue& v);
+
 // Out-only ATen ops with no functional overload at the backend level (arange's
 // out= overloads): the rule is given all arguments, out included, and writes
 // the out tensor itself (resizing it with resize_out).
