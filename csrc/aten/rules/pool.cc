@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "aten/ops_util.h"
+#include "aten/rules/pool_util.h"
 
 namespace ttpu::aten {
 namespace {
@@ -22,12 +23,7 @@ using ir::DType;
 using ir::Op;
 using ir::Value;
 
-// One pooling window configuration over the last in.size() dims of a tensor.
-struct Window {
-  std::vector<int64_t> kernel, stride, padding, dilation;
-  std::vector<int64_t> in, out;  // spatial sizes
-  int64_t spatial() const { return static_cast<int64_t>(in.size()); }
-};
+using pool::Window;
 
 // The window lists of the 2-D pooling arguments from `first` on (kernel_size,
 // stride, padding[, dilation]) with the meta functions' length checks; `name`
@@ -134,7 +130,7 @@ void check_kernel_dtype(const at::Tensor& t, const char* kernel, bool allow_long
 // offsets are visited in that order here, each as one strided slice of the
 // (-inf padded) input, so ties, -inf windows and NaNs pick the same element.
 // Indices are flat over the spatial dims of one plane (h * W + w).
-std::pair<Value, Value> max_pool(LoweringContext& ctx, Value x, const Window& w) {
+std::pair<Value, Value> max_pool_values(LoweringContext& ctx, Value x, const Window& w) {
   auto& g = ctx.g();
   const auto full = dims(ctx, x);
   const int64_t rank = static_cast<int64_t>(full.size()), lead = rank - w.spatial();
@@ -201,8 +197,33 @@ std::vector<Value> max_pool2d(LoweringContext& ctx, const Args& a) {
   set_sizes_2d(w, input, a.boolean(5));
   check_pool2d(input, w);
   TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool, "\"max_pool2d\" not implemented for 'Bool'");
-  auto [values, indices] = max_pool(ctx, ctx.tensor(input), w);
+  auto [values, indices] = max_pool_values(ctx, ctx.tensor(input), w);
   return {values, indices};
+}
+
+// Each output gradient added at the input element its index names, as one
+// scatter-add over the flattened planes (the last `spatial` dims are a plane).
+Value max_pool_scatter(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input,
+                       const at::Tensor& indices, int64_t spatial) {
+  auto& g = ctx.g();
+  const DType dt = to_ir(input.scalar_type());
+  int64_t plane = 1, per_plane = 1;
+  for (int64_t d = input.dim() - spatial; d < input.dim(); ++d) plane *= input.size(d);
+  for (int64_t d = grad_output.dim() - spatial; d < grad_output.dim(); ++d) per_plane *= grad_output.size(d);
+  const int64_t planes = plane == 0 ? 0 : input.numel() / plane;
+  // Index of each gradient element in the flattened input: plane * H * W + index.
+  Value idx = g.reshape(g.convert(ctx.tensor(indices), DType::kI64), {planes, per_plane});
+  Value base = g.binary(Op::kMul, g.iota({DType::kI64, {planes, per_plane}}, 0),
+                        g.constant_int(plane, {DType::kI64, {planes, per_plane}}));
+  idx = g.reshape(g.binary(Op::kAdd, idx, base), {planes * per_plane, 1});
+  Value updates = g.reshape(ctx.tensor(grad_output), {planes * per_plane});
+  ir::ScatterDims sd;
+  sd.inserted_window_dims = {0};
+  sd.scatter_dims_to_operand_dims = {0};
+  sd.index_vector_dim = 1;
+  Value zeros = g.constant(0, {dt, {input.numel()}});
+  Value grad = g.scatter(zeros, idx, updates, sd, ir::Reducer::kAdd);
+  return g.reshape(grad, input.sizes().vec());
 }
 
 // max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride,
@@ -210,7 +231,6 @@ std::vector<Value> max_pool2d(LoweringContext& ctx, const Args& a) {
 // input element its index names (CPU: max_pool2d_backward_kernel), as one
 // scatter-add over the flattened planes.
 std::vector<Value> max_pool2d_backward(LoweringContext& ctx, const Args& a) {
-  auto& g = ctx.g();
   const at::Tensor& grad_output = a.tensor(0);
   const at::Tensor& input = a.tensor(1);
   const at::Tensor& indices = a.tensor(7);
@@ -224,23 +244,7 @@ std::vector<Value> max_pool2d_backward(LoweringContext& ctx, const Args& a) {
       w.padding[1], w.dilation[0], w.dilation[1], input.size(-3), w.in[0], w.in[1], w.out[0], w.out[1],
       input.suggest_memory_format());
   check_kernel_dtype(input, "max_pool2d_backward", false);
-  const DType dt = to_ir(input.scalar_type());
-  const int64_t plane = w.in[0] * w.in[1];
-  const int64_t planes = plane == 0 ? 0 : input.numel() / plane;
-  const int64_t per_plane = w.out[0] * w.out[1];
-  // Index of each gradient element in the flattened input: plane * H * W + index.
-  Value idx = g.reshape(g.convert(ctx.tensor(indices), DType::kI64), {planes, per_plane});
-  Value base = g.binary(Op::kMul, g.iota({DType::kI64, {planes, per_plane}}, 0),
-                        g.constant_int(plane, {DType::kI64, {planes, per_plane}}));
-  idx = g.reshape(g.binary(Op::kAdd, idx, base), {planes * per_plane, 1});
-  Value updates = g.reshape(ctx.tensor(grad_output), {planes * per_plane});
-  ir::ScatterDims sd;
-  sd.inserted_window_dims = {0};
-  sd.scatter_dims_to_operand_dims = {0};
-  sd.index_vector_dim = 1;
-  Value zeros = g.constant(0, {dt, {input.numel()}});
-  Value grad = g.scatter(zeros, idx, updates, sd, ir::Reducer::kAdd);
-  return {g.reshape(grad, input.sizes().vec())};
+  return {max_pool_scatter(ctx, grad_output, input, indices, 2)};
 }
 
 // -------------------------------------------------------------------------- avg pool
@@ -287,15 +291,10 @@ Window check_avg_pool2d(const at::Tensor& input, const Args& a, size_t first, bo
   return w;
 }
 
-// avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-// divisor_override): a windowed sum divided per window.
-std::vector<Value> avg_pool2d(LoweringContext& ctx, const Args& a) {
+// The windowed sum of `input` divided per window.
+Value avg_pool_values(LoweringContext& ctx, const at::Tensor& input, const Window& w, bool count_include_pad,
+                      std::optional<int64_t> divisor_override) {
   auto& g = ctx.g();
-  const at::Tensor& input = a.tensor(0);
-  const auto divisor_override = a.opt_integer(6);
-  const Window w = check_avg_pool2d(input, a, 1, a.boolean(4), divisor_override);
-  check_pool2d(input, w);
-  check_kernel_dtype(input, "avg_pool2d", true);
   const DType dt = to_ir(input.scalar_type()), acc = accumulate_dtype(dt);
   Value x = g.convert(ctx.tensor(input), acc);
   const auto full = dims(ctx, x);
@@ -315,37 +314,33 @@ std::vector<Value> avg_pool2d(LoweringContext& ctx, const Args& a) {
   }
   std::vector<int64_t> spatial_dims(w.spatial());
   for (int64_t d = 0; d < w.spatial(); ++d) spatial_dims[d] = lead + d;
-  Value divisor = g.broadcast_in_dim(g.convert(avg_divisor(ctx, w, a.boolean(5), divisor_override), acc),
+  Value divisor = g.broadcast_in_dim(g.convert(avg_divisor(ctx, w, count_include_pad, divisor_override), acc),
                                      out_full, spatial_dims);
-  return {g.convert(g.binary(Op::kDiv, sum, divisor), dt)};
+  return g.convert(g.binary(Op::kDiv, sum, divisor), dt);
 }
 
-// avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
-// count_include_pad, divisor_override): every input element receives the sum of
-// grad / divisor over the windows that cover it. That is the transpose of the
-// windowed sum: pad the scaled gradient (stride - 1 zeros between elements,
-// k - 1 - p before, the rest after) and sum windows of the kernel's size with
-// stride 1 (JAX's _reduce_window_sum_transpose_rule with
-// _conv_general_vjp_lhs_padding).
-std::vector<Value> avg_pool2d_backward(LoweringContext& ctx, const Args& a) {
+// avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+// divisor_override): a windowed sum divided per window.
+std::vector<Value> avg_pool2d(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& input = a.tensor(0);
+  const auto divisor_override = a.opt_integer(6);
+  const Window w = check_avg_pool2d(input, a, 1, a.boolean(4), divisor_override);
+  check_pool2d(input, w);
+  check_kernel_dtype(input, "avg_pool2d", true);
+  return {avg_pool_values(ctx, input, w, a.boolean(5), divisor_override)};
+}
+
+// The gradient of avg_pool_values for `input` (see avg_pool2d_backward).
+Value avg_pool_grad(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input, const Window& w,
+                    bool count_include_pad, std::optional<int64_t> divisor_override) {
   auto& g = ctx.g();
-  const at::Tensor& grad_output = a.tensor(0);
-  const at::Tensor& input = a.tensor(1);
-  const auto divisor_override = a.opt_integer(7);
-  const Window w = check_avg_pool2d(input, a, 2, a.boolean(5), divisor_override);
-  at::native::avg_pool2d_backward_shape_check(
-      input, grad_output, 0, w.kernel[0], w.kernel[1], w.stride[0], w.stride[1], w.padding[0],
-      w.padding[1], input.size(-3), w.in[0], w.in[1], w.out[0], w.out[1], input.suggest_memory_format());
-  TORCH_CHECK(input.dtype() == grad_output.dtype(), "expected dtype ", input.dtype(),
-              " for `gradOutput` but got dtype ", grad_output.dtype());
-  check_kernel_dtype(input, "avg_pool2d_backward", true);
   const DType dt = to_ir(input.scalar_type()), acc = accumulate_dtype(dt);
   Value dy = g.convert(ctx.tensor(grad_output), acc);
   const auto full = dims(ctx, dy);
   const int64_t rank = static_cast<int64_t>(full.size()), lead = rank - w.spatial();
   std::vector<int64_t> spatial_dims(w.spatial());
   for (int64_t d = 0; d < w.spatial(); ++d) spatial_dims[d] = lead + d;
-  Value divisor = g.broadcast_in_dim(g.convert(avg_divisor(ctx, w, a.boolean(6), divisor_override), acc),
+  Value divisor = g.broadcast_in_dim(g.convert(avg_divisor(ctx, w, count_include_pad, divisor_override), acc),
                                      full, spatial_dims);
   Value scaled = g.binary(Op::kDiv, dy, divisor);
   std::vector<int64_t> lo(rank, 0), hi(rank, 0), interior(rank, 0), window(rank, 1);
@@ -357,7 +352,28 @@ std::vector<Value> avg_pool2d_backward(LoweringContext& ctx, const Args& a) {
   }
   Value padded = g.pad(scaled, ctx.constant(0, acc), lo, hi, interior);
   Value grad = g.reduce_window(padded, ctx.constant(0, acc), window, {}, {}, {}, {}, {}, ir::Reducer::kAdd);
-  return {g.convert(grad, dt)};
+  return g.convert(grad, dt);
+}
+
+// avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+// count_include_pad, divisor_override): every input element receives the sum of
+// grad / divisor over the windows that cover it. That is the transpose of the
+// windowed sum: pad the scaled gradient (stride - 1 zeros between elements,
+// k - 1 - p before, the rest after) and sum windows of the kernel's size with
+// stride 1 (JAX's _reduce_window_sum_transpose_rule with
+// _conv_general_vjp_lhs_padding).
+std::vector<Value> avg_pool2d_backward(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& grad_output = a.tensor(0);
+  const at::Tensor& input = a.tensor(1);
+  const auto divisor_override = a.opt_integer(7);
+  const Window w = check_avg_pool2d(input, a, 2, a.boolean(5), divisor_override);
+  at::native::avg_pool2d_backward_shape_check(
+      input, grad_output, 0, w.kernel[0], w.kernel[1], w.stride[0], w.stride[1], w.padding[0],
+      w.padding[1], input.size(-3), w.in[0], w.in[1], w.out[0], w.out[1], input.suggest_memory_format());
+  TORCH_CHECK(input.dtype() == grad_output.dtype(), "expected dtype ", input.dtype(),
+              " for `gradOutput` but got dtype ", grad_output.dtype());
+  check_kernel_dtype(input, "avg_pool2d_backward", true);
+  return {avg_pool_grad(ctx, grad_output, input, w, a.boolean(6), divisor_override)};
 }
 
 RegisterLowering r_max_pool2d("max_pool2d_with_indices", max_pool2d);
@@ -366,4 +382,27 @@ RegisterLowering r_avg_pool2d("avg_pool2d", avg_pool2d);
 RegisterLowering r_avg_pool2d_bwd("avg_pool2d_backward", avg_pool2d_backward);
 
 }  // namespace
+
+namespace pool {
+
+std::pair<Value, Value> max_pool(LoweringContext& ctx, Value x, const Window& w) {
+  return max_pool_values(ctx, x, w);
+}
+Value max_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input,
+                        const at::Tensor& indices, int64_t spatial) {
+  return max_pool_scatter(ctx, grad_output, input, indices, spatial);
+}
+Value avg_pool(LoweringContext& ctx, const at::Tensor& input, const Window& w, bool count_include_pad,
+               std::optional<int64_t> divisor_override) {
+  return avg_pool_values(ctx, input, w, count_include_pad, divisor_override);
+}
+Value avg_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input,
+                        const Window& w, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  return avg_pool_grad(ctx, grad_output, input, w, count_include_pad, divisor_override);
+}
+void check_kernel_dtype(const at::Tensor& t, const char* kernel, bool allow_long) {
+  ::ttpu::aten::check_kernel_dtype(t, kernel, allow_long);
+}
+
+}  // namespace pool
 }  // namespace ttpu::aten

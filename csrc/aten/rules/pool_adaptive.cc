@@ -1,5 +1,5 @@
-// Lowerings of 2-D adaptive average pooling: _adaptive_avg_pool2d and its
-// backward. adaptive_avg_pool2d is CompositeImplicitAutograd: output size 1x1
+// Lowerings of adaptive average pooling: _adaptive_avg_pool2d,
+// _adaptive_avg_pool3d and their backward ops. adaptive_avg_pool2d is CompositeImplicitAutograd: output size 1x1
 // becomes a mean (not lowered here), anything else _adaptive_avg_pool2d.
 //
 // Output cell o of a dim of input size `in` and output size `out` averages input
@@ -137,9 +137,67 @@ std::vector<Value> adaptive_avg_pool2d_backward(LoweringContext& ctx, const Args
   return {g.convert(dx, dt)};
 }
 
+// _adaptive_avg_pool3d(self, output_size): the averaging matrices of the three
+// dims applied in turn (the CPU kernel divides each window's sum by its size).
+std::vector<Value> adaptive_avg_pool3d(LoweringContext& ctx, const Args& a) {
+  auto& g = ctx.g();
+  const at::Tensor& input = a.tensor(0);
+  const auto output_size = a.ints(1);
+  // adaptive_avg_pool3d_out_cpu_template's checks.
+  TORCH_CHECK(output_size.size() == 3, "adaptive_avg_pool3d: output_size must be 3");
+  for (int64_t i = 1; i < input.dim(); ++i) {
+    TORCH_CHECK(input.size(i) > 0, "adaptive_avg_pool3d(): Expected input to have non-zero size for non-batch "
+                "dimensions, but input has sizes ", input.sizes(), " with dimension ", i, " being empty");
+  }
+  TORCH_CHECK(input.dim() == 4 || input.dim() == 5, "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got ",
+              input.sizes());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
+                              "\"adaptive_avg_pool3d_cpu\" not implemented for '", input.scalar_type(), "'");
+  const DType dt = to_ir(input.scalar_type()), acc = compute_dtype(dt);
+  const int64_t rank = input.dim();
+  std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end() - 3);
+  shape.insert(shape.end(), output_size.begin(), output_size.end());
+  if (input.numel() == 0 || c10::multiply_integers(output_size) == 0) return {g.constant(0, {dt, shape})};
+  Value y = g.convert(ctx.tensor(input), acc);
+  for (int64_t j = 0; j < 3; ++j) {
+    const int64_t d = rank - 3 + j;
+    y = contract_dim(ctx, y, d, averaging_matrix(ctx, output_size[j], input.size(d), acc), false);
+  }
+  return {g.convert(y, dt)};
+}
+
+// _adaptive_avg_pool3d_backward(grad_output, self): the transposed products.
+std::vector<Value> adaptive_avg_pool3d_backward(LoweringContext& ctx, const Args& a) {
+  auto& g = ctx.g();
+  const at::Tensor& grad_output = a.tensor(0);
+  const at::Tensor& input = a.tensor(1);
+  for (int64_t i = 1; i < grad_output.dim(); ++i) {
+    TORCH_CHECK(grad_output.size(i) > 0, "adaptive_avg_pool3d_backward(): Expected grad_output to have non-zero "
+                "size for non-batch dimensions, but grad_output has sizes ", grad_output.sizes(), " with dimension ",
+                i, " being empty");
+  }
+  TORCH_CHECK(input.dim() == grad_output.dim() && (input.dim() == 4 || input.dim() == 5),
+              "adaptive_avg_pool3d_backward(): grad_output ", grad_output.sizes(), " and input ", input.sizes(),
+              " differ in rank");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
+                              "\"adaptive_avg_pool3d_backward_cpu\" not implemented for '", input.scalar_type(), "'");
+  const DType dt = to_ir(input.scalar_type()), acc = compute_dtype(dt);
+  if (input.numel() == 0) return {g.constant(0, {dt, input.sizes().vec()})};
+  const int64_t rank = input.dim();
+  Value dx = g.convert(ctx.tensor(grad_output), acc);
+  for (int64_t j = 0; j < 3; ++j) {
+    const int64_t d = rank - 3 + j;
+    dx = contract_dim(ctx, dx, d, averaging_matrix(ctx, grad_output.size(d), input.size(d), acc), true);
+  }
+  return {g.convert(dx, dt)};
+}
+
 RegisterLowering r_adaptive_avg_pool2d("_adaptive_avg_pool2d", adaptive_avg_pool2d);
 RegisterLowering r_adaptive_avg_pool2d_bwd("_adaptive_avg_pool2d_backward",
                                            adaptive_avg_pool2d_backward);
+RegisterLowering r_adaptive_avg_pool3d("_adaptive_avg_pool3d", adaptive_avg_pool3d);
+RegisterLowering r_adaptive_avg_pool3d_bwd("_adaptive_avg_pool3d_backward",
+                                           adaptive_avg_pool3d_backward);
 
 }  // namespace
 }  // namespace ttpu::aten
