@@ -14,5 +14,6 @@ if [ $# -eq 0 ]; then
   TORCHTPU_TEST_MODE=fused .venv/bin/python -m pytest -q -p no:cacheprovider \
     tests/test_ops_unary.py tests/test_ops_reduce.py tests/test_ops_nn.py \
     tests/test_ops_index.py tests/test_ops_sort.py tests/test_ops_extra.py tests/test_views.py \
-    tests/test_random.py tests/test_device.py
+    tests/test_random.py tests/test_device.py tests/test_ops_special.py tests/test_ops_nn2.py \
+    tests/test_ops_nn3.py tests/test_ops_linalg.py tests/test_ops_fft.py tests/test_complex.py
 fi
