@@ -65,6 +65,17 @@ Value swap01(LoweringContext& ctx, Value v) {
   return ctx.g().transpose(v, perm);
 }
 
+// A convolution whose half-precision (bf16/f16) operands accumulate in float32
+// and round once, as CPU's kernels do (at::opmath_type); XLA:CPU would
+// accumulate in the narrow type.
+Value convolution_op(LoweringContext& ctx, Value lhs, Value rhs, const ir::ConvDims& d) {
+  auto& g = ctx.g();
+  const ir::DType dt = dtype(ctx, lhs);
+  if (dt != ir::DType::kBF16 && dt != ir::DType::kF16) return g.convolution(lhs, rhs, d);
+  return g.convert(g.convolution(g.convert(lhs, ir::DType::kF32), g.convert(rhs, ir::DType::kF32), d),
+                   dt);
+}
+
 // conv(x, w): x [N, C, in...], w [O, C/g, k...] -> [N, O, out...].
 Value conv(LoweringContext& ctx, Value x, Value w, const ConvParams& p) {
   ir::ConvDims d;
@@ -73,7 +84,7 @@ Value conv(LoweringContext& ctx, Value x, Value w, const ConvParams& p) {
   d.padding_high = p.padding;
   d.rhs_dilation = p.dilation;
   d.feature_group_count = p.groups;
-  return ctx.g().convolution(x, w, d);
+  return convolution_op(ctx, x, w, d);
 }
 
 // The gradient of conv(x, w) w.r.t. x for x of spatial sizes `in`, given
@@ -108,7 +119,7 @@ Value conv_input_grad(LoweringContext& ctx, Value dy, Value w, const ConvParams&
   d.lhs_dilation = p.stride;
   d.rhs_dilation = p.dilation;
   d.feature_group_count = groups;
-  return g.convolution(dy, k, d);
+  return convolution_op(ctx, dy, k, d);
 }
 
 // The gradient of conv(x, w) w.r.t. w for a kernel of spatial sizes `k`, given
@@ -128,7 +139,7 @@ Value conv_weight_grad(LoweringContext& ctx, Value x, Value dy, const ConvParams
   d.rhs_dilation = p.stride;
   d.batch_group_count = p.groups;
   // [C, N, in...] * [O, N, out...] -> [C/g, O, k...] -> [O, C/g, k...]
-  return swap01(ctx, ctx.g().convolution(swap01(ctx, x), swap01(ctx, dy), d));
+  return swap01(ctx, convolution_op(ctx, swap01(ctx, x), swap01(ctx, dy), d));
 }
 
 // A transposed convolution's output sizes (at::native::conv_input_size).
@@ -202,13 +213,20 @@ std::vector<Value> convolution(LoweringContext& ctx, const Args& a) {
   if (p.transposed) check_output_padding(p);
   Value x = ctx.tensor(input);
   Value w = ctx.tensor(weight);
+  // Half types: the products and the bias add in float32, one rounding at the
+  // end, as CPU's kernels.
+  const ir::DType dt = dtype(ctx, x);
+  const ir::DType acc = dt == ir::DType::kBF16 || dt == ir::DType::kF16 ? ir::DType::kF32 : dt;
+  x = g.convert(x, acc);
+  w = g.convert(w, acc);
   const auto in = spatial_dims(ctx, x);
   const auto k = spatial_dims(ctx, w);
   Value y = p.transposed ? conv_input_grad(ctx, x, w, p, transposed_out(in, k, p)) : conv(ctx, x, w, p);
   if (bias && bias->defined()) {
-    y = g.binary(Op::kAdd, y, g.broadcast_in_dim(ctx.tensor(*bias), dims(ctx, y), {1}));
+    Value b = g.convert(ctx.tensor(*bias), acc);
+    y = g.binary(Op::kAdd, y, g.broadcast_in_dim(b, dims(ctx, y), {1}));
   }
-  return {y};
+  return {g.convert(y, dt)};
 }
 
 // Sum of dy over every dim but the features, accumulated in f32 for 16-bit floats
