@@ -13,6 +13,9 @@ import stat
 import subprocess
 import sys
 
+import pytest
+import torch
+
 import torchtpu
 
 # One MLP training step (forward, cross-entropy, backward, SGD update) and a read.
@@ -212,3 +215,37 @@ def test_directory_others_can_write_is_refused_with_a_warning(tmp_path):
     assert result["info"]["enabled"] is False
     assert result["metrics"]["compiles"] > 0
     assert entries(cache_dir) == []
+
+
+EVICT = """
+import json, warnings, torch, torchtpu
+torchtpu.set_eager_mode("fused")
+outs = []
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for rnd in range(2):
+        for n in range(1, 11):  # 10 distinct programs, twice
+            x = torch.arange(n, dtype=torch.float32, device="tpu:{device}")
+            outs.append(((x * 2 + 1).sin().sum()).item())
+m = torchtpu.metrics.metrics()
+print(json.dumps({{"outs": outs, "metrics": m,
+                  "recompile_warnings": sum("recompil" in str(w.message) for w in caught)}}))
+"""
+
+
+def test_loaded_programs_are_bounded_and_evicted_ones_reload(tmp_path):
+    # Each loaded executable holds memory mappings and Linux caps a process's
+    # mappings, so at most TORCHTPU_MAX_PROGRAMS stay loaded; an evicted program
+    # comes back from the persistent cache, and is not a "new graph" again.
+    # 10 distinct graphs from one line stay under a warning threshold of 12; had
+    # the reloads counted as new graphs, the second round would cross it.
+    result, _ = run_step(tmp_path, code=EVICT, TORCHTPU_MAX_PROGRAMS="4",
+                         TORCHTPU_RECOMPILE_WARN="12")
+    m = result["metrics"]
+    assert m["cached_programs"] == 4
+    assert m["compiles"] == 10                # each distinct program compiled once
+    assert m["persistent_hits"] == 10         # the second round reloads them all
+    assert result["recompile_warnings"] == 0
+    expected = [float((torch.arange(n, dtype=torch.float32) * 2 + 1).sin().sum())
+                for n in range(1, 11)] * 2
+    assert result["outs"] == pytest.approx(expected, rel=1e-6, abs=1e-6)

@@ -126,6 +126,10 @@ Runtime::Runtime(std::string plugin_path, int cpu_device_count)
   auto plugin = pjrt::load_plugin(plugin_path_);
   client_ = plugin->create_client(cpu_device_count);
   open_disk_cache(*plugin);
+  if (const char* max = std::getenv("TORCHTPU_MAX_PROGRAMS")) {
+    const long n = std::strtol(max, nullptr, 10);
+    if (n > 0) max_programs_ = static_cast<size_t>(n);
+  }
   const char* mode = std::getenv("TORCHTPU_EAGER_MODE");
   if (mode != nullptr && std::strcmp(mode, "debug") == 0) mode_ = EagerMode::kDebug;
   if (mode != nullptr && std::strcmp(mode, "fused") == 0) mode_ = EagerMode::kFused;
@@ -140,7 +144,8 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
     auto it = programs_.find(key);
     if (it != programs_.end()) {
       ++metrics_.cache_hits;
-      return it->second;
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      return it->second.exe;
     }
   }
   ++metrics_.cache_misses;
@@ -158,7 +163,18 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
   }
   // Two threads may compile the same program at once: the first one stored wins.
   std::lock_guard<std::mutex> lock(mu_);
-  return programs_.emplace(std::move(key), exe).first->second;
+  seen_.insert(std::hash<std::string>{}(key));
+  auto [it, inserted] = programs_.emplace(std::move(key), Program{exe, {}});
+  if (!inserted) return it->second.exe;
+  lru_.push_front(&it->first);
+  it->second.lru = lru_.begin();
+  while (programs_.size() > max_programs_) {
+    // Executables still referenced (a running program, a compiled-graph
+    // capture) live on through their other owners.
+    programs_.erase(*lru_.back());
+    lru_.pop_back();
+  }
+  return exe;
 }
 
 void Runtime::open_disk_cache(const pjrt::Plugin& plugin) {

@@ -10,10 +10,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/key.h"
@@ -112,10 +114,11 @@ class Runtime {
                                                      int device);
   std::shared_ptr<pjrt::Executable> compile(const ir::Graph& graph, const std::string& op,
                                             const std::string* fingerprint = nullptr);
-  // Whether a program with this fingerprint is in the in-memory cache.
+  // Whether a program with this fingerprint was compiled (or loaded) in this
+  // process, evicted since or not: the recompile guard's "new graph".
   bool has_program(const std::string& fingerprint) const {
     std::lock_guard<std::mutex> lock(mu_);
-    return programs_.count(fingerprint) != 0;
+    return seen_.count(std::hash<std::string>{}(fingerprint)) != 0;
   }
   // Compiles StableHLO text (uncached); a rejection is a PjrtError naming `op`.
   std::shared_ptr<pjrt::Executable> compile_text(const std::string& text, const std::string& op);
@@ -155,7 +158,20 @@ class Runtime {
   // Guards the maps and in_flight_ below (ops may come from several threads;
   // never held while compiling or calling out).
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> programs_;
+  // The loaded executables, least recently used last. Each costs the process
+  // a few memory mappings (XLA:CPU's JIT code and data), and Linux caps a
+  // process at vm.max_map_count (65530) mappings, past which XLA crashes: a
+  // long run that compiled many shapes did. So at most max_programs_ stay
+  // loaded (TORCHTPU_MAX_PROGRAMS, default 2048); an evicted one is reloaded
+  // from the persistent cache, or recompiled, when it is needed again.
+  struct Program {
+    std::shared_ptr<pjrt::Executable> exe;
+    std::list<const std::string*>::iterator lru;
+  };
+  std::unordered_map<std::string, Program> programs_;
+  std::list<const std::string*> lru_;  // keys of programs_, most recent first
+  size_t max_programs_ = 2048;
+  std::unordered_set<size_t> seen_;  // hashes of every fingerprint compiled
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
   std::vector<std::weak_ptr<pjrt::Buffer>> in_flight_;
 };
