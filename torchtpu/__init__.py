@@ -36,6 +36,12 @@ from torchtpu._recompile import RecompileError, RecompileWarning  # noqa: E402,F
 _C._set_default_plugin(_plugin.default_plugin_path() or "")
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+# torch.autocast("tpu") without a dtype uses bfloat16, as TPUs do (PyTorch/XLA
+# too); c10's default for PrivateUse1 is float16. c10 keeps this per thread:
+# set here it holds for the importing (main) thread and for the threads it
+# starts autograd in; another thread that wants autocast without naming the
+# dtype calls torch.set_autocast_dtype("tpu", torch.bfloat16) itself.
+torch.set_autocast_dtype("tpu", torch.bfloat16)
 
 __version__ = "0.1.0"
 
