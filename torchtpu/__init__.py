@@ -53,6 +53,12 @@ import sys  # noqa: E402
 if "torch._dynamo" in sys.modules:
     from torchtpu import _dynamo  # noqa: F401
 
+# torch.compile(model) with no backend: graphs on tpu go to the "tpu" backend,
+# others to Inductor (torchtpu/_compile_default.py).
+from torchtpu import _compile_default  # noqa: E402
+
+_compile_default.install()
+
 
 def init(plugin=None, cpu_devices=None):
     """Loads a PJRT plugin and creates the process's client.
