@@ -167,17 +167,38 @@ class LoweringKernel final : public c10::OperatorKernel {
         return;
       }
       case Variant::kOutOnly: {
-        std::vector<at::Tensor> outs;
-        for (size_t i = 0; i < nargs; ++i) {
-          if (schema.arguments()[i].is_out()) outs.push_back(args[i].toTensor());
-        }
+        // The rule wrote its results into the arguments; each return is the
+        // argument it aliases (the out tensor of arange.out, `self` of an
+        // in-place op such as _amp_update_scale_).
+        std::vector<c10::IValue> returns = aliased_returns(schema, args);
         (*rule)(ctx, Args(args));
         ctx.run({});
         torch::jit::drop(*stack, nargs);
-        for (auto& o : outs) stack->emplace_back(std::move(o));
+        for (auto& r : returns) stack->emplace_back(std::move(r));
         return;
       }
     }
+  }
+
+  // Per return of `schema`, the argument with the same (written) alias set.
+  static std::vector<c10::IValue> aliased_returns(const c10::FunctionSchema& schema,
+                                                  c10::ArrayRef<c10::IValue> args) {
+    std::vector<c10::IValue> out;
+    for (const auto& r : schema.returns()) {
+      const c10::AliasInfo* ra = r.alias_info();
+      TORCH_CHECK(ra != nullptr && ra->isWrite(), schema.name(),
+                  ": a self-writing rule's op must return only arguments it writes");
+      bool found = false;
+      for (size_t i = 0; i < schema.arguments().size() && !found; ++i) {
+        const c10::AliasInfo* aa = schema.arguments()[i].alias_info();
+        if (aa != nullptr && aa->isWrite() && aa->beforeSets() == ra->beforeSets()) {
+          out.push_back(args[i]);
+          found = true;
+        }
+      }
+      TORCH_CHECK(found, schema.name(), ": no argument aliases return ", r.name());
+    }
+    return out;
   }
 
   static bool returns_complex(LoweringContext& ctx, const std::vector<ir::Value>& values) {

@@ -128,9 +128,12 @@ struct RegisterComplex {
 // True when `v` (a tensor, tensor list, or dtype argument) is complex.
 bool is_complex_arg(const c10::IValue& v);
 
-// Out-only ATen ops with no functional overload at the backend level (arange's
-// out= overloads): the rule is given all arguments, out included, and writes
-// the out tensor itself (resizing it with resize_out).
+// Self-writing rules: out-only ATen ops with no functional overload at the
+// backend level (arange's out= overloads), and in-place ops that write more
+// than `self` (GradScaler's _amp_update_scale_ writes the scale and its growth
+// tracker). The rule is given all arguments and writes the mutated tensors
+// itself (resizing an out with resize_out); the op returns the arguments its
+// schema's returns alias.
 std::unordered_map<std::string, Rule>& out_only_table();
 void resize_out(const at::Tensor& out, c10::IntArrayRef sizes);
 // Adds an out-only rule at static initialization (a duplicate name is reported
