@@ -33,6 +33,7 @@ def test_streams_like_cuda():
     s.synchronize()
     assert s.query() and default.query()
     assert x.cpu().tolist() == [2.0] * 4
+    x.record_stream(s)  # FSDP2 calls it; nothing to do with one queue
     torch.tpu.set_stream(s)
     assert torch.accelerator.current_stream() == s
     torch.tpu.set_stream(default)

@@ -108,6 +108,15 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, storage, 0, {0}, {});
 }
 
+// Tensor.record_stream (FSDP2, DDP): a caching allocator must not reuse the
+// block before `s` is done with it. Here a storage's buffer lives as long as
+// any enqueued program uses it (PJRT holds it), so there is nothing to note.
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1,
+              "record_stream: expected a tpu stream, got one on ", s.device());
+  (void)self;
+}
+
 }  // namespace
 
 void resize_storage_bytes(const c10::Storage& storage, int64_t nbytes) {
@@ -162,6 +171,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", &set_source_storage);
   m.impl("set_.source_Tensor", &set_source_tensor);
   m.impl("set_", &set_empty);
+  m.impl("record_stream", &record_stream);
 }
 
 }  // namespace ttpu::aten

@@ -186,7 +186,7 @@ class Runtime {
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
   // Enqueued buffers with their device, oldest first (bounded, see track()).
   std::vector<std::pair<int, std::weak_ptr<pjrt::Buffer>>> in_flight_;
-  bool device_copy_ok_ = true;
+  std::atomic<bool> device_copy_ok_{true};
 };
 
 }  // namespace ttpu::runtime
