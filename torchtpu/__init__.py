@@ -45,6 +45,40 @@ torch.set_autocast_dtype("tpu", torch.bfloat16)
 
 __version__ = "0.1.0"
 
+
+def _at_exit():
+    """Runs at interpreter exit, before finalization (atexit, registered at import).
+
+    1. Reports an error still pending from an asynchronously executed op or a
+       deferred device check that nothing read: a warning naming the op (the
+       exit code stays as the script left it, as with CUDA).
+    2. Drains autograd's tpu device threads, so none drops a finished backward's
+       Python objects once finalization has begun (an abort, exit 134, before;
+       see drain_autograd_device_threads in csrc/python/module.cc).
+    """
+    if not _C._is_initialized() or _C._is_in_bad_fork():
+        return
+    try:
+        _C._synchronize()
+    except BaseException as e:  # noqa: BLE001  (KeyboardInterrupt at exit included)
+        import warnings
+
+        warnings.warn(
+            "torchtpu: an error from an asynchronously executed tpu op was pending at "
+            f"interpreter exit and was never read: {e}",
+            RuntimeWarning,
+            stacklevel=1,
+        )
+    try:
+        _C._drain_autograd_threads()
+    except Exception:  # noqa: BLE001  (best effort: exit must go on)
+        pass
+
+
+import atexit  # noqa: E402
+
+atexit.register(_at_exit)
+
 # torch.compile's backend "tpu" (torchtpu/_dynamo.py) comes through the
 # torch_dynamo_backends entry point. Registered here too when Dynamo is already
 # loaded; importing it just for that would add seconds to every `import torch`.

@@ -75,6 +75,13 @@ class LoweringContext {
   // result such as an unrequested gradient), and applies the writes. Translates runtime errors into
   // c10 errors naming the op.
   std::vector<at::Tensor> run(const std::vector<ir::Value>& results);
+  // The memory layout (strides, in elements) of run()'s result `i`, when it is
+  // not row-major: TensorIterator's output layout for pointwise ops, nonzero's
+  // column-major result. Must be dense and non-overlapping for the result's
+  // sizes; run() computes the value in that memory order.
+  void set_result_strides(size_t i, std::vector<int64_t> strides) {
+    result_strides_[i] = std::move(strides);
+  }
 
  private:
   struct SlotUse {
@@ -99,6 +106,7 @@ class LoweringContext {
   // held until the op is recorded, since a rule may read a temporary it made
   // (index.to(kLong)) whose storage would otherwise die, and its slot with it.
   std::vector<c10::Storage> pending_storages_;
+  std::unordered_map<size_t, std::vector<int64_t>> result_strides_;
 };
 
 using Rule = std::function<std::vector<ir::Value>(LoweringContext&, const Args&)>;
