@@ -28,7 +28,6 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 import torchtpu
 
