@@ -3,6 +3,7 @@ AutocastPrivateUse1 key, bfloat16 by default, in every eager mode and under
 torch.compile; models train as under CPU autocast."""
 
 import copy
+import sys
 import warnings
 
 import pytest
@@ -24,7 +25,7 @@ TRAIN_RTOL = 2e-2
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     yield
-    if "torch._dynamo" in __import__("sys").modules:
+    if "torch._dynamo" in sys.modules:
         torch._dynamo.reset()
 
 
@@ -165,8 +166,9 @@ def test_float64_warns_and_disables_as_on_cuda():
 
 def test_binary_cross_entropy_refused_as_on_cuda():
     p = torch.rand(4, device="tpu")
-    with torch.autocast("tpu"), pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
-        F.binary_cross_entropy(p, p)
+    with torch.autocast("tpu"):
+        with pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
+            F.binary_cross_entropy(p, p)
     with torch.autocast("tpu"):
         out = F.binary_cross_entropy_with_logits(p.to(torch.bfloat16), p)
     assert out.dtype == torch.float32

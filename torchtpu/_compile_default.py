@@ -100,10 +100,14 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     """Finds Dynamo's registry module once, as the path finder would, with a
     loader that sets the default backend after the module ran."""
 
+    done = False
+
     def find_spec(self, name, path, target=None):
-        if name != _REGISTRY:
+        # Stays in sys.meta_path (removing it while importlib iterates the list
+        # would skip the next finder), answering nothing once it has served.
+        if name != _REGISTRY or self.done:
             return None
-        sys.meta_path.remove(self)
+        self.done = True
         spec = importlib.machinery.PathFinder.find_spec(name, path, target)
         if spec is not None and spec.loader is not None:
             spec.loader = _ThenMakeDefault(spec.loader)
