@@ -137,8 +137,13 @@ class Runtime {
   bool device_copy_supported() const { return device_copy_ok_; }
   // The buffers enqueued on `device` (program outputs, uploads, copies) that
   // are still alive and not known to be complete: what an event recorded now
-  // waits for.
-  std::vector<std::shared_ptr<pjrt::Buffer>> in_flight(int device);
+  // waits for. `*mark` receives a number to hand to retire() once they are all
+  // computed.
+  std::vector<std::shared_ptr<pjrt::Buffer>> in_flight(int device, uint64_t* mark);
+  // Every buffer in_flight(device, &mark) returned is computed: later calls
+  // skip them (an event recorded after another completed waits only for the
+  // newer work). Lock-free: called from the plugin's ready callbacks.
+  void retire(int device, uint64_t mark);
   // A cached 0-d buffer holding `bits` (the value's bit pattern in `dtype`).
   std::shared_ptr<pjrt::Buffer> scalar(ir::DType dtype, uint64_t bits, int device);
 
@@ -184,8 +189,16 @@ class Runtime {
   size_t max_programs_ = 2048;
   std::unordered_set<size_t> seen_;  // hashes of every fingerprint compiled
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
-  // Enqueued buffers with their device, oldest first (bounded, see track()).
-  std::vector<std::pair<int, std::weak_ptr<pjrt::Buffer>>> in_flight_;
+  // Enqueued buffers, oldest first (bounded, see track()); `seq` increases.
+  struct InFlight {
+    int device;
+    uint64_t seq;
+    std::weak_ptr<pjrt::Buffer> buffer;
+  };
+  std::vector<InFlight> in_flight_;
+  uint64_t next_seq_ = 1;
+  // Per device: entries with seq up to this are known computed (retire()).
+  std::unique_ptr<std::atomic<uint64_t>[]> retired_;
   std::atomic<bool> device_copy_ok_{true};
 };
 
