@@ -132,6 +132,8 @@ Runtime::Runtime(std::string plugin_path, int cpu_device_count)
     : plugin_path_(std::move(plugin_path)) {
   auto plugin = pjrt::load_plugin(plugin_path_);
   client_ = plugin->create_client(cpu_device_count);
+  retired_ = std::make_unique<std::atomic<uint64_t>[]>(client_->device_count());
+  for (int i = 0; i < client_->device_count(); ++i) retired_[i] = 0;
   open_disk_cache(*plugin);
   if (const char* max = std::getenv("TORCHTPU_MAX_PROGRAMS")) {
     const long n = std::strtol(max, nullptr, 10);
@@ -292,7 +294,7 @@ void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs,
   std::vector<InFlight> oldest;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& b : outs) in_flight_.push_back({b, op, device});
+    for (auto& b : outs) in_flight_.push_back({device, next_seq_++, b, op});
     if (in_flight_.size() <= kMaxInFlight) return;
     size_t half = in_flight_.size() / 2;
     oldest.assign(in_flight_.begin(), in_flight_.begin() + half);
@@ -309,18 +311,28 @@ void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs,
   }
 }
 
-std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::in_flight(int device) {
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::in_flight(int device, uint64_t* mark) {
   std::vector<std::shared_ptr<pjrt::Buffer>> live;
   std::lock_guard<std::mutex> lock(mu_);
   size_t kept = 0;
   for (auto& entry : in_flight_) {
+    // Dropped here: freed buffers, and those a completed event covered.
+    if (entry.seq <= retired_[entry.device].load(std::memory_order_acquire)) continue;
     auto b = entry.buffer.lock();
-    if (b == nullptr) continue;  // freed: dropped from the list here
+    if (b == nullptr) continue;
     if (entry.device == device) live.push_back(std::move(b));
     in_flight_[kept++] = std::move(entry);
   }
   in_flight_.resize(kept);
+  *mark = next_seq_ - 1;
   return live;
+}
+
+void Runtime::retire(int device, uint64_t mark) {
+  auto& r = retired_[device];
+  uint64_t cur = r.load(std::memory_order_relaxed);
+  while (cur < mark && !r.compare_exchange_weak(cur, mark, std::memory_order_release)) {
+  }
 }
 
 void Runtime::synchronize() {

@@ -143,8 +143,13 @@ class Runtime {
   bool device_copy_supported() const { return device_copy_ok_; }
   // The buffers enqueued on `device` (program outputs, uploads, copies) that
   // are still alive and not known to be complete: what an event recorded now
-  // waits for.
-  std::vector<std::shared_ptr<pjrt::Buffer>> in_flight(int device);
+  // waits for. `*mark` receives a number to hand to retire() once they are all
+  // computed.
+  std::vector<std::shared_ptr<pjrt::Buffer>> in_flight(int device, uint64_t* mark);
+  // Every buffer in_flight(device, &mark) returned is computed: later calls
+  // skip them (an event recorded after another completed waits only for the
+  // newer work). Lock-free: called from the plugin's ready callbacks.
+  void retire(int device, uint64_t mark);
   // A cached 0-d buffer holding `bits` (the value's bit pattern in `dtype`).
   std::shared_ptr<pjrt::Buffer> scalar(ir::DType dtype, uint64_t bits, int device);
 
@@ -162,11 +167,6 @@ class Runtime {
 
  private:
   Runtime(std::string plugin_path, int cpu_device_count);
-  struct InFlight {
-    std::weak_ptr<pjrt::Buffer> buffer;
-    std::string op;  // the ATen op (or fused graph) that produces it
-    int device = 0;
-  };
   void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, const std::string& op,
              int device);
   void open_disk_cache(const pjrt::Plugin& plugin);
@@ -198,8 +198,17 @@ class Runtime {
   size_t max_programs_ = 2048;
   std::unordered_set<size_t> seen_;  // hashes of every fingerprint compiled
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
-  // Enqueued buffers with their op and device, oldest first (bounded, see track()).
+  // Enqueued buffers with their op, oldest first (bounded, see track()); `seq` increases.
+  struct InFlight {
+    int device;
+    uint64_t seq;
+    std::weak_ptr<pjrt::Buffer> buffer;
+    std::string op;  // the ATen op (or fused graph) that produces it
+  };
   std::vector<InFlight> in_flight_;
+  uint64_t next_seq_ = 1;
+  // Per device: entries with seq up to this are known computed (retire()).
+  std::unique_ptr<std::atomic<uint64_t>[]> retired_;
   std::atomic<bool> device_copy_ok_{true};
 };
 
