@@ -193,3 +193,40 @@ def test_cpu_index_out_of_range_raises_index_error():
         x[torch.tensor([0, 9])] = 1.0
     with pytest.raises(IndexError):
         x[torch.tensor([True, False])] = 1.0
+
+
+# --- other checks CPU makes -------------------------------------------------
+
+@pytest.mark.parametrize("expr", [
+    lambda t: t.t().mul_(t), lambda t: t[1:].add_(t[:-1]), lambda t: t.t().sin_() + t.sin_(),
+    lambda t: torch.add(t, 1, out=t.t()), lambda t: torch.add(t.view(-1)[:8], 1, out=t.view(-1)[1:]),
+    lambda t: torch.add(t[0], 1, out=t[0]),
+])
+def test_partially_overlapping_inplace_and_out_raise_as_on_cpu(expr):
+    t = torch.arange(9.0).reshape(3, 3)
+    _, cpu_err = cpu_or_error(lambda: expr(t.clone()))
+    dev = t.to("tpu")
+    if cpu_err is None:
+        with no_fallback():
+            assert_close_cpu(expr(dev), expr(t.clone()))
+        return
+    with pytest.raises(type(cpu_err), match="refer to a single memory location"):
+        expr(dev)
+    assert_close_cpu(dev, t)   # nothing was written
+
+
+def test_full_overlap_inplace_is_allowed():
+    t = torch.arange(9.0).reshape(3, 3)
+    dev = t.to("tpu")
+    with no_fallback():
+        dev.mul_(dev)
+        dev.t().add_(dev.t())
+    assert_close_cpu(dev, (t * t) * 2)
+
+
+def test_kthvalue_on_bool_is_not_implemented_as_on_cpu():
+    b = torch.tensor([True, False, True])
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        b.kthvalue(1)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        b.to("tpu").kthvalue(1)

@@ -4,6 +4,7 @@
 // the rule computes values from the functional arguments, and the variant decides
 // where they go (new tensors, `self`, or the `out` tensors). Registration derives
 // the variants from the dispatcher's schemas, so the table lists each op once.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/resize.h>
@@ -152,6 +153,19 @@ std::vector<int64_t> pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::Int
   return strides;
 }
 
+// TensorIterator's overlap check for an in-place or out= pointwise op: an
+// input sharing only some elements with the written tensor (t.t().mul_(t)) is
+// refused, as on CPU, since the result would depend on the write order.
+void check_partial_overlap(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs,
+                           const at::Tensor& dst) {
+  if (!op.hasTag(at::Tag::pointwise)) return;
+  for (const auto& a : inputs) {
+    if (!a.isTensor()) continue;
+    const at::Tensor& t = a.toTensor();
+    if (t.defined() && t.device() == dst.device()) at::assert_no_partial_overlap(dst, t);
+  }
+}
+
 void check_castable(c10::ScalarType from, const at::Tensor& dst) {
   TORCH_CHECK(c10::canCast(from, dst.scalar_type()), "result type ", from,
               " can't be cast to the desired output type ", dst.scalar_type());
@@ -220,6 +234,7 @@ class LoweringKernel final : public c10::OperatorKernel {
       }
       case Variant::kInplace: {
         at::Tensor self = args[0].toTensor();
+        check_partial_overlap(op, args.slice(1), self);
         auto values = (*rule)(ctx, Args(args));
         TORCH_CHECK(!values.empty(), name_, ": the rule returned no value");
         const ir::TensorType t = ctx.g().type(values[0]);
@@ -242,6 +257,7 @@ class LoweringKernel final : public c10::OperatorKernel {
             outs.push_back(args[i].toTensor());
           }
         }
+        for (const auto& o : outs) check_partial_overlap(op, args.slice(0, first_out), o);
         auto values = (*rule)(ctx, Args(args.slice(0, first_out)));
         TORCH_CHECK(values.size() >= outs.size(), name_, ": rule returned ", values.size(),
                     " values for ", outs.size(), " outputs");
