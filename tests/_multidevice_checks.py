@@ -29,6 +29,8 @@ def check_case_07():
     c = torch.empty(3, device="tpu:1").copy_(a)
     assert c.device.index == 1 and torch.equal(c.cpu(), a.cpu())
     assert b.to("tpu:0", non_blocking=True).device.index == 0
+    # Which path moved the bytes: PJRT's device copy unless the test forced host staging.
+    assert torchtpu._C._device_copy_supported() == (os.environ.get("TORCHTPU_DEVICE_COPY") != "host")
 
 
 def check_copy_views_dtypes_broadcast():

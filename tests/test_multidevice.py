@@ -17,10 +17,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKS = sorted(n for n in vars(_multidevice_checks) if n.startswith("check_"))
 
 
-@pytest.fixture(scope="module")
-def results():
-    env = dict(os.environ, TORCHTPU_CPU_DEVICES="2")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "_multidevice_checks.py")],
+# Copies between devices again, staged through host memory (the path for a
+# plugin without PJRT_Buffer_CopyToDevice).
+HOST_COPY_CHECKS = ["check_case_07", "check_copy_views_dtypes_broadcast",
+                    "check_fused_mode_pending_value_crosses"]
+
+
+def _run(extra_env, names=()):
+    env = dict(os.environ, TORCHTPU_CPU_DEVICES="2", **extra_env)
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "_multidevice_checks.py"), *names],
                           env=env, capture_output=True, text=True, timeout=600)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS ")]
     assert proc.returncode == 0 and lines, (
@@ -29,7 +34,23 @@ def results():
     return json.loads(lines[-1][len("RESULTS "):])
 
 
+@pytest.fixture(scope="module")
+def results():
+    return _run({})
+
+
+@pytest.fixture(scope="module")
+def host_copy_results():
+    return _run({"TORCHTPU_DEVICE_COPY": "host"}, HOST_COPY_CHECKS)
+
+
 @pytest.mark.parametrize("check", CHECKS)
 def test_two_devices(results, check):
     assert check in results, f"{check} did not run"
     assert results[check] is None, results[check]
+
+
+@pytest.mark.parametrize("check", HOST_COPY_CHECKS)
+def test_two_devices_host_staged_copies(host_copy_results, check):
+    assert check in host_copy_results, f"{check} did not run"
+    assert host_copy_results[check] is None, host_copy_results[check]

@@ -139,6 +139,11 @@ Runtime::Runtime(std::string plugin_path, int cpu_device_count)
     const long n = std::strtol(max, nullptr, 10);
     if (n > 0) max_programs_ = static_cast<size_t>(n);
   }
+  // TORCHTPU_DEVICE_COPY=host: copies between devices go through host memory,
+  // as on a plugin without PJRT_Buffer_CopyToDevice (tests that path).
+  if (const char* copy = std::getenv("TORCHTPU_DEVICE_COPY")) {
+    if (std::strcmp(copy, "host") == 0) device_copy_ok_ = false;
+  }
   const char* mode = std::getenv("TORCHTPU_EAGER_MODE");
   if (mode != nullptr && std::strcmp(mode, "debug") == 0) mode_ = EagerMode::kDebug;
   if (mode != nullptr && std::strcmp(mode, "fused") == 0) mode_ = EagerMode::kFused;
