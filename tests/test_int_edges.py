@@ -230,3 +230,26 @@ def test_kthvalue_on_bool_is_not_implemented_as_on_cpu():
         b.kthvalue(1)
     with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
         b.to("tpu").kthvalue(1)
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_float_to_int_conversion_of_nan_inf_and_out_of_range_matches_cpu(src):
+    # x86 CPU semantics: NaN / inf / out of int32 (int64) range give the minimum;
+    # 8- and 16-bit targets keep int32's low bits. XLA saturates.
+    v = torch.tensor([float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 1e20, 300.0,
+                      -1.0, -129.0, 2.7, -2.7, 65543.0]).to(src)
+    with no_fallback():
+        for dt in INT_DTYPES + [torch.bool]:
+            assert_close_cpu(v.to("tpu").to(dt), v.to(dt))
+            out = torch.empty(v.shape, dtype=dt, device="tpu")
+            out.copy_(v.to("tpu"))
+            assert_close_cpu(out, v.to(dt))
+
+
+def test_nan_index_raises_index_error_as_on_cpu():
+    x = torch.arange(4.0)
+    i = torch.tensor([float("nan")])
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[i.long()]
+    with pytest.raises(IndexError, match="out of bounds"):
+        x.to("tpu")[i.to("tpu").long()].cpu()

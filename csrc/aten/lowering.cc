@@ -170,6 +170,28 @@ LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dt
   return slots_.back();
 }
 
+namespace {
+
+// Float to integer as CPU PyTorch converts on x86 (cvtt* instructions): NaN,
+// infinities and values outside int32 (int64 for an int64 target) become that
+// width's minimum; 8- and 16-bit targets go through int32 and keep its low
+// bits (300.0 -> uint8 44, -1.0 -> 255). XLA's convert saturates instead, so
+// a NaN index read element 0 where CPU raises IndexError.
+ir::Value convert_as_cpu(ir::Graph& g, ir::Value v, ir::DType to) {
+  const ir::TensorType t = g.type(v);
+  const bool via_cvtt = ir::is_float(t.dtype) && ir::is_integral(to) &&
+                        to != ir::DType::kU32 && to != ir::DType::kU64;
+  if (!via_cvtt) return g.convert(v, to);
+  const ir::DType wide = to == ir::DType::kI64 ? ir::DType::kI64 : ir::DType::kI32;
+  const double limit = wide == ir::DType::kI64 ? 9223372036854775808.0 : 2147483648.0;
+  ir::Value in_range = g.binary(ir::Op::kAnd, g.compare(ir::Cmp::kGE, v, g.constant(-limit, t)),
+                                g.compare(ir::Cmp::kLT, v, g.constant(limit, t)));
+  ir::Value w = g.select(in_range, g.convert(v, wide), g.constant(-limit, {wide, t.dims}));
+  return g.convert(w, to);
+}
+
+}  // namespace
+
 ir::Value LoweringContext::tensor(const at::Tensor& t) {
   TORCH_CHECK(t.defined(), op_, ": expected a defined tensor");
   if (t.device().is_cpu()) {
@@ -276,7 +298,7 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
               "performing the operation.");
   if (dst.numel() == 0) return;
   ir::DType dtype = to_ir(dst.scalar_type());
-  value = graph_.convert(value, dtype);
+  value = convert_as_cpu(graph_, value, dtype);
   auto& slot = slot_of(dst);
   if (slot.pending) pending_storages_.push_back(dst.storage());
   SlotUse& u = use(slot, dtype);
