@@ -7,8 +7,11 @@
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "pjrt/compile_options.h"
+#include "pjrt/kv_callbacks.h"
+#include "pjrt/signature.h"
 #include "pjrt_c_api.h"
 
 namespace ttpu::pjrt {
@@ -260,29 +263,67 @@ int Plugin::api_major() const { return api_->pjrt_api_version.major_version; }
 int Plugin::api_minor() const { return api_->pjrt_api_version.minor_version; }
 
 std::shared_ptr<Client> Plugin::create_client(int64_t cpu_device_count) {
+  ClientOptions options;
+  options.cpu_device_count = cpu_device_count;
+  return create_client(options);
+}
+
+namespace {
+
+PJRT_NamedValue int64_option(const char* name, size_t name_size, int64_t value) {
   PJRT_NamedValue option{};
   option.struct_size = PJRT_NamedValue_STRUCT_SIZE;
-  static constexpr char kName[] = "cpu_device_count";
-  option.name = kName;
-  option.name_size = sizeof(kName) - 1;
+  option.name = name;
+  option.name_size = name_size;
   option.type = PJRT_NamedValue_kInt64;
-  option.int64_value = cpu_device_count;
+  option.int64_value = value;
   option.value_size = 1;
+  return option;
+}
+#define TTPU_INT64_OPTION(name, value) int64_option(name, sizeof(name) - 1, value)
+
+}  // namespace
+
+std::shared_ptr<Client> Plugin::create_client(const ClientOptions& o) {
+  constexpr char kMethod[] = "PJRT_Client_Create";
+  if (o.num_nodes < 0) {
+    throw PjrtError(kMethod, "num_nodes must be >= 0, got " + std::to_string(o.num_nodes), -1);
+  }
+  if (o.num_nodes > 0 && (o.node_id < 0 || o.node_id >= o.num_nodes)) {
+    throw PjrtError(kMethod, "node_id " + std::to_string(o.node_id) + " out of range [0, " +
+                                 std::to_string(o.num_nodes) + ")", -1);
+  }
+  // Plugins that read num_nodes build their cross-process topology through the
+  // store; without one they would fail later, or wait, less clearly.
+  if (o.num_nodes > 1 && o.kv_store == nullptr) {
+    throw PjrtError(kMethod, "num_nodes > 1 needs a key-value store", -1);
+  }
+  std::vector<PJRT_NamedValue> options;
+  if (o.cpu_device_count > 0) {
+    options.push_back(TTPU_INT64_OPTION("cpu_device_count", o.cpu_device_count));
+  }
+  if (o.num_nodes > 0) {
+    options.push_back(TTPU_INT64_OPTION("node_id", o.node_id));
+    options.push_back(TTPU_INT64_OPTION("num_nodes", o.num_nodes));
+  }
 
   auto args = TTPU_ARGS(PJRT_Client_Create_Args);
-  if (cpu_device_count > 0) {
-    args.create_options = &option;
-    args.num_options = 1;
-  }
+  args.create_options = options.empty() ? nullptr : options.data();
+  args.num_options = options.size();
+  set_kv_callbacks(&args, o.kv_store.get());
   TTPU_CALL(api_, PJRT_Client_Create, &args);
-  return std::make_shared<Client>(shared_from_this(), args.client);
+  return std::make_shared<Client>(shared_from_this(), args.client, o.kv_store);
 }
 
 // ---------------------------------------------------------------------------
 // Client
 
-Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client)
-    : plugin_(std::move(plugin)), api_(plugin_->api()), client_(client) {
+Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client,
+               std::shared_ptr<KeyValueStore> kv_store)
+    : kv_store_(std::move(kv_store)),
+      plugin_(std::move(plugin)),
+      api_(plugin_->api()),
+      client_(client) {
   auto args = TTPU_ARGS(PJRT_Client_AddressableDevices_Args);
   args.client = client_;
   try {
@@ -317,6 +358,23 @@ int Client::device_count() const { return static_cast<int>(devices_.size()); }
 PJRT_Device* Client::device(int index) const {
   check_device_index("PJRT_Client_AddressableDevices", index, device_count());
   return devices_[index];
+}
+
+int64_t Client::device_id(int index) const {
+  auto desc = TTPU_ARGS(PJRT_Device_GetDescription_Args);
+  desc.device = device(index);
+  TTPU_CALL(api_, PJRT_Device_GetDescription, &desc);
+  auto args = TTPU_ARGS(PJRT_DeviceDescription_Id_Args);
+  args.device_description = desc.device_description;
+  TTPU_CALL(api_, PJRT_DeviceDescription_Id, &args);
+  return args.id;
+}
+
+int Client::global_device_count() const {
+  auto args = TTPU_ARGS(PJRT_Client_Devices_Args);
+  args.client = client_;
+  TTPU_CALL(api_, PJRT_Client_Devices, &args);
+  return static_cast<int>(args.num_devices);
 }
 
 std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType type,
@@ -356,6 +414,49 @@ std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType t
 }
 
 std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text) {
+  return compile_bytes(stablehlo_text, compile_options_bytes());
+}
+
+std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text,
+                                            const MultiDeviceOptions& o) {
+  constexpr char kMethod[] = "PJRT_Client_Compile";
+  if (o.num_replicas < 1 || o.num_partitions < 1) {
+    throw PjrtError(kMethod, "num_replicas and num_partitions must be >= 1, got " +
+                                 std::to_string(o.num_replicas) + " and " +
+                                 std::to_string(o.num_partitions), -1);
+  }
+  const int64_t n = static_cast<int64_t>(o.num_replicas) * o.num_partitions;
+  if (o.device_ids.empty()) {
+    const int available = global_device_count();
+    if (n > available) {
+      throw PjrtError(kMethod, std::to_string(o.num_replicas) + " replicas x " +
+                                   std::to_string(o.num_partitions) + " partitions need " +
+                                   std::to_string(n) + " devices; the client has " +
+                                   std::to_string(available), -1);
+    }
+  } else {
+    if (static_cast<int64_t>(o.device_ids.size()) != n) {
+      throw PjrtError(kMethod, "device_ids has " + std::to_string(o.device_ids.size()) +
+                                   " ids for " + std::to_string(n) + " devices", -1);
+    }
+    std::set<int64_t> seen;
+    for (int64_t id : o.device_ids) {
+      if (id < 0 || !seen.insert(id).second) {
+        throw PjrtError(kMethod, "device id " + std::to_string(id) +
+                                     (id < 0 ? " is negative" : " appears twice"), -1);
+      }
+    }
+  }
+  auto exe = compile_bytes(stablehlo_text, compile_options_bytes(o));
+  if (auto params = main_parameters(stablehlo_text)) {
+    exe->params_ = std::make_shared<const std::vector<ParamType>>(std::move(*params));
+  }
+  exe->params_are_per_device_ = o.partitioner == Partitioner::kNone;
+  return exe;
+}
+
+std::shared_ptr<Executable> Client::compile_bytes(const std::string& stablehlo_text,
+                                                  const std::string& options) {
   static constexpr char kFormat[] = "mlir";  // StableHLO text or bytecode
   std::string code = stablehlo_text;         // PJRT_Program.code is non-const
   auto program = TTPU_ARGS(PJRT_Program);
@@ -364,7 +465,6 @@ std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text) {
   program.format = kFormat;
   program.format_size = sizeof(kFormat) - 1;
 
-  const std::string options = compile_options_bytes();
   auto args = TTPU_ARGS(PJRT_Client_Compile_Args);
   args.client = client_;
   args.program = &program;
@@ -423,6 +523,13 @@ int64_t Buffer::on_device_size_bytes() const {
   return static_cast<int64_t>(args.on_device_size_in_bytes);
 }
 
+PJRT_Device* Buffer::device() const {
+  auto args = TTPU_ARGS(PJRT_Buffer_Device_Args);
+  args.buffer = buffer_;
+  TTPU_CALL(client_->api(), PJRT_Buffer_Device, &args);
+  return args.device;
+}
+
 void Buffer::await_ready() const {
   auto args = TTPU_ARGS(PJRT_Buffer_ReadyEvent_Args);
   args.buffer = buffer_;
@@ -466,6 +573,8 @@ Executable::Executable(std::shared_ptr<Client> client, PJRT_LoadedExecutable* ex
     args.executable = unloaded.raw();
     TTPU_CALL(client_->api(), PJRT_Executable_NumOutputs, &args);
     num_outputs_ = static_cast<int>(args.num_outputs);
+    // Empty for a portable executable (measured on the CPU plugin).
+    addressable_devices_ = query_addressable_devices();
   } catch (...) {
     // The destructor does not run for a half-built object; free the handle here.
     auto destroy = TTPU_ARGS(PJRT_LoadedExecutable_Destroy_Args);
@@ -485,6 +594,13 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(
     const std::vector<Buffer*>& args, int device_index) {
   constexpr char kMethod[] = "PJRT_LoadedExecutable_Execute";
   check_device_index(kMethod, device_index, client_->device_count());
+  // Launching one device of a multi-device program is allowed by the C API,
+  // but its collectives would wait forever for the peers never launched.
+  if (addressable_devices_.size() > 1) {
+    throw PjrtError(kMethod, "the executable runs on " +
+                                 std::to_string(addressable_devices_.size()) +
+                                 " devices; use execute_multi", -1);
+  }
   std::vector<PJRT_Buffer*> arg_handles;
   arg_handles.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -507,8 +623,8 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(
   exec.num_devices = 1;
   exec.num_args = arg_handles.size();
   exec.output_lists = output_lists;
-  // Executables are compiled portable (compile_options.h), so the device is
-  // picked here; num_devices must then be 1.
+  // A portable executable (compile_options.h) gets its device here; a
+  // one-device non-portable one must be given the device it was compiled for.
   exec.execute_device = client_->device(device_index);
   TTPU_CALL(client_->api(), PJRT_LoadedExecutable_Execute, &exec);
 
@@ -516,6 +632,128 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(
   result.reserve(outputs.size());
   for (PJRT_Buffer* out : outputs) {
     result.push_back(std::make_shared<Buffer>(client_, out));
+  }
+  return result;
+}
+
+std::vector<int> Executable::query_addressable_devices() const {
+  auto args = TTPU_ARGS(PJRT_LoadedExecutable_AddressableDevices_Args);
+  args.executable = exe_;
+  TTPU_CALL(client_->api(), PJRT_LoadedExecutable_AddressableDevices, &args);
+  std::vector<int> indices;
+  indices.reserve(args.num_addressable_devices);
+  for (size_t i = 0; i < args.num_addressable_devices; ++i) {
+    int index = -1;
+    for (int d = 0; d < client_->device_count(); ++d) {
+      if (client_->device(d) == args.addressable_devices[i]) index = d;
+    }
+    if (index < 0) {
+      throw PjrtError("PJRT_LoadedExecutable_AddressableDevices",
+                      "executable names a device the client does not list", -1);
+    }
+    indices.push_back(index);
+  }
+  return indices;
+}
+
+namespace {
+
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+void Executable::check_multi_args(const std::vector<std::vector<Buffer*>>& args) const {
+  constexpr char kMethod[] = "PJRT_LoadedExecutable_Execute";
+  const size_t num_args = params_ ? params_->size() : args[0].size();
+  std::vector<ElementType> types;
+  std::vector<std::vector<int64_t>> dims;
+  for (size_t d = 0; d < args.size(); ++d) {
+    if (args[d].size() != num_args) {
+      throw PjrtError(kMethod, "argument list " + std::to_string(d) + " has " +
+                                   std::to_string(args[d].size()) + " arguments, the program " +
+                                   (params_ ? "takes " : "list 0 has ") +
+                                   std::to_string(num_args), -1);
+    }
+    PJRT_Device* device = client_->device(addressable_devices_[d]);
+    for (size_t i = 0; i < num_args; ++i) {
+      const Buffer* b = args[d][i];
+      const std::string where = "argument " + std::to_string(i) + " of device list " +
+                                std::to_string(d);
+      if (b == nullptr || b->raw() == nullptr) throw PjrtError(kMethod, where + " is null", -1);
+      if (b->device() != device) {
+        throw PjrtError(kMethod, where + " is not on device " +
+                                     std::to_string(addressable_devices_[d]) +
+                                     ", the device that list runs on", -1);
+      }
+      const ElementType type = b->element_type();
+      std::vector<int64_t> shape = b->dims();
+      if (d == 0) {
+        types.push_back(type);
+        dims.push_back(shape);
+        const ParamType* p = params_ ? &(*params_)[i] : nullptr;
+        if (p && p->known && params_are_per_device_ && (p->type != type || p->dims != shape)) {
+          throw PjrtError(kMethod, where + " has type " + std::to_string(static_cast<int>(type)) +
+                                       " dims " + dims_text(shape) + "; the program takes type " +
+                                       std::to_string(static_cast<int>(p->type)) + " dims " +
+                                       dims_text(p->dims), -1);
+        }
+      } else if (type != types[i] || shape != dims[i]) {
+        throw PjrtError(kMethod, where + " has dims " + dims_text(shape) + " (type " +
+                                     std::to_string(static_cast<int>(type)) + "), list 0 has " +
+                                     dims_text(dims[i]) + " (type " +
+                                     std::to_string(static_cast<int>(types[i])) + ")", -1);
+      }
+    }
+  }
+}
+
+std::vector<std::vector<std::shared_ptr<Buffer>>> Executable::execute_multi(
+    const std::vector<std::vector<Buffer*>>& args) {
+  constexpr char kMethod[] = "PJRT_LoadedExecutable_Execute";
+  const std::vector<int>& devices = addressable_devices_;
+  if (devices.empty()) {
+    throw PjrtError(kMethod, "the executable was compiled for one device chosen at "
+                             "execute time; compile it with MultiDeviceOptions", -1);
+  }
+  if (args.size() != devices.size()) {
+    throw PjrtError(kMethod, std::to_string(args.size()) + " argument lists for an "
+                                 "executable over " + std::to_string(devices.size()) +
+                                 " devices", -1);
+  }
+  check_multi_args(args);
+  std::vector<std::vector<PJRT_Buffer*>> handles(args.size());
+  for (size_t d = 0; d < args.size(); ++d) {
+    for (Buffer* b : args[d]) handles[d].push_back(b->raw());
+  }
+
+  auto options = TTPU_ARGS(PJRT_ExecuteOptions);  // dereferenced unchecked
+  std::vector<std::vector<PJRT_Buffer*>> outputs(
+      args.size(), std::vector<PJRT_Buffer*>(num_outputs_, nullptr));
+  std::vector<PJRT_Buffer* const*> argument_lists;
+  std::vector<PJRT_Buffer**> output_lists;
+  for (size_t d = 0; d < args.size(); ++d) {
+    argument_lists.push_back(handles[d].data());
+    output_lists.push_back(outputs[d].data());
+  }
+  auto exec = TTPU_ARGS(PJRT_LoadedExecutable_Execute_Args);
+  exec.executable = exe_;
+  exec.options = &options;
+  exec.argument_lists = argument_lists.data();
+  exec.num_devices = args.size();
+  exec.num_args = args[0].size();
+  exec.output_lists = output_lists.data();
+  exec.execute_device = nullptr;  // the devices fixed at compile time
+  TTPU_CALL(client_->api(), PJRT_LoadedExecutable_Execute, &exec);
+
+  std::vector<std::vector<std::shared_ptr<Buffer>>> result(args.size());
+  for (size_t d = 0; d < args.size(); ++d) {
+    for (PJRT_Buffer* out : outputs[d]) {
+      result[d].push_back(std::make_shared<Buffer>(client_, out));
+    }
   }
   return result;
 }
