@@ -13,8 +13,17 @@ constexpr int kLengthDelimited = 2;
 constexpr int kExecutableBuildOptions = 3;     // ExecutableBuildOptionsProto
 constexpr int kCompilePortableExecutable = 4;  // bool
 // ExecutableBuildOptionsProto
-constexpr int kNumReplicas = 4;    // int64
-constexpr int kNumPartitions = 5;  // int64
+constexpr int kNumReplicas = 4;            // int64
+constexpr int kNumPartitions = 5;          // int64
+constexpr int kUseSpmdPartitioning = 6;    // bool
+constexpr int kDeviceAssignment = 9;       // DeviceAssignmentProto
+constexpr int kUseShardyPartitioner = 19;  // bool
+// DeviceAssignmentProto (xla_data.proto)
+constexpr int kReplicaCount = 1;        // int32
+constexpr int kComputationCount = 2;    // int32
+constexpr int kComputationDevices = 3;  // repeated ComputationDevice
+// DeviceAssignmentProto.ComputationDevice
+constexpr int kReplicaDeviceIds = 1;  // repeated int64
 
 void put_varint(std::string& out, uint64_t value) {
   while (value >= 0x80) {
@@ -33,6 +42,31 @@ void put_int(std::string& out, int field, uint64_t value) {
   put_varint(out, value);
 }
 
+void put_message(std::string& out, int field, const std::string& message) {
+  put_key(out, field, kLengthDelimited);
+  put_varint(out, message.size());
+  out += message;
+}
+
+// XLA's DeviceAssignment is a (replica, computation) matrix stored per
+// computation: computation_devices[p].replica_device_ids[r].
+std::string device_assignment(const MultiDeviceOptions& o) {
+  std::string da;
+  put_int(da, kReplicaCount, o.num_replicas);
+  put_int(da, kComputationCount, o.num_partitions);
+  for (int p = 0; p < o.num_partitions; ++p) {
+    std::string computation;
+    for (int r = 0; r < o.num_replicas; ++r) {
+      // Negative ids are rejected by Client::compile; the cast is the protobuf
+      // int64 encoding (two's complement) either way.
+      put_int(computation, kReplicaDeviceIds,
+              static_cast<uint64_t>(o.device_ids[r * o.num_partitions + p]));
+    }
+    put_message(da, kComputationDevices, computation);
+  }
+  return da;
+}
+
 }  // namespace
 
 std::string compile_options_bytes() {
@@ -48,11 +82,24 @@ std::string compile_options_bytes() {
   // addressable". The flip side: a portable executable needs execute_device
   // ("Execute expects a non-null device_assignment" without it).
   std::string options;
-  put_key(options, kExecutableBuildOptions, kLengthDelimited);
-  put_varint(options, build.size());
-  options += build;
+  put_message(options, kExecutableBuildOptions, build);
   put_int(options, kCompilePortableExecutable, 1);
   return options;  // 1a 04 20 01 28 01 20 01
+}
+
+std::string compile_options_bytes(const MultiDeviceOptions& o) {
+  std::string build;
+  put_int(build, kNumReplicas, o.num_replicas);
+  put_int(build, kNumPartitions, o.num_partitions);
+  if (o.partitioner != Partitioner::kNone) put_int(build, kUseSpmdPartitioning, 1);
+  if (!o.device_ids.empty()) put_message(build, kDeviceAssignment, device_assignment(o));
+  if (o.partitioner == Partitioner::kShardy) put_int(build, kUseShardyPartitioner, 1);
+
+  // compile_portable_executable stays false (unset): a portable executable has
+  // no device assignment, and a collective needs one to know its peers.
+  std::string options;
+  put_message(options, kExecutableBuildOptions, build);
+  return options;
 }
 
 }  // namespace ttpu::pjrt

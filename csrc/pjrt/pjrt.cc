@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "pjrt/compile_options.h"
+#include "pjrt/gate.h"
+#include "pjrt/kv_callbacks.h"
 #include "pjrt_c_api.h"
 
 namespace ttpu::pjrt {
@@ -26,6 +28,8 @@ static_assert(static_cast<int>(ElementType::kBF16) == PJRT_Buffer_Type_BF16);
 static_assert(static_cast<int>(ElementType::kC64) == PJRT_Buffer_Type_C64);
 static_assert(static_cast<int>(ElementType::kC128) == PJRT_Buffer_Type_C128);
 
+using namespace detail;
+
 namespace {
 
 // 0.57 rearranged the PJRT_Api slots without a major bump (xla/pjrt/c/
@@ -35,42 +39,6 @@ constexpr int kMinApiMinor = 57;
 constexpr char kPluginHint[] =
     "set TORCHTPU_PLUGIN to the path of a PJRT plugin .so, or 'cpu' for the "
     "xla-cpu-pjrt package";
-
-// Zeroed, so every field we leave alone (extension_start, optional inputs)
-// reads as null or 0 to the plugin.
-template <typename Args>
-Args make_args(size_t struct_size) {
-  Args args{};
-  args.struct_size = struct_size;
-  return args;
-}
-#define TTPU_ARGS(T) make_args<T>(T##_STRUCT_SIZE)
-
-bool has_slot(const PJRT_Api* api, size_t offset, size_t size) {
-  return offset + size <= api->struct_size;
-}
-
-void destroy_error(const PJRT_Api* api, PJRT_Error* error) {
-  auto args = TTPU_ARGS(PJRT_Error_Destroy_Args);
-  args.error = error;
-  api->PJRT_Error_Destroy(&args);
-}
-
-// Every PJRT_Error is ours to destroy; its message dies with it, so copy first.
-std::string take_error(const PJRT_Api* api, PJRT_Error* error, int* code) {
-  auto msg = TTPU_ARGS(PJRT_Error_Message_Args);
-  msg.error = error;
-  api->PJRT_Error_Message(&msg);
-  std::string message(msg.message, msg.message_size);
-
-  auto get_code = TTPU_ARGS(PJRT_Error_GetCode_Args);
-  get_code.error = error;
-  PJRT_Error* code_error = api->PJRT_Error_GetCode(&get_code);
-  *code = code_error ? PJRT_Error_Code_UNKNOWN : get_code.code;
-  if (code_error) destroy_error(api, code_error);
-  destroy_error(api, error);
-  return message;
-}
 
 // Fork state (see in_forked_child() in pjrt.h). Set by the pthread_atfork child
 // handler, which runs in the child before fork() returns there.
@@ -85,41 +53,6 @@ std::function<void()>& wait_poll() {
   return poll;
 }
 
-// The gate. A plugin built against an older header has a shorter PJRT_Api, so a
-// slot past api->struct_size is garbage, not null; newer plugins may also leave
-// optional methods null. Either way the caller gets a PjrtError, not a crash.
-template <typename Fn, typename Args>
-void call(const PJRT_Api* api, Fn* PJRT_Api::*slot, const char* method,
-          Args* args) {
-  const size_t offset = reinterpret_cast<const char*>(&(api->*slot)) -
-                        reinterpret_cast<const char*>(api);
-  if (g_forked_child.load(std::memory_order_relaxed)) {
-    throw PjrtError(method, fork_message(), -1);
-  }
-  if (!has_slot(api, offset, sizeof(Fn*)) || api->*slot == nullptr) {
-    throw PjrtError(method, "not implemented by this PJRT plugin",
-                    PJRT_Error_Code_UNIMPLEMENTED);
-  }
-  if (PJRT_Error* error = (api->*slot)(args)) {
-    int code = 0;
-    std::string message = take_error(api, error, &code);
-    throw PjrtError(method, message, code);
-  }
-}
-#define TTPU_CALL(api, Method, args) call(api, &PJRT_Api::Method, #Method, args)
-
-// For destructors, which must not throw: the handle is gone either way and a
-// failure to free it is not something a caller can act on.
-template <typename Fn, typename Args>
-void call_in_destructor(const PJRT_Api* api, Fn* PJRT_Api::*slot,
-                        const char* method, Args* args) noexcept {
-  try {
-    call(api, slot, method, args);
-  } catch (const PjrtError&) {
-  }
-}
-#define TTPU_CALL_NOTHROW(api, Method, args) \
-  call_in_destructor(api, &PJRT_Api::Method, #Method, args)
 
 // Owns a PJRT_Event. Await blocks and returns the event's status; the C API
 // defines that status through PJRT_Event_Error, so it is read there as well.
@@ -348,33 +281,71 @@ int Plugin::api_major() const { return api_->pjrt_api_version.major_version; }
 int Plugin::api_minor() const { return api_->pjrt_api_version.minor_version; }
 
 std::shared_ptr<Client> Plugin::create_client(int64_t cpu_device_count) {
+  ClientOptions options;
+  options.cpu_device_count = cpu_device_count;
+  return create_client(options);
+}
+
+namespace {
+
+PJRT_NamedValue int64_option(const char* name, size_t name_size, int64_t value) {
   PJRT_NamedValue option{};
   option.struct_size = PJRT_NamedValue_STRUCT_SIZE;
-  static constexpr char kName[] = "cpu_device_count";
-  option.name = kName;
-  option.name_size = sizeof(kName) - 1;
+  option.name = name;
+  option.name_size = name_size;
   option.type = PJRT_NamedValue_kInt64;
-  option.int64_value = cpu_device_count;
+  option.int64_value = value;
   option.value_size = 1;
+  return option;
+}
+#define TTPU_INT64_OPTION(name, value) int64_option(name, sizeof(name) - 1, value)
+
+}  // namespace
+
+std::shared_ptr<Client> Plugin::create_client(const ClientOptions& o) {
+  constexpr char kMethod[] = "PJRT_Client_Create";
+  if (o.num_nodes < 0) {
+    throw PjrtError(kMethod, "num_nodes must be >= 0, got " + std::to_string(o.num_nodes), -1);
+  }
+  if (o.num_nodes > 0 && (o.node_id < 0 || o.node_id >= o.num_nodes)) {
+    throw PjrtError(kMethod, "node_id " + std::to_string(o.node_id) + " out of range [0, " +
+                                 std::to_string(o.num_nodes) + ")", -1);
+  }
+  // Plugins that read num_nodes build their cross-process topology through the
+  // store; without one they would fail later, or wait, less clearly.
+  if (o.num_nodes > 1 && o.kv_store == nullptr) {
+    throw PjrtError(kMethod, "num_nodes > 1 needs a key-value store", -1);
+  }
+  std::vector<PJRT_NamedValue> options;
+  if (o.cpu_device_count > 0) {
+    options.push_back(TTPU_INT64_OPTION("cpu_device_count", o.cpu_device_count));
+  }
+  if (o.num_nodes > 0) {
+    options.push_back(TTPU_INT64_OPTION("node_id", o.node_id));
+    options.push_back(TTPU_INT64_OPTION("num_nodes", o.num_nodes));
+  }
 
   // From here on the plugin runs threads a forked child would not have.
   static std::once_flag fork_handler;
   std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, &on_fork_child); });
   g_client_created.store(true);
   auto args = TTPU_ARGS(PJRT_Client_Create_Args);
-  if (cpu_device_count > 0) {
-    args.create_options = &option;
-    args.num_options = 1;
-  }
+  args.create_options = options.empty() ? nullptr : options.data();
+  args.num_options = options.size();
+  set_kv_callbacks(&args, o.kv_store.get());
   TTPU_CALL(api_, PJRT_Client_Create, &args);
-  return std::make_shared<Client>(shared_from_this(), args.client);
+  return std::make_shared<Client>(shared_from_this(), args.client, o.kv_store);
 }
 
 // ---------------------------------------------------------------------------
 // Client
 
-Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client)
-    : plugin_(std::move(plugin)), api_(plugin_->api()), client_(client) {
+Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client,
+               std::shared_ptr<KeyValueStore> kv_store)
+    : kv_store_(std::move(kv_store)),
+      plugin_(std::move(plugin)),
+      api_(plugin_->api()),
+      client_(client) {
   auto args = TTPU_ARGS(PJRT_Client_AddressableDevices_Args);
   args.client = client_;
   try {
@@ -432,6 +403,22 @@ bool Client::memory_stats(int index, MemoryStats* out) const {
   out->bytes_in_use = args.bytes_in_use;
   out->limit = args.bytes_limit_is_set ? args.bytes_limit : -1;
   return true;
+
+int64_t Client::device_id(int index) const {
+  auto desc = TTPU_ARGS(PJRT_Device_GetDescription_Args);
+  desc.device = device(index);
+  TTPU_CALL(api_, PJRT_Device_GetDescription, &desc);
+  auto args = TTPU_ARGS(PJRT_DeviceDescription_Id_Args);
+  args.device_description = desc.device_description;
+  TTPU_CALL(api_, PJRT_DeviceDescription_Id, &args);
+  return args.id;
+}
+
+int Client::global_device_count() const {
+  auto args = TTPU_ARGS(PJRT_Client_Devices_Args);
+  args.client = client_;
+  TTPU_CALL(api_, PJRT_Client_Devices, &args);
+  return static_cast<int>(args.num_devices);
 }
 
 std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType type,
@@ -471,6 +458,12 @@ std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType t
 }
 
 std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text) {
+  return compile_bytes(stablehlo_text, compile_options_bytes());
+}
+
+
+std::shared_ptr<Executable> Client::compile_bytes(const std::string& stablehlo_text,
+                                                  const std::string& options) {
   static constexpr char kFormat[] = "mlir";  // StableHLO text or bytecode
   std::string code = stablehlo_text;         // PJRT_Program.code is non-const
   auto program = TTPU_ARGS(PJRT_Program);
@@ -479,7 +472,6 @@ std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text) {
   program.format = kFormat;
   program.format_size = sizeof(kFormat) - 1;
 
-  const std::string options = compile_options_bytes();
   auto args = TTPU_ARGS(PJRT_Client_Compile_Args);
   args.client = client_;
   args.program = &program;
@@ -536,6 +528,13 @@ int64_t Buffer::on_device_size_bytes() const {
   args.buffer = buffer_;
   TTPU_CALL(client_->api(), PJRT_Buffer_OnDeviceSizeInBytes, &args);
   return static_cast<int64_t>(args.on_device_size_in_bytes);
+}
+
+PJRT_Device* Buffer::device() const {
+  auto args = TTPU_ARGS(PJRT_Buffer_Device_Args);
+  args.buffer = buffer_;
+  TTPU_CALL(client_->api(), PJRT_Buffer_Device, &args);
+  return args.device;
 }
 
 void Buffer::await_ready(bool interruptible) const {
@@ -661,6 +660,8 @@ Executable::Executable(std::shared_ptr<Client> client, PJRT_LoadedExecutable* ex
     args.executable = unloaded.raw();
     TTPU_CALL(client_->api(), PJRT_Executable_NumOutputs, &args);
     num_outputs_ = static_cast<int>(args.num_outputs);
+    // Empty for a portable executable (measured on the CPU plugin).
+    addressable_devices_ = query_addressable_devices();
   } catch (...) {
     // The destructor does not run for a half-built object; free the handle here.
     auto destroy = TTPU_ARGS(PJRT_LoadedExecutable_Destroy_Args);
@@ -680,6 +681,13 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(
     const std::vector<Buffer*>& args, int device_index) {
   constexpr char kMethod[] = "PJRT_LoadedExecutable_Execute";
   check_device_index(kMethod, device_index, client_->device_count());
+  // Launching one device of a multi-device program is allowed by the C API,
+  // but its collectives would wait forever for the peers never launched.
+  if (addressable_devices_.size() > 1) {
+    throw PjrtError(kMethod, "the executable runs on " +
+                                 std::to_string(addressable_devices_.size()) +
+                                 " devices; use execute_multi", -1);
+  }
   std::vector<PJRT_Buffer*> arg_handles;
   arg_handles.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -702,8 +710,8 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(
   exec.num_devices = 1;
   exec.num_args = arg_handles.size();
   exec.output_lists = output_lists;
-  // Executables are compiled portable (compile_options.h), so the device is
-  // picked here; num_devices must then be 1.
+  // A portable executable (compile_options.h) gets its device here; a
+  // one-device non-portable one must be given the device it was compiled for.
   exec.execute_device = client_->device(device_index);
   TTPU_CALL(client_->api(), PJRT_LoadedExecutable_Execute, &exec);
 
@@ -714,6 +722,7 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(
   }
   return result;
 }
+
 
 std::string Executable::serialize() const {
   const PJRT_Api* api = client_->api();

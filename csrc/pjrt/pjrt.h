@@ -14,9 +14,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "pjrt/compile_options.h"
+#include "pjrt/kv_store.h"
 
 struct PJRT_Api;
 struct PJRT_Client;
@@ -86,6 +90,19 @@ int64_t element_size(ElementType type);  // bytes per element
 class Plugin;
 class Client;
 
+// PJRT_Client_Create inputs. Options a plugin does not know may be rejected by
+// it (the GPU plugin validates option names); the CPU plugin reads only
+// cpu_device_count and ignores node_id/num_nodes and the store.
+struct ClientOptions {
+  int64_t cpu_device_count = 0;  // > 0: the "cpu_device_count" option
+  // num_nodes > 0: the "node_id" and "num_nodes" options (int64), for plugins
+  // that run one program across processes; num_nodes > 1 needs kv_store.
+  int64_t node_id = 0;
+  int64_t num_nodes = 0;
+  // Passed as the three key-value callbacks; the Client keeps it alive.
+  std::shared_ptr<KeyValueStore> kv_store;
+};
+
 // Loads a plugin shared library (dlopen + GetPjrtApi + PJRT_Plugin_Initialize),
 // checks the API major version is 0 and the minor at least the one we need.
 // Throws PluginError naming the path and what to do. The same path loaded twice
@@ -101,6 +118,10 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   // Creates a client. `cpu_device_count` > 0 is passed as the "cpu_device_count"
   // create option (read only by the CPU plugin; others ignore it).
   std::shared_ptr<Client> create_client(int64_t cpu_device_count);
+  // Throws PjrtError (method "PJRT_Client_Create"): from the plugin, or code -1
+  // for options rejected before calling it (num_nodes < 0, node_id outside
+  // [0, num_nodes), num_nodes > 1 without a store).
+  std::shared_ptr<Client> create_client(const ClientOptions& options);
 
   Plugin(std::string path, const PJRT_Api* api) : path_(std::move(path)), api_(api) {}
 
@@ -111,6 +132,7 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
 
 class Buffer;
 class Executable;
+struct ParamType;  // signature.h
 
 class Client : public std::enable_shared_from_this<Client> {
  public:
@@ -132,6 +154,13 @@ class Client : public std::enable_shared_from_this<Client> {
   // False (nothing filled) when the plugin has no memory stats for the device.
   bool memory_stats(int index, MemoryStats* out) const;
 
+  // Global id (PJRT_DeviceDescription_Id) of addressable device `index`: the
+  // ids MultiDeviceOptions::device_ids names.
+  int64_t device_id(int index) const;
+  // Every device the client knows, other processes' included. Larger than
+  // device_count() only on a plugin that built a multi-process topology.
+  int global_device_count() const;
+
   // Copies `data` (dense row-major, `dims`) to device `device_index`. The host
   // bytes may be reused as soon as this returns.
   std::shared_ptr<Buffer> buffer_from_host(const void* data, ElementType type,
@@ -141,15 +170,29 @@ class Client : public std::enable_shared_from_this<Client> {
   // Compiles StableHLO text (MLIR, entry @main) for one replica, one partition.
   // Throws PjrtError (method "PJRT_Client_Compile") with the plugin's message.
   std::shared_ptr<Executable> compile(const std::string& stablehlo_text);
+  // Compiles one program over num_replicas x num_partitions devices (not
+  // portable), run with Executable::execute_multi. Checked before calling the
+  // plugin (PjrtError, code -1): counts >= 1; without device_ids, N at most
+  // global_device_count(); with them, exactly N distinct non-negative ids.
+  // Ids of devices the client does not know are left to the plugin (another
+  // process's devices are legitimate on a multi-process plugin).
+  std::shared_ptr<Executable> compile(const std::string& stablehlo_text,
+                                      const MultiDeviceOptions& options);
 
   // Loads bytes from Executable::serialize. They must come from the same plugin
   // build (and, for CPU, a host with the same CPU features). Throws PjrtError
   // (method "PJRT_Executable_DeserializeAndLoad").
   std::shared_ptr<Executable> deserialize(const std::string& bytes);
 
-  Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client);
+  Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client,
+         std::shared_ptr<KeyValueStore> kv_store = nullptr);
 
  private:
+  std::shared_ptr<Executable> compile_bytes(const std::string& stablehlo_text,
+                                            const std::string& options);
+  // Declared first so it is destroyed last: the plugin may call the store
+  // until PJRT_Client_Destroy returns.
+  std::shared_ptr<KeyValueStore> kv_store_;
   std::shared_ptr<Plugin> plugin_;
   const PJRT_Api* api_;
   PJRT_Client* client_;
@@ -168,6 +211,7 @@ class Buffer {
   ElementType element_type() const;
   std::vector<int64_t> dims() const;
   int64_t on_device_size_bytes() const;
+  PJRT_Device* device() const;  // the device holding it
 
   // Blocks until the buffer's value is computed; throws PjrtError carrying the
   // error of the computation that produced it (async errors surface here).
@@ -207,17 +251,45 @@ class Executable {
   // Enqueues one execution on device `device_index` and returns its outputs
   // without waiting for them (the plugin computes asynchronously; errors surface
   // in Buffer::await_ready / to_host). Throws PjrtError if the plugin rejects
-  // the call.
+  // the call, or (code -1) if the executable runs on several devices.
   std::vector<std::shared_ptr<Buffer>> execute(
       const std::vector<Buffer*>& args, int device_index);
+
+  // The client device indices a multi-device executable runs on, in the order
+  // execute_multi takes its argument lists (replica-major, this process's
+  // devices only). Empty for a portable (single-device) executable.
+  const std::vector<int>& addressable_devices() const { return addressable_devices_; }
+  // Enqueues one execution over every addressable device: args[d] are the
+  // arguments of addressable_devices()[d], all lists the same length. Returns
+  // the outputs per device, [d][output], without waiting (as execute()).
+  // Throws PjrtError (code -1) before calling the plugin when: the executable
+  // is portable; the list count is not the device count; a list's length is
+  // not the program's parameter count; an argument is not on its list's
+  // device; argument i differs in type or dims between devices, or (programs
+  // without an SPMD partitioner) from the program's parameter type. These are
+  // checked here because the CPU plugin, rejecting a multi-device launch,
+  // leaves the other devices stuck in the program's collectives (signature.h).
+  std::vector<std::vector<std::shared_ptr<Buffer>>> execute_multi(
+      const std::vector<std::vector<Buffer*>>& args);
 
   // Serialized executable bytes for the persistent cache.
   std::string serialize() const;
 
  private:
   std::shared_ptr<Client> client_;
+  std::vector<int> query_addressable_devices() const;
+  void check_multi_args(const std::vector<std::vector<Buffer*>>& args) const;
+  friend class Client;  // sets the two fields below after a multi-device compile
+  // The entry function's parameters read from the program text (signature.h),
+  // when known; their shapes are the per-device ones unless an SPMD
+  // partitioner splits them (then only the count and cross-device agreement
+  // are checked).
+  std::shared_ptr<const std::vector<ParamType>> params_;
+  bool params_are_per_device_ = false;
+
   PJRT_LoadedExecutable* exe_;
   int num_outputs_ = 0;
+  std::vector<int> addressable_devices_;
 };
 
 }  // namespace ttpu::pjrt

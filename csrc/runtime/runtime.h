@@ -27,6 +27,10 @@ namespace ttpu::runtime {
 
 enum class EagerMode { kStrict, kDebug, kFused };
 
+// Reductions of all_reduce_local (c10d's ReduceOp names; kAvg on floating and
+// complex types only).
+enum class ReduceOp { kSum, kProduct, kMin, kMax, kAvg };
+
 // Counters read by torchtpu.metrics. Times in nanoseconds, sizes in bytes.
 struct Metrics {
   std::atomic<int64_t> compiles{0};
@@ -153,6 +157,27 @@ class Runtime {
   // A cached 0-d buffer holding `bits` (the value's bit pattern in `dtype`).
   std::shared_ptr<pjrt::Buffer> scalar(ir::DType dtype, uint64_t bits, int device);
 
+  // Collectives (collectives.cc).
+  //
+  // Whether this runtime's PJRT client can run one XLA program across
+  // processes: true only when the plugin built a multi-process topology (its
+  // client lists devices of other processes, which a plugin such as the GPU
+  // one does when created with num_nodes > 1 and a key-value store). False on
+  // the CPU plugin (xla-cpu-pjrt 0.0.1 never does, and refuses such programs:
+  // "Multiprocess computations aren't implemented on the CPU backend"), and
+  // on any single-process client, which is what the runtime creates today.
+  // False means: collectives across processes go through the host.
+  bool supports_cross_process_collectives() const;
+  // All-reduces buffers that sit on distinct local devices, with one program
+  // over those devices (stablehlo.all_reduce, num_replicas = buffers.size()).
+  // Returns result d, on the device of buffers[d], enqueued as run() does.
+  // All buffers must have one element type and dims. Throws
+  // std::invalid_argument for an empty list, a null buffer, two buffers on
+  // one device, differing types or dims, bool buffers, kAvg on integers;
+  // pjrt::PjrtError from the plugin.
+  std::vector<std::shared_ptr<pjrt::Buffer>> all_reduce_local(
+      const std::vector<pjrt::Buffer*>& buffers, ReduceOp op);
+
   // Waits for every enqueued program; throws the first error met, naming its
   // op. The wait is interruptible (pjrt::set_wait_poll): an exception from the
   // poll leaves the programs not yet awaited tracked for the next call.
@@ -198,6 +223,9 @@ class Runtime {
   size_t max_programs_ = 2048;
   std::unordered_set<size_t> seen_;  // hashes of every fingerprint compiled
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
+  // all_reduce_local programs by text + device ids (few: one per op, dtype,
+  // shape and device set); cleared past kMaxCollectivePrograms.
+  std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> collectives_;
   // Enqueued buffers with their op, oldest first (bounded, see track()); `seq` increases.
   struct InFlight {
     int device;

@@ -1,0 +1,174 @@
+// Runtime collectives: the cross-process capability probe and the all-reduce
+// over several local devices in one program (the PJRT layer's multi-device
+// executables, csrc/pjrt/README.md).
+#include <chrono>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/runtime.h"
+
+namespace ttpu::runtime {
+namespace {
+
+constexpr size_t kMaxCollectivePrograms = 256;
+
+// MLIR element type names of the types all_reduce_local accepts.
+const char* mlir_element(pjrt::ElementType t) {
+  using E = pjrt::ElementType;
+  switch (t) {
+    case E::kS8: return "i8";
+    case E::kS16: return "i16";
+    case E::kS32: return "i32";
+    case E::kS64: return "i64";
+    case E::kU8: return "ui8";
+    case E::kU16: return "ui16";
+    case E::kU32: return "ui32";
+    case E::kU64: return "ui64";
+    case E::kF16: return "f16";
+    case E::kBF16: return "bf16";
+    case E::kF32: return "f32";
+    case E::kF64: return "f64";
+    case E::kC64: return "complex<f32>";
+    case E::kC128: return "complex<f64>";
+    case E::kPred: break;
+  }
+  return nullptr;
+}
+
+bool is_inexact(pjrt::ElementType t) {
+  using E = pjrt::ElementType;
+  return t == E::kF16 || t == E::kBF16 || t == E::kF32 || t == E::kF64 || t == E::kC64 ||
+         t == E::kC128;
+}
+
+const char* combiner(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return "stablehlo.add";
+    case ReduceOp::kProduct: return "stablehlo.multiply";
+    case ReduceOp::kMin: return "stablehlo.minimum";
+    case ReduceOp::kMax: return "stablehlo.maximum";
+  }
+  return "stablehlo.add";
+}
+
+std::string all_reduce_text(pjrt::ElementType type, const std::vector<int64_t>& dims,
+                            ReduceOp op, int n) {
+  const std::string elem = mlir_element(type);
+  std::string shape;
+  for (int64_t d : dims) shape += std::to_string(d) + "x";
+  const std::string t = "tensor<" + shape + elem + ">";
+  const std::string scalar = "tensor<" + elem + ">";
+  std::string group;
+  for (int i = 0; i < n; ++i) group += (i ? ", " : "") + std::to_string(i);
+
+  std::string text = "module @all_reduce {\n  func.func public @main(%a: " + t + ") -> " + t +
+                     " {\n    %0 = \"stablehlo.all_reduce\"(%a) ({\n"
+                     "      ^bb0(%x: " + scalar + ", %y: " + scalar + "):\n"
+                     "        %s = " + combiner(op) + " %x, %y : " + scalar + "\n"
+                     "        stablehlo.return %s : " + scalar + "\n"
+                     "    }) {replica_groups = dense<[[" + group + "]]> : tensor<1x" +
+                     std::to_string(n) + "xi64>} : (" + t + ") -> " + t + "\n";
+  std::string result = "%0";
+  if (op == ReduceOp::kAvg) {
+    // Divided on the device, in the buffer's own type, as c10d's AVG does.
+    const std::string count = std::to_string(n) + ".0";
+    const bool complex = type == pjrt::ElementType::kC64 || type == pjrt::ElementType::kC128;
+    text += "    %n = stablehlo.constant dense<" +
+            (complex ? "(" + count + ", 0.0)" : count) + "> : " + t + "\n";
+    text += "    %1 = stablehlo.divide %0, %n : " + t + "\n";
+    result = "%1";
+  }
+  return text + "    return " + result + " : " + t + "\n  }\n}\n";
+}
+
+}  // namespace
+
+bool Runtime::supports_cross_process_collectives() const {
+  return client_->global_device_count() > client_->device_count();
+}
+
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::all_reduce_local(
+    const std::vector<pjrt::Buffer*>& buffers, ReduceOp op) {
+  if (buffers.empty()) throw std::invalid_argument("all_reduce_local: no buffers");
+  std::vector<int> devices;
+  std::set<int> seen;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i] == nullptr) {
+      throw std::invalid_argument("all_reduce_local: buffer " + std::to_string(i) + " is null");
+    }
+    PJRT_Device* where = buffers[i]->device();
+    int index = -1;
+    for (int d = 0; d < client_->device_count(); ++d) {
+      if (client_->device(d) == where) index = d;
+    }
+    if (index < 0 || !seen.insert(index).second) {
+      throw std::invalid_argument("all_reduce_local: buffer " + std::to_string(i) +
+                                  (index < 0 ? " is not on a device of this runtime"
+                                             : " is on device " + std::to_string(index) +
+                                                   ", as an earlier one is: one buffer per device"));
+    }
+    devices.push_back(index);
+  }
+  const pjrt::ElementType type = buffers[0]->element_type();
+  const std::vector<int64_t> dims = buffers[0]->dims();
+  for (size_t i = 1; i < buffers.size(); ++i) {
+    if (buffers[i]->element_type() != type || buffers[i]->dims() != dims) {
+      throw std::invalid_argument("all_reduce_local: buffer " + std::to_string(i) +
+                                  " differs from buffer 0 in element type or dims");
+    }
+  }
+  if (mlir_element(type) == nullptr) {
+    throw std::invalid_argument("all_reduce_local: bool buffers are not reduced; "
+                                "convert to uint8 first");
+  }
+  if (op == ReduceOp::kAvg && !is_inexact(type)) {
+    throw std::invalid_argument("all_reduce_local: AVG needs a floating or complex type");
+  }
+
+  const int n = static_cast<int>(buffers.size());
+  pjrt::MultiDeviceOptions options;
+  options.num_replicas = n;
+  for (int d : devices) options.device_ids.push_back(client_->device_id(d));
+  const std::string text = all_reduce_text(type, dims, op, n);
+  std::string key = text;
+  for (int64_t id : options.device_ids) key += "," + std::to_string(id);
+
+  std::shared_ptr<pjrt::Executable> exe;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = collectives_.find(key);
+    if (it != collectives_.end()) exe = it->second;
+  }
+  if (exe == nullptr) {
+    ++metrics_.cache_misses;
+    const auto start = std::chrono::steady_clock::now();
+    exe = client_->compile(text, options);
+    ++metrics_.compiles;
+    metrics_.compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (collectives_.size() >= kMaxCollectivePrograms) collectives_.clear();
+    collectives_.emplace(key, exe);
+  } else {
+    ++metrics_.cache_hits;
+  }
+
+  // The executable's device order is the assignment's: buffers[d] on devices[d].
+  std::vector<std::vector<pjrt::Buffer*>> args;
+  for (pjrt::Buffer* b : buffers) args.push_back({b});
+  auto outs = exe->execute_multi(args);
+  ++metrics_.executes;
+  std::vector<std::shared_ptr<pjrt::Buffer>> results;
+  for (size_t d = 0; d < outs.size(); ++d) {
+    results.push_back(std::move(outs[d][0]));
+    track({results.back()}, "all_reduce_local", devices[d]);
+  }
+  if (mode_ == EagerMode::kDebug) {
+    for (const auto& r : results) r->await_ready();
+  }
+  return results;
+}
+
+}  // namespace ttpu::runtime
