@@ -14,6 +14,7 @@
 #include "aten/fallback.h"
 #include "aten/lowering.h"
 #include "cache/store.h"
+#include "distributed/python_bind.h"
 #include "runtime/fusion.h"
 #include "runtime/fusion_guard.h"
 #include "runtime/runtime.h"
@@ -79,6 +80,7 @@ PYBIND11_MODULE(_C, m) {
   ttpu::aten::register_device();
   ttpu::aten::register_lowerings();
   install_recompile_hooks();
+  ttpu::distributed::bind(m);
 
   m.def("_set_default_plugin", &Runtime::set_default_plugin);
   m.def("_init", [](const std::string& path, int n) {
