@@ -59,6 +59,10 @@ class TpuBackend : public c10d::Backend {
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
   void setTimeout(std::chrono::milliseconds timeout) override;
   void setGroupUid(const std::string& pg_uid) override;
+  // The inner backend counts the collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL's
+  // wrapper and the flight recorder read it).
+  void setSequenceNumberForGroup() override { inner_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return inner_->getSequenceNumberForGroup(); }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
