@@ -15,13 +15,26 @@ def device_count():
     return _C._device_count()
 
 
+def is_initialized():
+    """True once the PJRT client exists (the first tpu tensor, or torchtpu.init)."""
+    return _C._is_initialized()
+
+
 def current_device():
-    """Index of the current tpu device."""
+    """Index of this thread's current tpu device (0 unless set_device / device())."""
     return _C._current_device()
 
 
 def set_device(device):
-    _C._set_device(torch.device(device, 0).index if isinstance(device, str) else int(device))
+    """Makes ``device`` (int, ``"tpu:N"`` or torch.device) this thread's current tpu
+    device: ``device="tpu"`` tensors and ops without tpu tensor inputs go there.
+
+    Raises:
+        IndexError: no such device.
+    """
+    idx = _index(device)
+    if idx >= 0:
+        _C._set_device(idx)
 
 
 def synchronize(device=None):
@@ -71,8 +84,24 @@ def _is_in_bad_fork():
 
 
 def _index(device):
+    """-1 for None / ``"tpu"``; else the index. ValueError for another device type."""
+    if device is None:
+        return -1
     d = torch.device(device) if not isinstance(device, int) else torch.device("tpu", device)
+    if d.type != "tpu":
+        raise ValueError(f"expected a tpu device, got {d}")
     return -1 if d.index is None else d.index
+
+
+def _checked_index(device):
+    """The index of ``device`` (None: the current one). IndexError if it does not exist."""
+    idx = _index(device)
+    if idx < 0:
+        idx = current_device()
+    n = device_count()
+    if idx >= n:
+        raise IndexError(f"Invalid device argument {idx}: this process has {n} tpu device(s)")
+    return idx
 
 
 class device:
@@ -90,3 +119,28 @@ class device:
     def __exit__(self, *exc):
         _C._set_device(self.prev)
         return False
+
+
+from torchtpu._device_streams import (  # noqa: E402,F401  (part of this module's API)
+    Event,
+    Stream,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+from torchtpu._device_memory import (  # noqa: E402,F401  (part of this module's API)
+    empty_cache,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    is_bf16_supported,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)

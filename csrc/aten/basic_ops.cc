@@ -11,7 +11,9 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include "aten/copy.h"
 #include "aten/device.h"
+#include "aten/memory.h"
 #include "aten/lowering.h"
 #include "runtime/fusion.h"
 
@@ -56,32 +58,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 
 // Grows the storage if the new shape needs more bytes, keeping its contents.
 void ensure_storage(const at::Tensor& self, int64_t needed_bytes) {
-  auto* impl = self.unsafeGetTensorImpl();
-  c10::Storage storage = impl->storage();
-  auto& slot = slot_of(storage);
-  if (needed_bytes <= slot.nbytes) return;
-  runtime::materialize(slot);
-  if (slot.buffer == nullptr) {
-    storage.unsafeGetStorageImpl()->set_nbytes(needed_bytes);
-    slot.nbytes = needed_bytes;
-    return;
-  }
-  // Keep the old contents: share the old buffer with a 1-D tensor, grow the
-  // slot, and write the old values at its start.
-  int64_t old_numel = slot.numel();
-  at::Tensor old = new_tensor({old_numel}, to_aten(slot.dtype), slot.device);
-  slot_of(old).buffer = slot.buffer;
-  slot_of(old).dtype = slot.dtype;
-  storage.unsafeGetStorageImpl()->set_nbytes(needed_bytes);
-  slot.nbytes = needed_bytes;
-  slot.buffer = nullptr;
-  at::Tensor whole = at::detail::empty_generic({0}, tpu_allocator(), kTpuKeys,
-                                               to_aten(slot.dtype), std::nullopt);
-  whole.unsafeGetTensorImpl()->set_storage_keep_dtype(storage);
-  whole.unsafeGetTensorImpl()->set_sizes_contiguous({old_numel});
-  LoweringContext ctx("aten::resize_", slot.device);
-  ctx.write(whole, ctx.tensor(old));
-  ctx.run({});
+  c10::Storage storage = self.unsafeGetTensorImpl()->storage();
+  if (needed_bytes > slot_of(storage).nbytes) resize_storage_bytes(storage, needed_bytes);
 }
 
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
@@ -130,7 +108,56 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, storage, 0, {0}, {});
 }
 
+// Tensor.record_stream (FSDP2, DDP): a caching allocator must not reuse the
+// block before `s` is done with it. Here a storage's buffer lives as long as
+// any enqueued program uses it (PJRT holds it), so there is nothing to note.
+void record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1,
+              "record_stream: expected a tpu stream, got one on ", s.device());
+  (void)self;
+}
+
 }  // namespace
+
+void resize_storage_bytes(const c10::Storage& storage, int64_t nbytes) {
+  TORCH_CHECK(nbytes >= 0, "tpu: storage size must be non-negative, got ", nbytes);
+  auto& slot = slot_of(storage);
+  if (nbytes == slot.nbytes) return;
+  if (nbytes == 0) {
+    // FSDP2 frees unsharded parameters this way: drop the value (and the
+    // device memory once nothing else holds the buffer).
+    runtime::forget_pending(slot);
+    slot.buffer = nullptr;
+    slot.error.clear();
+    set_storage_nbytes(storage, slot, 0);
+    return;
+  }
+  runtime::materialize(slot);
+  if (slot.buffer == nullptr || slot.nbytes == 0) {
+    slot.buffer = nullptr;  // nothing to keep: contents unspecified, read as zeros
+    set_storage_nbytes(storage, slot, nbytes);
+    return;
+  }
+  if (nbytes % ir::byte_size(slot.dtype) != 0 || slot.nbytes % ir::byte_size(slot.dtype) != 0) {
+    reinterpret_slot(slot, ir::DType::kU8);  // a byte count the element type cannot hold
+  }
+  // Keep the old contents: share the old buffer with a 1-D tensor, resize the
+  // slot, and write the values that fit at its start.
+  const int64_t old_numel = slot.numel();
+  const int64_t keep = std::min(old_numel, nbytes / ir::byte_size(slot.dtype));
+  const c10::ScalarType dtype = to_aten(slot.dtype);
+  at::Tensor old = new_tensor({old_numel}, dtype, slot.device);
+  slot_of(old).buffer = slot.buffer;
+  slot_of(old).dtype = slot.dtype;
+  set_storage_nbytes(storage, slot, nbytes);
+  slot.buffer = nullptr;
+  at::Tensor whole = at::detail::empty_generic({0}, tpu_allocator(), kTpuKeys, dtype, std::nullopt);
+  whole.unsafeGetTensorImpl()->set_storage_keep_dtype(storage);
+  whole.unsafeGetTensorImpl()->set_sizes_contiguous({keep});
+  LoweringContext ctx("aten::resize_", slot.device);
+  ctx.write(whole, ctx.tensor(old.narrow(0, 0, keep)));
+  ctx.run({});
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", &empty_memory_format);
@@ -144,6 +171,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", &set_source_storage);
   m.impl("set_.source_Tensor", &set_source_tensor);
   m.impl("set_", &set_empty);
+  m.impl("record_stream", &record_stream);
 }
 
 }  // namespace ttpu::aten

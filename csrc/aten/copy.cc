@@ -75,6 +75,38 @@ bool download_into(const at::Tensor& src, const at::Tensor& dst) {
   return true;
 }
 
+// `src`'s values (raw: its conj / neg bits are left to the caller) as a
+// contiguous tensor of its shape on tpu:`device`. The buffer moves with the
+// plugin's device-to-device copy, or through the host where it has none.
+at::Tensor to_other_device(const at::Tensor& src, int device) {
+  at::Tensor dense = src;
+  auto* slot = &slot_of(src);
+  const bool whole = covers_storage(src) && !slot->pending && slot->buffer != nullptr &&
+                     slot->dtype == to_ir(src.scalar_type());
+  if (!whole) {
+    LoweringContext ctx("aten::_copy_from", src.device().index());
+    dense = ctx.run({ctx.tensor(src)})[0];
+    slot = &slot_of(dense);
+    try {
+      runtime::materialize(*slot);
+    } catch (const pjrt::PjrtError& e) {
+      TORCH_CHECK(false, "tpu: ", e.what());
+    }
+  }
+  at::Tensor out = new_tensor(src.sizes(), src.scalar_type(), device);
+  auto& dst = slot_of(out);
+  try {
+    dst.buffer = runtime::Runtime::get().copy_to_device(*slot->buffer, slot->dtype,
+                                                        slot->nbytes, device);
+  } catch (const pjrt::PjrtError& e) {
+    TORCH_CHECK(false, "tpu: copy from tpu:", src.device().index(), " to tpu:", device,
+                " failed: ", e.what());
+  }
+  dst.dtype = slot->dtype;
+  dst.producer = "aten::_copy_from";
+  return out;
+}
+
 }  // namespace
 
 at::Tensor to_host(const at::Tensor& src) {
@@ -149,12 +181,20 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   } else if (!src_tpu && dst_tpu) {
     from_host(dst, self);
   } else if (dst.numel() > 0) {
+    at::Tensor src = self;
+    if (self.device() != dst.device()) {
+      // Only the source's elements cross, then the copy below runs on dst's
+      // device; the lazy conj / neg bits travel as bits.
+      src = to_other_device(self, dst.device().index());
+      if (self.is_conj()) src._set_conj(true);
+      if (self.is_neg()) src._set_neg(true);
+    }
     LoweringContext ctx("aten::copy_", dst.device().index());
     auto& g = ctx.g();
-    ir::Value v = ctx.tensor(self);
+    ir::Value v = ctx.tensor(src);
     if (ir::is_complex(g.type(v).dtype)) {
       // A conj bit on one side only: the stored values differ by conjugation.
-      if (self.is_conj() != dst.is_conj()) {
+      if (src.is_conj() != dst.is_conj()) {
         v = g.complex(g.real(v), g.unary(ir::Op::kNeg, g.imag(v)));
       }
       // Complex into real keeps the real part (XLA has no complex -> real
@@ -168,7 +208,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
         v = g.real(v);
       }
     }
-    if (self.is_neg() != dst.is_neg()) v = g.unary(ir::Op::kNeg, v);
+    if (src.is_neg() != dst.is_neg()) v = g.unary(ir::Op::kNeg, v);
     ctx.write(dst, broadcast_to(ctx, v, dst.sizes()));
     ctx.run({});
   }

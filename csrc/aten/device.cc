@@ -1,6 +1,7 @@
 #include "aten/device.h"
 
 #include "aten/pinned.h"
+#include "aten/memory.h"
 #include "runtime/fusion.h"
 
 #include <ATen/EmptyTensor.h>
@@ -17,76 +18,6 @@ namespace ttpu::aten {
 namespace {
 
 thread_local c10::DeviceIndex t_current_device = 0;
-
-void delete_slot(void* ctx) {
-  auto* slot = static_cast<runtime::Slot*>(ctx);
-  runtime::forget_pending(*slot);
-  delete slot;
-}
-
-class TpuAllocator final : public c10::Allocator {
- public:
-  c10::DataPtr allocate(size_t nbytes) override {
-    auto* slot = new runtime::Slot();
-    slot->nbytes = static_cast<int64_t>(nbytes);
-    slot->device = t_current_device;
-    // The address is the slot itself: unique and stable for the storage's life.
-    return c10::DataPtr(slot, slot, &delete_slot,
-                        c10::Device(c10::DeviceType::PrivateUse1, t_current_device));
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
-  // PJRT buffers are never written in place (every write makes a new buffer and
-  // swaps it into the slot), so a copy may share the source buffer.
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    auto* d = static_cast<runtime::Slot*>(dest);
-    auto* s = static_cast<const runtime::Slot*>(src);
-    TORCH_CHECK(static_cast<int64_t>(count) == s->nbytes && d->nbytes == s->nbytes,
-                "tpu: partial storage copies are not supported");
-    runtime::materialize(*const_cast<runtime::Slot*>(s));
-    d->buffer = s->buffer;
-    d->dtype = s->dtype;
-    d->producer = s->producer;
-  }
-};
-
-TpuAllocator g_allocator;
-
-struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
-  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
-  c10::Device exchangeDevice(c10::Device d) const override {
-    auto old = getDevice();
-    setDevice(d);
-    return old;
-  }
-  c10::Device getDevice() const override {
-    return c10::Device(c10::DeviceType::PrivateUse1, t_current_device);
-  }
-  void setDevice(c10::Device d) const override {
-    TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, "expected a tpu device, got ", d);
-    if (d.index() >= 0) {
-      int n = device_count_or_zero();
-      TORCH_CHECK_INDEX(d.index() < n, "tpu device index ", int(d.index()),
-                        " is out of range: this process has ", n, " tpu device(s)");
-      t_current_device = d.index();
-    }
-  }
-  void uncheckedSetDevice(c10::Device d) const noexcept override {
-    if (d.index() >= 0) t_current_device = d.index();
-  }
-  c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
-  }
-  c10::Stream exchangeStream(c10::Stream s) const override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
-  }
-  c10::DeviceIndex deviceCount() const noexcept override {
-    return static_cast<c10::DeviceIndex>(device_count_or_zero());
-  }
-  void synchronizeDevice(const c10::DeviceIndex) const override {
-    runtime::flush_all();
-    runtime::Runtime::get().synchronize();
-  }
-};
 
 struct TpuHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
@@ -176,12 +107,10 @@ runtime::Slot& slot_of(const at::Tensor& t) {
   return slot_of(t.storage());
 }
 
-c10::Allocator* tpu_allocator() { return &g_allocator; }
-
 at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device) {
   c10::DeviceIndex saved = t_current_device;
   t_current_device = static_cast<c10::DeviceIndex>(device);
-  auto t = at::detail::empty_generic(sizes, &g_allocator,
+  auto t = at::detail::empty_generic(sizes, tpu_allocator(),
                                      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                      dtype, std::nullopt);
   t_current_device = saved;
@@ -191,21 +120,18 @@ at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device)
 c10::Storage new_storage(int64_t nbytes, int device) {
   c10::DeviceIndex saved = t_current_device;
   t_current_device = static_cast<c10::DeviceIndex>(device);
-  c10::DataPtr data = g_allocator.allocate(static_cast<size_t>(nbytes));
+  c10::DataPtr data = tpu_allocator()->allocate(static_cast<size_t>(nbytes));
   t_current_device = saved;
   return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes),
-                      std::move(data), &g_allocator, /*resizable=*/true);
+                      std::move(data), tpu_allocator(), /*resizable=*/true);
 }
 
 int current_device() { return t_current_device; }
 
+void set_current_device(int device) { t_current_device = static_cast<c10::DeviceIndex>(device); }
+
 void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
-  auto& slot = slot_of(storage);
-  runtime::materialize(slot);
-  TORCH_CHECK(slot.buffer == nullptr || static_cast<int64_t>(newsize) <= slot.nbytes,
-              "tpu: growing a storage that holds data is not supported yet");
-  storage.unsafeGetStorageImpl()->set_nbytes(newsize);
-  slot.nbytes = static_cast<int64_t>(newsize);
+  resize_storage_bytes(storage, static_cast<int64_t>(newsize));
 }
 
 // --- generator
@@ -277,8 +203,8 @@ void register_device() {
   if (done) return;
   done = true;
   static c10::impl::DeviceGuardImplRegistrar guard_reg(c10::DeviceType::PrivateUse1,
-                                                       new TpuGuardImpl());
-  c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_allocator);
+                                                       new_guard_impl());
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, tpu_allocator());
   at::RegisterPrivateUse1HooksInterface(&g_hooks);
 }
 

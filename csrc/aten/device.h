@@ -7,6 +7,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "ir/types.h"
 #include "runtime/runtime.h"
@@ -29,6 +30,13 @@ at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device)
 c10::Storage new_storage(int64_t nbytes, int device);
 // This thread's current tpu device (torch.tpu.current_device()).
 int current_device();
+void set_current_device(int device);  // unchecked: the guard validates
+// Grows or shrinks a tpu storage to `nbytes` (Storage.resize_, FSDP2's free and
+// regrow). Growing keeps the old contents at the start; shrinking to 0 frees
+// the device buffer. data_ptr() is unchanged.
+void resize_storage_bytes(const c10::Storage& storage, int64_t nbytes);
+// The DeviceGuardImpl of tpu (device, streams, events; stream.cc).
+c10::impl::DeviceGuardImplInterface* new_guard_impl();
 
 // The process-wide generator of `device`: seed and a counter (offset) that each
 // random op advances, so draws differ and manual_seed makes them repeat.

@@ -33,7 +33,7 @@ int device_of(c10::ArrayRef<c10::IValue> args) {
       }
     }
   }
-  return 0;
+  return current_device();  // no tpu tensor argument: the device guard's device
 }
 
 // A tensor whose conj or neg bit is set (x.conj(), x.conj().imag): its storage

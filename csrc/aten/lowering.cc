@@ -136,8 +136,9 @@ LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dt
   for (auto& u : slots_) {
     if (u.slot == &slot) return u;
   }
-  TORCH_CHECK(slot.device == device_, op_, ": expected all tensors on tpu:", device_,
-              " but found one on tpu:", slot.device);
+  TORCH_CHECK(slot.device == device_, "Expected all tensors to be on the same device, but "
+              "found at least two devices, tpu:", device_, " and tpu:", slot.device, "! (in ",
+              op_, ")");
   TORCH_CHECK(slot.error.empty(), op_, ": an input was never computed: ", slot.error);
   const bool fused = runtime::Runtime::get().mode() == runtime::EagerMode::kFused;
   // A pending value read with another element size (a complex64 storage read

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "pjrt/compile_options.h"
 #include "pjrt_c_api.h"
@@ -319,6 +321,29 @@ PJRT_Device* Client::device(int index) const {
   return devices_[index];
 }
 
+std::string Client::device_kind(int index) const {
+  auto desc = TTPU_ARGS(PJRT_Device_GetDescription_Args);
+  desc.device = device(index);
+  TTPU_CALL(api_, PJRT_Device_GetDescription, &desc);
+  auto args = TTPU_ARGS(PJRT_DeviceDescription_Kind_Args);
+  args.device_description = desc.device_description;
+  TTPU_CALL(api_, PJRT_DeviceDescription_Kind, &args);
+  return std::string(args.device_kind, args.device_kind_size);
+}
+
+bool Client::memory_stats(int index, MemoryStats* out) const {
+  auto args = TTPU_ARGS(PJRT_Device_MemoryStats_Args);
+  args.device = device(index);
+  try {
+    TTPU_CALL(api_, PJRT_Device_MemoryStats, &args);
+  } catch (const PjrtError&) {
+    return false;  // unimplemented (the CPU plugin) or not available
+  }
+  out->bytes_in_use = args.bytes_in_use;
+  out->limit = args.bytes_limit_is_set ? args.bytes_limit : -1;
+  return true;
+}
+
 std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType type,
                                                  const std::vector<int64_t>& dims,
                                                  int device_index) {
@@ -428,6 +453,79 @@ void Buffer::await_ready() const {
   args.buffer = buffer_;
   TTPU_CALL(client_->api(), PJRT_Buffer_ReadyEvent, &args);
   Event(client_->api(), args.event).await("PJRT_Buffer_ReadyEvent");
+}
+
+std::shared_ptr<Buffer> Buffer::copy_to_device(int device_index) const {
+  auto args = TTPU_ARGS(PJRT_Buffer_CopyToDevice_Args);
+  args.buffer = buffer_;
+  args.dst_device = client_->device(device_index);
+  TTPU_CALL(client_->api(), PJRT_Buffer_CopyToDevice, &args);
+  return std::make_shared<Buffer>(client_, args.dst_buffer);
+}
+
+namespace {
+
+// PJRT_Event handles whose OnReady callback ran. An event is not destroyed
+// inside its own callback (the callback may run inside PJRT_Event_OnReady,
+// on the event's own future); the next on_ready call frees them.
+std::mutex g_fired_mu;
+std::vector<std::pair<const PJRT_Api*, PJRT_Event*>> g_fired;
+
+struct ReadyWaiter {
+  const PJRT_Api* api;
+  PJRT_Event* event;
+  std::function<void(bool)> done;
+};
+
+void ready_callback(PJRT_Error* error, void* arg) {
+  auto* w = static_cast<ReadyWaiter*>(arg);
+  if (error != nullptr) destroy_error(w->api, error);
+  w->done(error == nullptr);
+  {
+    std::lock_guard<std::mutex> lock(g_fired_mu);
+    g_fired.emplace_back(w->api, w->event);
+  }
+  delete w;
+}
+
+void free_fired_events() {
+  std::vector<std::pair<const PJRT_Api*, PJRT_Event*>> fired;
+  {
+    std::lock_guard<std::mutex> lock(g_fired_mu);
+    fired.swap(g_fired);
+  }
+  for (auto& [api, event] : fired) {
+    Event owner(api, event);  // destroys it
+  }
+}
+
+}  // namespace
+
+void Buffer::on_ready(std::function<void(bool ok)> done) const {
+  free_fired_events();
+  const PJRT_Api* api = client_->api();
+  auto args = TTPU_ARGS(PJRT_Buffer_ReadyEvent_Args);
+  args.buffer = buffer_;
+  TTPU_CALL(api, PJRT_Buffer_ReadyEvent, &args);
+  auto* w = new ReadyWaiter{api, args.event, std::move(done)};
+  auto on = TTPU_ARGS(PJRT_Event_OnReady_Args);
+  on.event = args.event;
+  on.callback = &ready_callback;
+  on.user_arg = w;
+  try {
+    TTPU_CALL(api, PJRT_Event_OnReady, &on);
+  } catch (const PjrtError&) {
+    // No callback registered: wait here instead, so `done` runs exactly once.
+    bool ok = true;
+    try {
+      Event(api, args.event).await("PJRT_Buffer_ReadyEvent");
+    } catch (const PjrtError&) {
+      ok = false;
+    }
+    auto fn = std::move(w->done);
+    delete w;
+    fn(ok);
+  }
 }
 
 void Buffer::to_host(void* dst, int64_t nbytes) const {

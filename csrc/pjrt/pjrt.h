@@ -104,6 +104,17 @@ class Client : public std::enable_shared_from_this<Client> {
   std::string platform_name() const;
   int device_count() const;  // addressable devices
   PJRT_Device* device(int index) const;
+  // The device's kind ("cpu", "NVIDIA H200", ...): PJRT_DeviceDescription_Kind.
+  std::string device_kind(int index) const;
+
+  // What PJRT_Device_MemoryStats reports, where the plugin implements it
+  // (GPU/TPU plugins do; the CPU plugin does not). `limit` is -1 when unset.
+  struct MemoryStats {
+    int64_t bytes_in_use = 0;
+    int64_t limit = -1;
+  };
+  // False (nothing filled) when the plugin has no memory stats for the device.
+  bool memory_stats(int index, MemoryStats* out) const;
 
   // Copies `data` (dense row-major, `dims`) to device `device_index`. The host
   // bytes may be reused as soon as this returns.
@@ -148,6 +159,17 @@ class Buffer {
   // Copies the whole buffer to `dst` (dense row-major, `nbytes` must equal the
   // buffer's size) and waits for the copy. Throws PjrtError on failure.
   void to_host(void* dst, int64_t nbytes) const;
+
+  // A copy of this buffer on device `device_index` of the same client
+  // (PJRT_Buffer_CopyToDevice; asynchronous: it orders after this buffer's
+  // producer). Throws PjrtError with code UNIMPLEMENTED (12) when the plugin
+  // lacks the method, so a caller can stage through the host instead.
+  std::shared_ptr<Buffer> copy_to_device(int device_index) const;
+
+  // Calls `done(ok)` once the buffer's value is computed (ok false: its
+  // producer failed), possibly at once on this thread, possibly later on a
+  // plugin thread: `done` must be quick and must not call into PJRT.
+  void on_ready(std::function<void(bool ok)> done) const;
 
  private:
   std::shared_ptr<Client> client_;

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "aten/compiled_call.h"
@@ -13,8 +14,10 @@
 #include "aten/device.h"
 #include "aten/fallback.h"
 #include "aten/lowering.h"
+#include "aten/memory.h"
 #include "cache/store.h"
 #include "distributed/python_bind.h"
+#include "runtime/event.h"
 #include "runtime/fusion.h"
 #include "runtime/fusion_guard.h"
 #include "runtime/runtime.h"
@@ -225,6 +228,56 @@ PYBIND11_MODULE(_C, m) {
     c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
         ->setDevice(c10::Device(c10::DeviceType::PrivateUse1, index));
   });
+  // Memory accounting (aten/memory.cc), keyed as torch.cuda.memory_stats keys
+  // its "<stat>.all.<current|peak|allocated|freed>" entries.
+  m.def("_memory_stats", [](int device) {
+    auto stats = ttpu::aten::tpu_device_allocator()->getDeviceStats(device);
+    py::dict out;
+    auto put = [&](const char* name, const c10::CachingAllocator::StatArray& a) {
+      const auto& s = a[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+      std::string base = std::string(name) + ".all.";
+      out[py::str(base + "current")] = s.current;
+      out[py::str(base + "peak")] = s.peak;
+      out[py::str(base + "allocated")] = s.allocated;
+      out[py::str(base + "freed")] = s.freed;
+    };
+    put("allocation", stats.allocation);
+    put("segment", stats.segment);
+    put("active", stats.active);
+    put("allocated_bytes", stats.allocated_bytes);
+    put("reserved_bytes", stats.reserved_bytes);
+    put("active_bytes", stats.active_bytes);
+    put("requested_bytes", stats.requested_bytes);
+    out["num_alloc_retries"] = stats.num_alloc_retries;
+    out["num_ooms"] = stats.num_ooms;
+    return out;
+  });
+  m.def("_reset_peak_memory_stats", [](int device) {
+    ttpu::aten::tpu_device_allocator()->resetPeakStats(device);
+  });
+  m.def("_reset_accumulated_memory_stats", [](int device) {
+    ttpu::aten::tpu_device_allocator()->resetAccumulatedStats(device);
+  });
+  m.def("_mem_get_info", [](int device) {
+    return guarded([&] { return ttpu::aten::tpu_device_allocator()->getMemoryInfo(device); });
+  });
+  m.def("_device_kind", [](int device) {
+    return guarded([&] { return Runtime::get().client().device_kind(device); });
+  });
+  // Event.elapsed_time for torch.tpu.Event (torch.Event's own accepts only an
+  // exact torch.Event as the end). The ids are c10::Event::eventId(): our
+  // runtime::DeviceEvent pointers, 0 until recorded.
+  m.def("_event_elapsed_ms", [](uintptr_t start, uintptr_t end) {
+    TORCH_CHECK_VALUE(start != 0 && end != 0,
+                      "Both events must be recorded before calculating elapsed time.");
+    auto* a = reinterpret_cast<ttpu::runtime::DeviceEvent*>(start);
+    auto* b = reinterpret_cast<ttpu::runtime::DeviceEvent*>(end);
+    TORCH_CHECK_VALUE(a->timing() && b->timing(),
+                      "Both events must be created with argument 'enable_timing=True'.");
+    py::gil_scoped_release release;
+    return a->elapsed_ms(*b);
+  });
+  m.def("_device_copy_supported", [] { return Runtime::get().device_copy_supported(); });
   m.def("_manual_seed", [](uint64_t seed, int device) {
     auto gen = ttpu::aten::default_generator(device);
     std::lock_guard<std::mutex> lock(gen.mutex());

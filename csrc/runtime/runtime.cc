@@ -274,22 +274,22 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
   if (mode_ == EagerMode::kDebug) {
     for (auto& b : outs) b->await_ready();
   } else {
-    track(outs);
+    track(outs, device);
   }
   return outs;
 }
 
-void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs) {
-  std::vector<std::weak_ptr<pjrt::Buffer>> oldest;
+void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, int device) {
+  std::vector<std::pair<int, std::weak_ptr<pjrt::Buffer>>> oldest;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& b : outs) in_flight_.push_back(b);
+    for (auto& b : outs) in_flight_.emplace_back(device, b);
     if (in_flight_.size() <= kMaxInFlight) return;
     size_t half = in_flight_.size() / 2;
     oldest.assign(in_flight_.begin(), in_flight_.begin() + half);
     in_flight_.erase(in_flight_.begin(), in_flight_.begin() + half);
   }
-  for (auto& w : oldest) {
+  for (auto& [d, w] : oldest) {
     if (auto b = w.lock()) {
       try {
         b->await_ready();
@@ -300,15 +300,46 @@ void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs) {
   }
 }
 
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::in_flight(int device) {
+  std::vector<std::shared_ptr<pjrt::Buffer>> live;
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t kept = 0;
+  for (auto& entry : in_flight_) {
+    auto b = entry.second.lock();
+    if (b == nullptr) continue;  // freed: dropped from the list here
+    if (entry.first == device) live.push_back(std::move(b));
+    in_flight_[kept++] = std::move(entry);
+  }
+  in_flight_.resize(kept);
+  return live;
+}
+
 void Runtime::synchronize() {
-  std::vector<std::weak_ptr<pjrt::Buffer>> pending;
+  std::vector<std::pair<int, std::weak_ptr<pjrt::Buffer>>> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending.swap(in_flight_);
   }
-  for (auto& w : pending) {
+  for (auto& [d, w] : pending) {
     if (auto b = w.lock()) b->await_ready();
   }
+}
+
+std::shared_ptr<pjrt::Buffer> Runtime::copy_to_device(const pjrt::Buffer& buffer, ir::DType dtype,
+                                                      int64_t nbytes, int device) {
+  if (device_copy_ok_) {
+    try {
+      auto out = buffer.copy_to_device(device);
+      track({out}, device);
+      return out;
+    } catch (const pjrt::PjrtError& e) {
+      if (e.code() != 12 /* PJRT_Error_Code_UNIMPLEMENTED */) throw;
+      device_copy_ok_ = false;  // this plugin has no device-to-device copy
+    }
+  }
+  std::vector<char> host(static_cast<size_t>(nbytes));
+  download(buffer, host.data(), nbytes);
+  return upload(host.data(), dtype, {nbytes / ir::byte_size(dtype)}, device);
 }
 
 std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
@@ -316,7 +347,9 @@ std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
   int64_t n = ir::byte_size(dtype);
   for (int64_t d : dims) n *= d;
   metrics_.bytes_to_device += n;
-  return client_->buffer_from_host(data, element_type(dtype), dims, device);
+  auto buffer = client_->buffer_from_host(data, element_type(dtype), dims, device);
+  track({buffer}, device);
+  return buffer;
 }
 
 void Runtime::download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes) {

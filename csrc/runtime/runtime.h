@@ -128,6 +128,17 @@ class Runtime {
                                        const std::vector<int64_t>& dims, int device);
   // Device -> host copy of a whole buffer; waits. Throws pjrt::PjrtError.
   void download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes);
+  // `buffer` (holding `nbytes` of `dtype`, 1-D) copied to `device`: the
+  // plugin's device-to-device copy where it has one (asynchronous), else
+  // staged through host memory. Throws pjrt::PjrtError.
+  std::shared_ptr<pjrt::Buffer> copy_to_device(const pjrt::Buffer& buffer, ir::DType dtype,
+                                               int64_t nbytes, int device);
+  // Whether the last copy_to_device used the plugin's copy (false: host staging).
+  bool device_copy_supported() const { return device_copy_ok_; }
+  // The buffers enqueued on `device` (program outputs, uploads, copies) that
+  // are still alive and not known to be complete: what an event recorded now
+  // waits for.
+  std::vector<std::shared_ptr<pjrt::Buffer>> in_flight(int device);
   // A cached 0-d buffer holding `bits` (the value's bit pattern in `dtype`).
   std::shared_ptr<pjrt::Buffer> scalar(ir::DType dtype, uint64_t bits, int device);
 
@@ -143,7 +154,7 @@ class Runtime {
 
  private:
   Runtime(std::string plugin_path, int cpu_device_count);
-  void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs);
+  void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, int device);
   void open_disk_cache(const pjrt::Plugin& plugin);
   std::shared_ptr<pjrt::Executable> load_from_disk(const cache::Key& key, const std::string& op);
   void store_to_disk(const cache::Key& key, const pjrt::Executable& exe);
@@ -173,7 +184,9 @@ class Runtime {
   size_t max_programs_ = 2048;
   std::unordered_set<size_t> seen_;  // hashes of every fingerprint compiled
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
-  std::vector<std::weak_ptr<pjrt::Buffer>> in_flight_;
+  // Enqueued buffers with their device, oldest first (bounded, see track()).
+  std::vector<std::pair<int, std::weak_ptr<pjrt::Buffer>>> in_flight_;
+  std::atomic<bool> device_copy_ok_{true};
 };
 
 }  // namespace ttpu::runtime

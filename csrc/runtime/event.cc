@@ -1,0 +1,66 @@
+#include "runtime/event.h"
+
+#include <chrono>
+
+#include "runtime/fusion.h"
+#include "runtime/runtime.h"
+
+namespace ttpu::runtime {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void DeviceEvent::Point::finish_one() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (--remaining == 0) {
+    done_ns = now_ns();
+    cv.notify_all();
+  }
+}
+
+void DeviceEvent::record(int device) {
+  flush_all();  // fused mode: pending graphs become enqueued programs first
+  auto buffers = Runtime::get().in_flight(device);
+  auto point = std::make_shared<Point>();
+  // One extra count held while registering, so the point cannot complete
+  // before every buffer has its callback.
+  point->remaining = static_cast<int>(buffers.size()) + 1;
+  for (auto& b : buffers) {
+    b->on_ready([point](bool) { point->finish_one(); });
+  }
+  point->finish_one();
+  device_ = device;
+  point_ = std::move(point);
+}
+
+bool DeviceEvent::query() const {
+  if (point_ == nullptr) return true;
+  std::lock_guard<std::mutex> lock(point_->mu);
+  return point_->remaining == 0;
+}
+
+void DeviceEvent::synchronize() const {
+  if (point_ == nullptr) return;
+  std::unique_lock<std::mutex> lock(point_->mu);
+  point_->cv.wait(lock, [this] { return point_->remaining == 0; });
+}
+
+double DeviceEvent::elapsed_ms(const DeviceEvent& end) const {
+  synchronize();
+  end.synchronize();
+  return static_cast<double>(end.point_->done_ns - point_->done_ns) / 1e6;
+}
+
+void synchronize_device_queue(int device) {
+  DeviceEvent e(false);
+  e.record(device);
+  e.synchronize();
+}
+
+}  // namespace ttpu::runtime

@@ -1,0 +1,35 @@
+"""Two tpu devices in one process, as two CUDA devices behave: copies between
+them (case 07), the device guard, set_device / device(), mixed-device errors,
+per-device memory and events. The checks live in _multidevice_checks.py and
+run in ONE subprocess with TORCHTPU_CPU_DEVICES=2 (this session's runtime has
+one device and cannot be restarted); each check is reported as its own test."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import _multidevice_checks
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKS = sorted(n for n in vars(_multidevice_checks) if n.startswith("check_"))
+
+
+@pytest.fixture(scope="module")
+def results():
+    env = dict(os.environ, TORCHTPU_CPU_DEVICES="2")
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "_multidevice_checks.py")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS ")]
+    assert proc.returncode == 0 and lines, (
+        f"the 2-device subprocess failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+        f"{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULTS "):])
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_two_devices(results, check):
+    assert check in results, f"{check} did not run"
+    assert results[check] is None, results[check]
