@@ -132,3 +132,13 @@ def test_init_without_master_addr_raises(monkeypatch):
         dist.init_process_group()
     assert not dist.is_initialized()
     assert dist.Backend.default_device_backend_map["tpu"] == "tpu"
+
+
+@pytest.fixture(scope="module")
+def fsdp_group():
+    return launch("fsdp")
+
+
+@pytest.mark.parametrize("name", ["dtensor", "fsdp2_adamw_5_steps"])
+def test_fsdp_dtensor(fsdp_group, name):
+    _assert_check(fsdp_group, name)
