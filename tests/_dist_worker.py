@@ -452,6 +452,19 @@ def group_fsdp(rank, world):
         close(y.full_tensor(), (x + 1).sum())
     report("dtensor", dtensor)
 
+    def functional_collectives():
+        import torch.distributed._functional_collectives as funcol
+
+        mesh = DeviceMesh("tpu", [0, 1])
+        t = torch.full((3,), float(rank + 1), device="tpu")
+        close(funcol.wait_tensor(funcol.all_reduce(t, "sum", mesh)), torch.full((3,), 3.0))
+        g = funcol.wait_tensor(funcol.all_gather_tensor(t, 0, mesh))
+        close(g, torch.tensor([1.0] * 3 + [2.0] * 3))
+        r = funcol.wait_tensor(funcol.reduce_scatter_tensor(
+            torch.arange(4.0, device="tpu"), "sum", 0, mesh))
+        close(r, torch.arange(4.0)[2 * rank:2 * rank + 2] * 2)
+    report("functional_collectives", functional_collectives)
+
     def fsdp():
         from torch.distributed.fsdp import fully_shard
 
@@ -485,7 +498,34 @@ def group_fsdp(rank, world):
         for got, want in zip(m.parameters(), ref.parameters()):
             torch.testing.assert_close(got.full_tensor().cpu(), want.detach().cpu(),
                                        atol=1e-5, rtol=1e-5)
+        state["model"], state["ref"] = m, ref
+    state = {}
     report("fsdp2_adamw_5_steps", fsdp)
+
+    def fsdp_state_dict():
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions, get_model_state_dict, set_model_state_dict)
+        from torch.distributed.fsdp import fully_shard
+
+        full = get_model_state_dict(state["model"],
+                                    options=StateDictOptions(full_state_dict=True))
+        want = state["ref"].state_dict()
+        assert set(full) == set(want), (sorted(full), sorted(want))
+        for k, v in full.items():
+            torch.testing.assert_close(v.cpu(), want[k].cpu(), atol=1e-5, rtol=1e-5)
+        torch.manual_seed(1)  # different initial weights
+        fresh = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),
+                                    torch.nn.Linear(16, 3)).to("tpu")
+        for layer in fresh:
+            if list(layer.parameters()):
+                fully_shard(layer)
+        fully_shard(fresh)
+        set_model_state_dict(fresh, full, options=StateDictOptions(full_state_dict=True))
+        for got, w in zip(fresh.parameters(), state["ref"].parameters()):
+            assert got.to_local().device.type == "tpu"
+            torch.testing.assert_close(got.full_tensor().cpu(), w.detach().cpu(),
+                                       atol=1e-5, rtol=1e-5)
+    report("fsdp2_state_dict_save_load", fsdp_state_dict)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -139,6 +139,7 @@ def fsdp_group():
     return launch("fsdp")
 
 
-@pytest.mark.parametrize("name", ["dtensor", "fsdp2_adamw_5_steps"])
+@pytest.mark.parametrize("name", ["dtensor", "functional_collectives", "fsdp2_adamw_5_steps",
+                                  "fsdp2_state_dict_save_load"])
 def test_fsdp_dtensor(fsdp_group, name):
     _assert_check(fsdp_group, name)
