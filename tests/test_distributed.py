@@ -100,24 +100,33 @@ def test_failure(failure_group, name):
     _assert_check(failure_group, name)
 
 
-def test_train_digits_ddp_matches_single_process():
-    """torchrun --nproc-per-node 2 ... --ddp gives the single process's losses."""
+@pytest.fixture(scope="module")
+def digits_single():
     pytest.importorskip("sklearn", reason="train_digits needs scikit-learn's digits dataset")
     from torchtpu.examples import train_digits
 
-    epochs = 2
+    return train_digits.train("tpu", epochs=DIGITS_EPOCHS, seed=0, progress=False, log=None)
+
+
+DIGITS_EPOCHS = 2
+
+
+@pytest.mark.parametrize("flag", ["--ddp", "--fsdp"])
+def test_train_digits_distributed_matches_single_process(digits_single, flag):
+    """torchrun --nproc-per-node 2 ... --ddp/--fsdp gives the single process's losses."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
-           "-m", "torchtpu.examples.train_digits", "--ddp", "--epochs", str(epochs)]
+           "-m", "torchtpu.examples.train_digits", flag, "--epochs", str(DIGITS_EPOCHS)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT,
                           timeout=LAUNCH_TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    losses = [float(line.split("loss ")[1].split()[0]) for line in proc.stdout.splitlines()
-              if line.startswith("epoch ")]
-    assert len(losses) == epochs, proc.stdout  # rank 0 alone prints
-    single = train_digits.train("tpu", epochs=epochs, seed=0, progress=False, log=None)
-    for epoch, (d, s) in enumerate(zip(losses, single.losses), start=1):
-        assert abs(d - s) <= 1e-4 * abs(s), f"epoch {epoch}: ddp {d} vs single {s}"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("epoch ")]
+    losses = [float(line.split("loss ")[1].split()[0]) for line in lines]
+    accuracies = [float(line.split("accuracy ")[1].split()[0]) for line in lines]
+    assert len(losses) == DIGITS_EPOCHS, proc.stdout  # rank 0 alone prints
+    for epoch, (d, s) in enumerate(zip(losses, digits_single.losses), start=1):
+        assert abs(d - s) <= 1e-4 * abs(s), f"epoch {epoch}: {flag} {d} vs single {s}"
+    assert abs(accuracies[-1] - digits_single.final_accuracy) < 1e-3
     assert "final test accuracy" in proc.stdout
 
 

@@ -2,7 +2,7 @@
 
     python -m torchtpu.examples.train_digits [--device tpu|cpu] [--epochs N]
         [--seed S] [--batch-size B] [--optimizer sgd|adamw] [--mode strict|debug|fused]
-        [--compile] [--ddp]
+        [--compile] [--ddp | --fsdp]
     torchrun --nproc-per-node 2 -m torchtpu.examples.train_digits --ddp
 
 With ``--ddp`` (under torchrun, or any launcher that sets the ``RANK``,
@@ -12,6 +12,8 @@ each batch; batch-norm statistics are reduced over the whole batch and each
 rank's loss is scaled so that DDP's gradient average equals the single-process
 gradient, so the per-epoch losses match the single-process run. Rank 0 evaluates
 and prints; the others go on to the next step and wait at its first collective.
+``--fsdp`` is the same with FSDP2 (``fully_shard`` on each block and the root)
+instead of DDP; there every rank evaluates (the forward gathers parameters).
 
 The data are the 1797 real 8x8 grey-scale digit images shipped inside
 scikit-learn (``sklearn.datasets.load_digits``), scaled to [0, 1], split 80/20
@@ -192,7 +194,7 @@ def evaluate(model, x, y):
 
 
 def train(device="tpu", epochs=10, seed=0, batch_size=64, optimizer="sgd", mode=None,
-          progress=True, log=print, compile=False, ddp=False):
+          progress=True, log=print, compile=False, ddp=False, fsdp=False):
     """Trains :class:`DigitsCNN` and evaluates it after every epoch.
 
     Weights are initialised on CPU from ``seed`` and then moved, and batches are
@@ -215,36 +217,46 @@ def train(device="tpu", epochs=10, seed=0, batch_size=64, optimizer="sgd", mode=
             group (``torch.distributed`` must be initialised); each rank takes
             its share of every batch. Losses are those of the whole batch;
             accuracies are computed on rank 0 only (0.0 on the other ranks).
+        fsdp: like ``ddp`` with FSDP2's ``fully_shard`` instead of DDP.
 
     Returns:
         TrainResult.
     """
     device = torch.device(device)
     if mode is None or device.type != "tpu":
-        return _train(device, epochs, seed, batch_size, optimizer, progress, log, compile, ddp)
+        return _train(device, epochs, seed, batch_size, optimizer, progress, log, compile, ddp, fsdp)
     previous_mode = torchtpu.get_eager_mode()
     torchtpu.set_eager_mode(mode)
     try:
-        return _train(device, epochs, seed, batch_size, optimizer, progress, log, compile, ddp)
+        return _train(device, epochs, seed, batch_size, optimizer, progress, log, compile, ddp, fsdp)
     finally:
         torchtpu.set_eager_mode(previous_mode)
 
 
 def _train(device, epochs, seed, batch_size, optimizer, progress, log, compile=False,
-           ddp=False):
+           ddp=False, fsdp=False):
     x_train, y_train, x_test, y_test = load_data(seed)
     torch.manual_seed(seed)
     model = DigitsCNN().to(device)
     rank, world, net = 0, 1, model
-    if ddp:
+    if ddp or fsdp:
         import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel
 
         rank, world = dist.get_rank(), dist.get_world_size()
         # Batch-norm statistics go over their own group, so their collectives
-        # never interleave with DDP's gradient buckets.
+        # never interleave with the gradients' (DDP buckets, FSDP shards).
         _global_batchnorm(model, dist.new_group())
-        net = DistributedDataParallel(model)
+        if fsdp:
+            from torch.distributed.fsdp import fully_shard
+
+            fully_shard(model.features)
+            fully_shard(model.classifier)
+            net = fully_shard(model)
+        else:
+            from torch.nn.parallel import DistributedDataParallel
+
+            net = DistributedDataParallel(model)
+        ddp = True  # from here on: this rank's share of each batch
     opt = make_optimizer(optimizer, net.parameters())
     if compile:
         # Shares the parameters and buffers; train and eval each get a graph.
@@ -289,8 +301,12 @@ def _train(device, epochs, seed, batch_size, optimizer, progress, log, compile=F
         bar.close()
         result.losses.append(epoch_loss)
         # Rank 0 evaluates alone; the others wait at the next step's collective.
-        result.accuracies.append(evaluate(net if not ddp else model, x_test, y_test)
-                                 if rank == 0 else 0.0)
+        if fsdp:  # every rank runs the forward: it gathers the parameters
+            accuracy = evaluate(net, x_test, y_test)
+            result.accuracies.append(accuracy if rank == 0 else 0.0)
+        else:
+            result.accuracies.append(evaluate(net if not ddp else model, x_test, y_test)
+                                     if rank == 0 else 0.0)
         if log is not None and rank == 0:
             log(f"epoch {epoch + 1}/{epochs}: loss {epoch_loss:.6f}  "
                 f"test accuracy {result.accuracies[-1]:.4f}  "
@@ -312,9 +328,12 @@ def main(argv=None):
                    help='torch.compile the model (backend "tpu"; "inductor" on CPU)')
     p.add_argument("--ddp", action="store_true",
                    help="DistributedDataParallel over torchrun's processes, one tpu each")
+    p.add_argument("--fsdp", action="store_true",
+                   help="FSDP2 (fully_shard) over torchrun's processes, one tpu each")
     args = p.parse_args(argv)
     rank = 0
-    if args.ddp:
+    distributed = args.ddp or args.fsdp
+    if distributed:
         import os
 
         import torch.distributed as dist
@@ -324,11 +343,13 @@ def main(argv=None):
         local = int(os.environ.get("LOCAL_RANK", "0"))
         if args.device == "tpu" and torchtpu.device.device_count() > 1:
             args.device = f"tpu:{local}"  # several devices per process: one each
+            torch.tpu.set_device(local)
     try:
         result = train(args.device, args.epochs, args.seed, args.batch_size, args.optimizer,
-                       args.mode, progress=rank == 0, compile=args.compile, ddp=args.ddp)
+                       args.mode, progress=rank == 0, compile=args.compile, ddp=args.ddp,
+                       fsdp=args.fsdp)
     finally:
-        if args.ddp:
+        if distributed:
             dist.destroy_process_group()
     if rank != 0:
         return result
