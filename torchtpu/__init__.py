@@ -37,8 +37,48 @@ from torchtpu._recompile import RecompileError, RecompileWarning  # noqa: E402,F
 _C._set_default_plugin(_plugin.default_plugin_path() or "")
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+# torch.autocast("tpu") without a dtype uses bfloat16, as TPUs do (PyTorch/XLA
+# too); c10's default for PrivateUse1 is float16. c10 keeps this per thread:
+# set here it holds for the importing (main) thread and for the threads it
+# starts autograd in; another thread that wants autocast without naming the
+# dtype calls torch.set_autocast_dtype("tpu", torch.bfloat16) itself.
+torch.set_autocast_dtype("tpu", torch.bfloat16)
 
 __version__ = "0.1.0"
+
+
+def _at_exit():
+    """Runs at interpreter exit, before finalization (atexit, registered at import).
+
+    1. Reports an error still pending from an asynchronously executed op or a
+       deferred device check that nothing read: a warning naming the op (the
+       exit code stays as the script left it, as with CUDA).
+    2. Drains autograd's tpu device threads, so none drops a finished backward's
+       Python objects once finalization has begun (an abort, exit 134, before;
+       see drain_autograd_device_threads in csrc/python/module.cc).
+    """
+    if not _C._is_initialized() or _C._is_in_bad_fork():
+        return
+    try:
+        _C._synchronize()
+    except BaseException as e:  # noqa: BLE001  (KeyboardInterrupt at exit included)
+        import warnings
+
+        warnings.warn(
+            "torchtpu: an error from an asynchronously executed tpu op was pending at "
+            f"interpreter exit and was never read: {e}",
+            RuntimeWarning,
+            stacklevel=1,
+        )
+    try:
+        _C._drain_autograd_threads()
+    except Exception:  # noqa: BLE001  (best effort: exit must go on)
+        pass
+
+
+import atexit  # noqa: E402
+
+atexit.register(_at_exit)
 
 # torch.compile's backend "tpu" (torchtpu/_dynamo.py) comes through the
 # torch_dynamo_backends entry point. Registered here too when Dynamo is already
@@ -47,6 +87,12 @@ import sys  # noqa: E402
 
 if "torch._dynamo" in sys.modules:
     from torchtpu import _dynamo  # noqa: F401
+
+# torch.compile(model) with no backend: graphs on tpu go to the "tpu" backend,
+# others to Inductor (torchtpu/_compile_default.py).
+from torchtpu import _compile_default  # noqa: E402
+
+_compile_default.install()
 
 
 def init(plugin=None, cpu_devices=None):

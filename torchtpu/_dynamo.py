@@ -281,13 +281,25 @@ def compile_graph(gm, example_inputs):
     return FusedGraph(gm, example_inputs)
 
 
-tpu_backend = aot_autograd(
+_aot_backend = aot_autograd(
     fw_compiler=compile_graph,
     bw_compiler=compile_graph,
     inference_compiler=compile_graph,
     decompositions=core_aten_decompositions(),
 )
-"""The Dynamo backend: ``torch.compile(model, backend=tpu_backend)`` or ``backend="tpu"``."""
+
+
+def tpu_backend(gm, example_inputs, mode=None, options=None):
+    """The Dynamo backend: ``torch.compile(model, backend="tpu")`` (or ``backend=tpu_backend``).
+
+    ``mode`` and ``options`` are what ``torch.compile(mode=..., options=...)``
+    passes on; both are accepted and have no effect: every captured tpu graph
+    already replays as one PJRT execute (what ``"reduce-overhead"`` asks of CUDA
+    graphs), and the options are Inductor's settings, which this backend does
+    not use.
+    """
+    del mode, options
+    return _aot_backend(gm, example_inputs)
 
 
 def register():

@@ -80,7 +80,13 @@ def get_amp_supported_dtype():
 
 
 def _is_in_bad_fork():
-    return False
+    """True in a process forked after its parent had initialised tpu.
+
+    Such a child cannot use tpu (the device runtime's threads do not survive
+    fork): every tpu operation there raises RuntimeError naming the 'spawn'
+    start method, as CUDA does.
+    """
+    return _C._is_in_bad_fork()
 
 
 def _index(device):

@@ -191,6 +191,9 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
 }
 
 int device_count_or_zero() noexcept {
+  // A forked child may ask how many devices there are (DataLoader workers do),
+  // though it may not use them.
+  if (pjrt::in_forked_child()) return runtime::Runtime::device_count_if_started();
   try {
     return runtime::Runtime::get().device_count();
   } catch (...) {

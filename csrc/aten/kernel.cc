@@ -4,6 +4,7 @@
 // the rule computes values from the functional arguments, and the variant decides
 // where they go (new tensors, `self`, or the `out` tensors). Registration derives
 // the variants from the dispatcher's schemas, so the table lists each op once.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/resize.h>
@@ -71,6 +72,100 @@ bool any_complex(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> a
   return false;
 }
 
+// The strides TensorIterator gives a pointwise op's new output of `shape`
+// (TensorIteratorBase::compute_fast_setup_type, then reorder_dimensions and
+// allocate_or_resize_outputs), or empty for row-major. Inputs of the output's
+// shape that are all contiguous give row-major, all channels-last give
+// channels-last, all dense with equal strides give those strides; otherwise
+// the dims are ordered by the inputs' strides (broadcast dims skipped, ties to
+// the smaller dim) and the output is dense in that order.
+std::vector<int64_t> pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  std::vector<at::Tensor> ins;
+  for (const auto& a : args) {
+    if (a.isTensor() && a.toTensor().defined()) ins.push_back(a.toTensor());
+  }
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  if (nd < 2 || ins.empty()) return {};
+  bool same_shape = true;
+  for (const auto& t : ins) same_shape = same_shape && t.sizes() == shape;
+  if (same_shape) {
+    bool contiguous = true, channels_last = true, channels_last_3d = true, dense = true;
+    for (const auto& t : ins) {
+      contiguous = contiguous && t.is_contiguous();
+      channels_last = channels_last && t.is_contiguous(at::MemoryFormat::ChannelsLast);
+      channels_last_3d = channels_last_3d && t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+      dense = dense && t.is_non_overlapping_and_dense();
+    }
+    if (contiguous) return {};
+    if (channels_last) return c10::get_channels_last_strides_2d(shape);
+    if (channels_last_3d) return c10::get_channels_last_strides_3d(shape);
+    if (dense) {
+      bool equal = true;
+      for (const auto& t : ins) equal = equal && t.strides() == ins.back().strides();
+      if (equal) return ins.back().strides().vec();
+    }
+  }
+  // Each input's strides over the output's dims; 0 where it is broadcast.
+  std::vector<std::vector<int64_t>> st;
+  for (const auto& t : ins) {
+    std::vector<int64_t> s(nd, 0);
+    const int64_t off = nd - t.dim();
+    if (off < 0) return {};  // not an input of this result's shape
+    for (int64_t d = off; d < nd; ++d) {
+      const int64_t k = d - off;
+      if (t.size(k) != 1 && t.size(k) != shape[d]) return {};
+      s[d] = (t.size(k) == 1 && shape[d] != 1) ? 0 : t.stride(k);
+    }
+    st.push_back(std::move(s));
+  }
+  auto should_swap = [&](int64_t d0, int64_t d1) {
+    for (const auto& s : st) {
+      if (s[d0] == 0 || s[d1] == 0) continue;
+      if (s[d0] < s[d1]) return -1;
+      if (s[d0] > s[d1]) return 1;
+      if (shape[d0] > shape[d1]) return 1;
+    }
+    return 0;
+  };
+  std::vector<int64_t> perm(nd);  // innermost first
+  for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  for (int64_t i = 1; i < nd; ++i) {
+    int64_t d1 = i;
+    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
+      const int c = should_swap(perm[d0], perm[d1]);
+      if (c > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  bool row_major = true;
+  for (int64_t i = 0; i < nd; ++i) row_major = row_major && perm[i] == nd - 1 - i;
+  if (row_major) return {};
+  std::vector<int64_t> strides(nd);
+  int64_t next = 1;
+  for (int64_t i = 0; i < nd; ++i) {
+    strides[perm[i]] = next;
+    next *= std::max<int64_t>(shape[perm[i]], 1);
+  }
+  return strides;
+}
+
+// TensorIterator's overlap check for an in-place or out= pointwise op: an
+// input sharing only some elements with the written tensor (t.t().mul_(t)) is
+// refused, as on CPU, since the result would depend on the write order.
+void check_partial_overlap(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs,
+                           const at::Tensor& dst) {
+  if (!op.hasTag(at::Tag::pointwise)) return;
+  for (const auto& a : inputs) {
+    if (!a.isTensor()) continue;
+    const at::Tensor& t = a.toTensor();
+    if (t.defined() && t.device() == dst.device()) at::assert_no_partial_overlap(dst, t);
+  }
+}
+
 void check_castable(c10::ScalarType from, const at::Tensor& dst) {
   TORCH_CHECK(c10::canCast(from, dst.scalar_type()), "result type ", from,
               " can't be cast to the desired output type ", dst.scalar_type());
@@ -123,6 +218,15 @@ class LoweringKernel final : public c10::OperatorKernel {
           run_cpu_fallback(op, stack, " for complex tensors");
           return;
         }
+        // Pointwise results keep their inputs' layout (TensorIterator's rule).
+        if (op.hasTag(at::Tag::pointwise)) {
+          for (size_t i = 0; i < values.size(); ++i) {
+            if (!values[i].valid()) continue;
+            const std::vector<int64_t> dims = ctx.g().type(values[i]).dims;
+            auto strides = pointwise_strides(args, dims);
+            if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
+          }
+        }
         auto tensors = ctx.run(values);
         torch::jit::drop(*stack, nargs);
         push_returns(schema, std::move(tensors), stack);
@@ -130,6 +234,7 @@ class LoweringKernel final : public c10::OperatorKernel {
       }
       case Variant::kInplace: {
         at::Tensor self = args[0].toTensor();
+        check_partial_overlap(op, args.slice(1), self);
         auto values = (*rule)(ctx, Args(args));
         TORCH_CHECK(!values.empty(), name_, ": the rule returned no value");
         const ir::TensorType t = ctx.g().type(values[0]);
@@ -152,6 +257,7 @@ class LoweringKernel final : public c10::OperatorKernel {
             outs.push_back(args[i].toTensor());
           }
         }
+        for (const auto& o : outs) check_partial_overlap(op, args.slice(0, first_out), o);
         auto values = (*rule)(ctx, Args(args.slice(0, first_out)));
         TORCH_CHECK(values.size() >= outs.size(), name_, ": rule returned ", values.size(),
                     " values for ", outs.size(), " outputs");
@@ -167,17 +273,38 @@ class LoweringKernel final : public c10::OperatorKernel {
         return;
       }
       case Variant::kOutOnly: {
-        std::vector<at::Tensor> outs;
-        for (size_t i = 0; i < nargs; ++i) {
-          if (schema.arguments()[i].is_out()) outs.push_back(args[i].toTensor());
-        }
+        // The rule wrote its results into the arguments; each return is the
+        // argument it aliases (the out tensor of arange.out, `self` of an
+        // in-place op such as _amp_update_scale_).
+        std::vector<c10::IValue> returns = aliased_returns(schema, args);
         (*rule)(ctx, Args(args));
         ctx.run({});
         torch::jit::drop(*stack, nargs);
-        for (auto& o : outs) stack->emplace_back(std::move(o));
+        for (auto& r : returns) stack->emplace_back(std::move(r));
         return;
       }
     }
+  }
+
+  // Per return of `schema`, the argument with the same (written) alias set.
+  static std::vector<c10::IValue> aliased_returns(const c10::FunctionSchema& schema,
+                                                  c10::ArrayRef<c10::IValue> args) {
+    std::vector<c10::IValue> out;
+    for (const auto& r : schema.returns()) {
+      const c10::AliasInfo* ra = r.alias_info();
+      TORCH_CHECK(ra != nullptr && ra->isWrite(), schema.name(),
+                  ": a self-writing rule's op must return only arguments it writes");
+      bool found = false;
+      for (size_t i = 0; i < schema.arguments().size() && !found; ++i) {
+        const c10::AliasInfo* aa = schema.arguments()[i].alias_info();
+        if (aa != nullptr && aa->isWrite() && aa->beforeSets() == ra->beforeSets()) {
+          out.push_back(args[i]);
+          found = true;
+        }
+      }
+      TORCH_CHECK(found, schema.name(), ": no argument aliases return ", r.name());
+    }
+    return out;
   }
 
   static bool returns_complex(LoweringContext& ctx, const std::vector<ir::Value>& values) {

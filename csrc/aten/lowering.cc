@@ -5,6 +5,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -183,7 +184,11 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
   if (t.numel() == 0) return graph_.constant(0, {dtype, sizes});
   auto& slot = slot_of(t);
-  if (slot.pending) pending_storages_.push_back(t.storage());
+  // Held for this context's life, pending or not: slots_ knows a storage by its
+  // Slot's address, and a temporary a rule read and dropped (a CPU index
+  // uploaded by read_index) would free its Slot for the next temporary to
+  // reuse, which then read as the first one's value.
+  pending_storages_.push_back(t.storage());
   SlotUse& u = use(slot, dtype);
   ir::Value flat = u.flat;
   if (slot.dtype != dtype) {
@@ -312,14 +317,32 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
 std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& results) {
   std::vector<ir::Value> outs;
   std::vector<at::Tensor> tensors;
-  for (ir::Value r : results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ir::Value r = results[i];
     if (!r.valid()) {
       tensors.emplace_back();
       continue;
     }
-    const ir::TensorType& t = graph_.type(r);
-    tensors.push_back(new_tensor(t.dims, to_aten(t.dtype), device_));
-    if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
+    const ir::TensorType t = graph_.type(r);  // a copy: adding nodes moves it
+    auto layout = result_strides_.find(i);
+    if (layout == result_strides_.end() || layout->second.size() != t.dims.size()) {
+      tensors.push_back(new_tensor(t.dims, to_aten(t.dtype), device_));
+      if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
+      continue;
+    }
+    // The buffer holds the value in memory order: dims by decreasing stride
+    // (size-1 dims anywhere), i.e. the value transposed to that order.
+    const std::vector<int64_t>& strides = layout->second;
+    std::vector<int64_t> order(t.dims.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+    std::vector<int64_t> in_memory;
+    for (int64_t d : order) in_memory.push_back(t.dims[d]);
+    at::Tensor out = new_tensor(in_memory, to_aten(t.dtype), device_);
+    out.unsafeGetTensorImpl()->set_sizes_and_strides(t.dims, strides);
+    tensors.push_back(out);
+    if (t.numel() > 0) outs.push_back(graph_.reshape(graph_.transpose(r, order), {t.numel()}));
   }
   for (auto& u : slots_) {
     if (u.written) outs.push_back(u.flat);

@@ -75,6 +75,13 @@ class LoweringContext {
   // result such as an unrequested gradient), and applies the writes. Translates runtime errors into
   // c10 errors naming the op.
   std::vector<at::Tensor> run(const std::vector<ir::Value>& results);
+  // The memory layout (strides, in elements) of run()'s result `i`, when it is
+  // not row-major: TensorIterator's output layout for pointwise ops, nonzero's
+  // column-major result. Must be dense and non-overlapping for the result's
+  // sizes; run() computes the value in that memory order.
+  void set_result_strides(size_t i, std::vector<int64_t> strides) {
+    result_strides_[i] = std::move(strides);
+  }
 
  private:
   struct SlotUse {
@@ -99,6 +106,7 @@ class LoweringContext {
   // held until the op is recorded, since a rule may read a temporary it made
   // (index.to(kLong)) whose storage would otherwise die, and its slot with it.
   std::vector<c10::Storage> pending_storages_;
+  std::unordered_map<size_t, std::vector<int64_t>> result_strides_;
 };
 
 using Rule = std::function<std::vector<ir::Value>(LoweringContext&, const Args&)>;
@@ -128,9 +136,12 @@ struct RegisterComplex {
 // True when `v` (a tensor, tensor list, or dtype argument) is complex.
 bool is_complex_arg(const c10::IValue& v);
 
-// Out-only ATen ops with no functional overload at the backend level (arange's
-// out= overloads): the rule is given all arguments, out included, and writes
-// the out tensor itself (resizing it with resize_out).
+// Self-writing rules: out-only ATen ops with no functional overload at the
+// backend level (arange's out= overloads), and in-place ops that write more
+// than `self` (GradScaler's _amp_update_scale_ writes the scale and its growth
+// tracker). The rule is given all arguments and writes the mutated tensors
+// itself (resizing an out with resize_out); the op returns the arguments its
+// schema's returns alias.
 std::unordered_map<std::string, Rule>& out_only_table();
 void resize_out(const at::Tensor& out, c10::IntArrayRef sizes);
 // Adds an out-only rule at static initialization (a duplicate name is reported

@@ -2,8 +2,12 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -68,6 +72,19 @@ std::string take_error(const PJRT_Api* api, PJRT_Error* error, int* code) {
   return message;
 }
 
+// Fork state (see in_forked_child() in pjrt.h). Set by the pthread_atfork child
+// handler, which runs in the child before fork() returns there.
+std::atomic<bool> g_client_created{false};
+std::atomic<bool> g_forked_child{false};
+void on_fork_child() {
+  if (g_client_created.load()) g_forked_child.store(true);
+}
+
+std::function<void()>& wait_poll() {
+  static std::function<void()> poll;
+  return poll;
+}
+
 // The gate. A plugin built against an older header has a shorter PJRT_Api, so a
 // slot past api->struct_size is garbage, not null; newer plugins may also leave
 // optional methods null. Either way the caller gets a PjrtError, not a crash.
@@ -76,6 +93,9 @@ void call(const PJRT_Api* api, Fn* PJRT_Api::*slot, const char* method,
           Args* args) {
   const size_t offset = reinterpret_cast<const char*>(&(api->*slot)) -
                         reinterpret_cast<const char*>(api);
+  if (g_forked_child.load(std::memory_order_relaxed)) {
+    throw PjrtError(method, fork_message(), -1);
+  }
   if (!has_slot(api, offset, sizeof(Fn*)) || api->*slot == nullptr) {
     throw PjrtError(method, "not implemented by this PJRT plugin",
                     PJRT_Error_Code_UNIMPLEMENTED);
@@ -117,8 +137,10 @@ class Event {
 
   // `method` names the call that produced the event, so an async failure is
   // reported against it (the message keeps the event method for context).
-  void await(const char* method) {
+  // `interruptible`: wait in slices, calling the wait poll between them.
+  void await(const char* method, bool interruptible = false) {
     if (event_ == nullptr) return;
+    if (interruptible && wait_poll()) wait_polling();
     try {
       auto await_args = TTPU_ARGS(PJRT_Event_Await_Args);
       await_args.event = event_;
@@ -132,6 +154,58 @@ class Event {
   }
 
  private:
+  // Shared by the waiter and the plugin's callback: a waiter that is
+  // interrupted returns while the callback may still come later.
+  struct Ready {
+    const PJRT_Api* api;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ready = false;
+  };
+  static void on_ready(PJRT_Error* error, void* arg) {
+    auto* holder = static_cast<std::shared_ptr<Ready>*>(arg);
+    std::shared_ptr<Ready> state = std::move(*holder);
+    delete holder;
+    if (error != nullptr) destroy_error(state->api, error);  // read again by Await
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->ready = true;
+    }
+    state->cv.notify_all();
+  }
+
+  // Returns once the event is ready, or when the poll throws. A plugin without
+  // OnReady gets the plain (uninterruptible) Await that follows.
+  void wait_polling() {
+    auto is_ready = TTPU_ARGS(PJRT_Event_IsReady_Args);
+    is_ready.event = event_;
+    try {
+      TTPU_CALL(api_, PJRT_Event_IsReady, &is_ready);
+      if (is_ready.is_ready) return;
+    } catch (const PjrtError&) {
+      return;
+    }
+    auto state = std::make_shared<Ready>();
+    state->api = api_;
+    auto* holder = new std::shared_ptr<Ready>(state);
+    auto args = TTPU_ARGS(PJRT_Event_OnReady_Args);
+    args.event = event_;
+    args.callback = &Event::on_ready;
+    args.user_arg = holder;
+    try {
+      TTPU_CALL(api_, PJRT_Event_OnReady, &args);
+    } catch (const PjrtError&) {
+      delete holder;  // not registered: the callback will never run
+      return;
+    }
+    std::unique_lock<std::mutex> lock(state->mu);
+    while (!state->cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return state->ready; })) {
+      lock.unlock();
+      wait_poll()();  // may throw: the callback still owns `holder`
+      lock.lock();
+    }
+  }
+
   const PJRT_Api* api_;
   PJRT_Event* event_;
 };
@@ -175,6 +249,18 @@ void check_device_index(const char* method, int index, int count) {
 }
 
 }  // namespace
+
+bool in_forked_child() { return g_forked_child.load(); }
+
+const char* fork_message() {
+  return "cannot use the tpu device in a forked subprocess: this process was forked "
+         "after its parent had initialised tpu, and the device runtime's threads do not "
+         "survive fork. To use tpu with multiprocessing, you must use the 'spawn' start "
+         "method (multiprocessing.get_context('spawn'), or DataLoader(..., "
+         "multiprocessing_context='spawn'))";
+}
+
+void set_wait_poll(std::function<void()> poll) { wait_poll() = std::move(poll); }
 
 PjrtError::PjrtError(std::string method, std::string message, int code)
     : std::runtime_error(method + ": " + message),
@@ -271,6 +357,10 @@ std::shared_ptr<Client> Plugin::create_client(int64_t cpu_device_count) {
   option.int64_value = cpu_device_count;
   option.value_size = 1;
 
+  // From here on the plugin runs threads a forked child would not have.
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, &on_fork_child); });
+  g_client_created.store(true);
   auto args = TTPU_ARGS(PJRT_Client_Create_Args);
   if (cpu_device_count > 0) {
     args.create_options = &option;
@@ -448,11 +538,11 @@ int64_t Buffer::on_device_size_bytes() const {
   return static_cast<int64_t>(args.on_device_size_in_bytes);
 }
 
-void Buffer::await_ready() const {
+void Buffer::await_ready(bool interruptible) const {
   auto args = TTPU_ARGS(PJRT_Buffer_ReadyEvent_Args);
   args.buffer = buffer_;
   TTPU_CALL(client_->api(), PJRT_Buffer_ReadyEvent, &args);
-  Event(client_->api(), args.event).await("PJRT_Buffer_ReadyEvent");
+  Event(client_->api(), args.event).await("PJRT_Buffer_ReadyEvent", interruptible);
 }
 
 std::shared_ptr<Buffer> Buffer::copy_to_device(int device_index) const {
@@ -531,6 +621,13 @@ void Buffer::on_ready(std::function<void(bool ok)> done) const {
 void Buffer::to_host(void* dst, int64_t nbytes) const {
   constexpr char kMethod[] = "PJRT_Buffer_ToHostBuffer";
   const PJRT_Api* api = client_->api();
+  // The long wait (for the program computing this buffer) is the
+  // interruptible one; a failed computation is reported by the copy below,
+  // with its own method name.
+  try {
+    await_ready(/*interruptible=*/true);
+  } catch (const PjrtError&) {
+  }
   // dst = null asks for the size of the dense row-major host copy.
   auto query = TTPU_ARGS(PJRT_Buffer_ToHostBuffer_Args);
   query.src = buffer_;

@@ -45,6 +45,22 @@ class PluginError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Fork safety. A plugin's thread pools do not survive fork(): a forked child
+// that calls into the client its parent created blocks forever on events no
+// thread will ever signal. So once a Client exists, a child forked from this
+// process refuses every plugin call (PjrtError carrying fork_message(); object
+// destructors skip the plugin and leak instead). A child forked before any
+// Client was created may create its own.
+bool in_forked_child();
+const char* fork_message();
+
+// Interruptible waits. `poll` is called about every 50 ms while a wait that the
+// caller marked interruptible blocks (a host read waiting on a long program);
+// an exception it throws (the bindings raise KeyboardInterrupt on SIGINT)
+// abandons the wait, leaving the computation running. Not thread-safe to set
+// while waits are in progress: set once at start.
+void set_wait_poll(std::function<void()> poll);
+
 // Element types we move across the C API. Values match PJRT_Buffer_Type so a cast
 // is exact; anything else is rejected before calling the plugin (an invalid type
 // aborts inside it).
@@ -155,9 +171,12 @@ class Buffer {
 
   // Blocks until the buffer's value is computed; throws PjrtError carrying the
   // error of the computation that produced it (async errors surface here).
-  void await_ready() const;
+  // `interruptible`: the wait polls set_wait_poll()'s function, which may throw.
+  void await_ready(bool interruptible = false) const;
   // Copies the whole buffer to `dst` (dense row-major, `nbytes` must equal the
-  // buffer's size) and waits for the copy. Throws PjrtError on failure.
+  // buffer's size) and waits for the copy. Throws PjrtError on failure. The wait
+  // for the value to be computed is interruptible (see set_wait_poll); the copy
+  // itself is not, since the plugin writes into `dst` until it completes.
   void to_host(void* dst, int64_t nbytes) const;
 
   // A copy of this buffer on device `device_index` of the same client

@@ -2,12 +2,17 @@
 // through these functions; everything here is a thin conversion.
 #include <optional>
 
+#include <Python.h>
+#include <pythread.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <ATen/ops/ones.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include "aten/compiled_call.h"
 #include "aten/deferred_check.h"
@@ -76,6 +81,45 @@ void install_recompile_hooks() {
   });
 }
 
+// Waits on the device (a host read of a long program, torch.tpu.synchronize)
+// poll for Python signals, so Ctrl-C raises KeyboardInterrupt there instead
+// of being held until the program ends. Python runs signal handlers on its main
+// thread only; other threads never poll.
+void install_wait_poll() {
+  static unsigned long main_ident = static_cast<unsigned long>(
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<uint64_t>());
+  ttpu::pjrt::set_wait_poll([] {
+    if (python_unavailable() || PyThread_get_thread_ident() != main_ident) return;
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  });
+}
+
+// Interpreter exit right after a backward: autograd's tpu device thread may
+// still hold the last reference to the finished GraphTask, whose saved thread
+// state holds Python objects (the contextvars.Context that
+// torch.autograd.backward stashes). If it drops them once the main thread is in
+// Py_FinalizeEx, taking the GIL ends the thread with a forced unwind through a
+// noexcept destructor: std::terminate, exit 134. Called from torchtpu's atexit
+// hook (before finalization) with the GIL released: a tiny backward run from
+// C++ (so its own GraphTask holds no Python object) is queued on each tpu
+// device thread; when it completes, that thread has finished, and dropped, every
+// task before it.
+void drain_autograd_device_threads() {
+  if (!Runtime::initialized() || ttpu::pjrt::in_forked_child()) return;
+  const int n = ttpu::aten::device_count_or_zero();
+  py::gil_scoped_release release;
+  c10::AutoGradMode grad(true);
+  for (int d = 0; d < n; ++d) {
+    auto x = at::ones({1}, at::TensorOptions().device(c10::Device(c10::DeviceType::PrivateUse1,
+                                                                  static_cast<c10::DeviceIndex>(d))))
+                 .requires_grad_(true);
+    torch::autograd::variable_list outputs{x.mul(2).sum()};
+    torch::autograd::variable_list inputs{x};
+    torch::autograd::grad(outputs, inputs);
+  }
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -83,9 +127,12 @@ PYBIND11_MODULE(_C, m) {
   ttpu::aten::register_device();
   ttpu::aten::register_lowerings();
   install_recompile_hooks();
+  install_wait_poll();
   ttpu::distributed::bind(m);
 
   m.def("_set_default_plugin", &Runtime::set_default_plugin);
+  m.def("_is_in_bad_fork", [] { return ttpu::pjrt::in_forked_child(); });
+  m.def("_drain_autograd_threads", [] { guarded([] { drain_autograd_device_threads(); return 0; }); });
   m.def("_init", [](const std::string& path, int n) {
     guarded([&] { Runtime::init(path, n); return 0; });
   });

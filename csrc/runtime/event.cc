@@ -20,14 +20,17 @@ void DeviceEvent::Point::finish_one() {
   std::lock_guard<std::mutex> lock(mu);
   if (--remaining == 0) {
     done_ns = now_ns();
+    // Later records need not wait for these buffers again.
+    Runtime::get().retire(device, mark);
     cv.notify_all();
   }
 }
 
 void DeviceEvent::record(int device) {
   flush_all();  // fused mode: pending graphs become enqueued programs first
-  auto buffers = Runtime::get().in_flight(device);
   auto point = std::make_shared<Point>();
+  auto buffers = Runtime::get().in_flight(device, &point->mark);
+  point->device = device;
   // One extra count held while registering, so the point cannot complete
   // before every buffer has its callback.
   point->remaining = static_cast<int>(buffers.size()) + 1;

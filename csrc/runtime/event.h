@@ -37,6 +37,8 @@ class DeviceEvent {
     std::condition_variable cv;
     int remaining = 0;     // buffers not yet computed
     int64_t done_ns = 0;   // steady-clock time the last one was
+    int device = 0;
+    uint64_t mark = 0;     // Runtime::in_flight's mark, retired when done
     void finish_one();
   };
   bool timing_;

@@ -98,11 +98,18 @@ bool Runtime::initialized() {
 }
 
 Runtime& Runtime::get() {
+  // Before any lock: a lock held by a parent thread at fork stays held forever.
+  if (pjrt::in_forked_child()) throw std::runtime_error(pjrt::fork_message());
   {
     std::lock_guard<std::mutex> lock(g_init_mutex);
     if (g_runtime != nullptr) return *g_runtime;
   }
   return init(resolve_plugin_path(), env_cpu_devices());
+}
+
+int Runtime::device_count_if_started() {
+  std::lock_guard<std::mutex> lock(g_init_mutex);
+  return g_runtime != nullptr ? g_runtime->device_count() : 0;
 }
 
 Runtime& Runtime::init(const std::string& plugin_path, int cpu_device_count) {
@@ -125,6 +132,8 @@ Runtime::Runtime(std::string plugin_path, int cpu_device_count)
     : plugin_path_(std::move(plugin_path)) {
   auto plugin = pjrt::load_plugin(plugin_path_);
   client_ = plugin->create_client(cpu_device_count);
+  retired_ = std::make_unique<std::atomic<uint64_t>[]>(client_->device_count());
+  for (int i = 0; i < client_->device_count(); ++i) retired_[i] = 0;
   open_disk_cache(*plugin);
   if (const char* max = std::getenv("TORCHTPU_MAX_PROGRAMS")) {
     const long n = std::strtol(max, nullptr, 10);
@@ -264,33 +273,35 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(
                              std::to_string(graph.parameters().size()) + " parameters");
   }
   auto exe = compile(graph, op, fingerprint);
-  return execute(*exe, args, device);
+  return execute(*exe, args, device, op);
 }
 
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
-    pjrt::Executable& exe, const std::vector<pjrt::Buffer*>& args, int device) {
+    pjrt::Executable& exe, const std::vector<pjrt::Buffer*>& args, int device,
+    const std::string& op) {
   auto outs = exe.execute(args, device);
   ++metrics_.executes;
   if (mode_ == EagerMode::kDebug) {
     for (auto& b : outs) b->await_ready();
   } else {
-    track(outs, device);
+    track(outs, op, device);
   }
   return outs;
 }
 
-void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, int device) {
-  std::vector<std::pair<int, std::weak_ptr<pjrt::Buffer>>> oldest;
+void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs,
+                    const std::string& op, int device) {
+  std::vector<InFlight> oldest;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& b : outs) in_flight_.emplace_back(device, b);
+    for (auto& b : outs) in_flight_.push_back({device, next_seq_++, b, op});
     if (in_flight_.size() <= kMaxInFlight) return;
     size_t half = in_flight_.size() / 2;
     oldest.assign(in_flight_.begin(), in_flight_.begin() + half);
     in_flight_.erase(in_flight_.begin(), in_flight_.begin() + half);
   }
-  for (auto& [d, w] : oldest) {
-    if (auto b = w.lock()) {
+  for (auto& w : oldest) {
+    if (auto b = w.buffer.lock()) {
       try {
         b->await_ready();
       } catch (const pjrt::PjrtError&) {
@@ -300,28 +311,50 @@ void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, int 
   }
 }
 
-std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::in_flight(int device) {
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::in_flight(int device, uint64_t* mark) {
   std::vector<std::shared_ptr<pjrt::Buffer>> live;
   std::lock_guard<std::mutex> lock(mu_);
   size_t kept = 0;
   for (auto& entry : in_flight_) {
-    auto b = entry.second.lock();
-    if (b == nullptr) continue;  // freed: dropped from the list here
-    if (entry.first == device) live.push_back(std::move(b));
+    // Dropped here: freed buffers, and those a completed event covered.
+    if (entry.seq <= retired_[entry.device].load(std::memory_order_acquire)) continue;
+    auto b = entry.buffer.lock();
+    if (b == nullptr) continue;
+    if (entry.device == device) live.push_back(std::move(b));
     in_flight_[kept++] = std::move(entry);
   }
   in_flight_.resize(kept);
+  *mark = next_seq_ - 1;
   return live;
 }
 
+void Runtime::retire(int device, uint64_t mark) {
+  auto& r = retired_[device];
+  uint64_t cur = r.load(std::memory_order_relaxed);
+  while (cur < mark && !r.compare_exchange_weak(cur, mark, std::memory_order_release)) {
+  }
+}
+
 void Runtime::synchronize() {
-  std::vector<std::pair<int, std::weak_ptr<pjrt::Buffer>>> pending;
+  std::vector<InFlight> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending.swap(in_flight_);
   }
-  for (auto& [d, w] : pending) {
-    if (auto b = w.lock()) b->await_ready();
+  for (size_t i = 0; i < pending.size(); ++i) {
+    auto b = pending[i].buffer.lock();
+    if (b == nullptr) continue;
+    try {
+      b->await_ready(/*interruptible=*/true);
+    } catch (const pjrt::PjrtError& e) {
+      throw pjrt::PjrtError(e.method(), pending[i].op + " (run asynchronously) failed: " +
+                                            e.what(), e.code());
+    } catch (...) {
+      // Interrupted: what was not awaited stays tracked for the next sync.
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_.insert(in_flight_.begin(), pending.begin() + i, pending.end());
+      throw;
+    }
   }
 }
 
@@ -330,7 +363,7 @@ std::shared_ptr<pjrt::Buffer> Runtime::copy_to_device(const pjrt::Buffer& buffer
   if (device_copy_ok_) {
     try {
       auto out = buffer.copy_to_device(device);
-      track({out}, device);
+      track({out}, "aten::_to_copy (between devices)", device);
       return out;
     } catch (const pjrt::PjrtError& e) {
       if (e.code() != 12 /* PJRT_Error_Code_UNIMPLEMENTED */) throw;
@@ -348,7 +381,7 @@ std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
   for (int64_t d : dims) n *= d;
   metrics_.bytes_to_device += n;
   auto buffer = client_->buffer_from_host(data, element_type(dtype), dims, device);
-  track({buffer}, device);
+  track({buffer}, "aten::_copy_from (host to device)", device);
   return buffer;
 }
 

@@ -84,7 +84,12 @@ class Runtime {
   // The process runtime, initialised on first use with the plugin path set by
   // set_default_plugin() or the TORCHTPU_PLUGIN variable. Throws
   // pjrt::PluginError if the plugin cannot be loaded.
+  // In a child forked after the runtime started, throws std::runtime_error
+  // (pjrt::fork_message()) instead.
   static Runtime& get();
+  // The device count without the fork check (a forked child may still ask);
+  // 0 when the runtime was never started.
+  static int device_count_if_started();
   static bool initialized();
   // Initialise explicitly (torchtpu.init). Throws std::runtime_error if already
   // initialised with a different plugin or device count.
@@ -108,10 +113,11 @@ class Runtime {
                                                  const std::vector<pjrt::Buffer*>& args,
                                                  int device, const std::string& op,
                                                  const std::string* fingerprint = nullptr);
-  // Enqueues a compiled program (as run() does after compiling).
+  // Enqueues a compiled program (as run() does after compiling); `op` names it
+  // in an asynchronous failure that synchronize() reports.
   std::vector<std::shared_ptr<pjrt::Buffer>> execute(pjrt::Executable& exe,
                                                      const std::vector<pjrt::Buffer*>& args,
-                                                     int device);
+                                                     int device, const std::string& op = "");
   std::shared_ptr<pjrt::Executable> compile(const ir::Graph& graph, const std::string& op,
                                             const std::string* fingerprint = nullptr);
   // Whether a program with this fingerprint was compiled (or loaded) in this
@@ -137,12 +143,19 @@ class Runtime {
   bool device_copy_supported() const { return device_copy_ok_; }
   // The buffers enqueued on `device` (program outputs, uploads, copies) that
   // are still alive and not known to be complete: what an event recorded now
-  // waits for.
-  std::vector<std::shared_ptr<pjrt::Buffer>> in_flight(int device);
+  // waits for. `*mark` receives a number to hand to retire() once they are all
+  // computed.
+  std::vector<std::shared_ptr<pjrt::Buffer>> in_flight(int device, uint64_t* mark);
+  // Every buffer in_flight(device, &mark) returned is computed: later calls
+  // skip them (an event recorded after another completed waits only for the
+  // newer work). Lock-free: called from the plugin's ready callbacks.
+  void retire(int device, uint64_t mark);
   // A cached 0-d buffer holding `bits` (the value's bit pattern in `dtype`).
   std::shared_ptr<pjrt::Buffer> scalar(ir::DType dtype, uint64_t bits, int device);
 
-  // Waits for every enqueued program; throws the first error met.
+  // Waits for every enqueued program; throws the first error met, naming its
+  // op. The wait is interruptible (pjrt::set_wait_poll): an exception from the
+  // poll leaves the programs not yet awaited tracked for the next call.
   void synchronize();
   size_t cached_programs() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -154,7 +167,8 @@ class Runtime {
 
  private:
   Runtime(std::string plugin_path, int cpu_device_count);
-  void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, int device);
+  void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, const std::string& op,
+             int device);
   void open_disk_cache(const pjrt::Plugin& plugin);
   std::shared_ptr<pjrt::Executable> load_from_disk(const cache::Key& key, const std::string& op);
   void store_to_disk(const cache::Key& key, const pjrt::Executable& exe);
@@ -184,8 +198,17 @@ class Runtime {
   size_t max_programs_ = 2048;
   std::unordered_set<size_t> seen_;  // hashes of every fingerprint compiled
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
-  // Enqueued buffers with their device, oldest first (bounded, see track()).
-  std::vector<std::pair<int, std::weak_ptr<pjrt::Buffer>>> in_flight_;
+  // Enqueued buffers with their op, oldest first (bounded, see track()); `seq` increases.
+  struct InFlight {
+    int device;
+    uint64_t seq;
+    std::weak_ptr<pjrt::Buffer> buffer;
+    std::string op;  // the ATen op (or fused graph) that produces it
+  };
+  std::vector<InFlight> in_flight_;
+  uint64_t next_seq_ = 1;
+  // Per device: entries with seq up to this are known computed (retire()).
+  std::unique_ptr<std::atomic<uint64_t>[]> retired_;
   std::atomic<bool> device_copy_ok_{true};
 };
 

@@ -1,5 +1,6 @@
 // Lowerings of elementwise binary ATen ops: PyTorch type promotion
 // (at::native::result_type), broadcasting, and the alpha/rounding arguments.
+#include "aten/deferred_check.h"
 #include "aten/ops_util.h"
 
 namespace ttpu::aten {
@@ -13,8 +14,22 @@ std::pair<ir::Value, ir::Value> promoted(LoweringContext& ctx, const Args& a, ir
   return broadcast_pair(ctx, operand(ctx, a[0], *out), operand(ctx, a[1], *out));
 }
 
+bool is_bool_operand(const c10::IValue& v) {
+  return v.isTensor() ? v.toTensor().scalar_type() == at::kBool : v.isBool();
+}
+
 // add/sub: self op other * alpha. Bool add is logical or (PyTorch's behaviour).
 std::vector<ir::Value> add_sub(LoweringContext& ctx, const Args& a, Op op) {
+  // ATen's sub_check: one bool operand (a tensor or a Python bool) is enough.
+  if (op == Op::kSub) {
+    TORCH_CHECK(!is_bool_operand(a[0]) || !is_bool_operand(a[1]),
+                "Subtraction, the `-` operator, with two bool tensors is not supported. "
+                "Use the `^` or `logical_xor()` operator instead.");
+    TORCH_CHECK(!is_bool_operand(a[0]) && !is_bool_operand(a[1]),
+                "Subtraction, the `-` operator, with a bool tensor is not supported. "
+                "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                "operator instead.");
+  }
   ir::DType dt;
   auto [x, y] = promoted(ctx, a, &dt);
   if (a.size() > 2 && !a.is_none(2)) {
@@ -74,6 +89,42 @@ ir::Value floor_divide(LoweringContext& ctx, ir::Value x, ir::Value y) {
   return g.select(needs, g.binary(Op::kSub, q, full_like(ctx, x, 1)), q);
 }
 
+// CPU raises "ZeroDivisionError" for an integer division, remainder or fmod
+// by zero (CUDA returns garbage; CPU is the spec). A Python scalar or CPU
+// divisor is checked now; a tpu divisor's zeros are a device value, so a probe
+// computes "no zero" on the device and the check is deferred to the next read
+// (deferred_check.h), as index range checks are.
+void check_no_zero_divisor(LoweringContext& ctx, const Args& a, ir::DType common) {
+  const c10::IValue& divisor = a[1];
+  if (!ir::is_integral(common)) return;
+  // No element computed, nothing checked (CPU's kernel loop does not run).
+  if (a[0].isTensor() && a[0].toTensor().numel() == 0) return;
+  if (!divisor.isTensor()) {
+    // The scalar as the common dtype holds it: 256 is 0 in uint8.
+    const int width = 8 * static_cast<int>(ir::byte_size(common));
+    const uint64_t v = static_cast<uint64_t>(divisor.toScalar().toLong());
+    TORCH_CHECK((width >= 64 ? v : (v & ((uint64_t{1} << width) - 1))) != 0, "ZeroDivisionError");
+    return;
+  }
+  const at::Tensor& t = divisor.toTensor();
+  if (t.numel() == 0) return;
+  if (t.device().is_cpu()) {
+    TORCH_CHECK(!t.to(to_aten(common)).eq(0).any().item<bool>(), "ZeroDivisionError");
+    return;
+  }
+  LoweringContext probe(ctx.op() + " (zero divisor check)", ctx.device());
+  auto& g = probe.g();
+  ir::Value v = operand(probe, divisor, common);
+  std::vector<int64_t> all(dims(probe, v).size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  ir::Value zero = g.compare(ir::Cmp::kEQ, v, full_like(probe, v, 0));
+  ir::Value ok = g.unary(Op::kNot, reduce(probe, zero, all, false, ir::Reducer::kOr));
+  auto checked = probe.run({ok});
+  check_device_values(checked[0], checked[0], [](const at::Tensor& host) {
+    TORCH_CHECK(host.item<bool>(), "ZeroDivisionError");
+  });
+}
+
 std::vector<ir::Value> div(LoweringContext& ctx, const Args& a,
                            std::optional<std::string> mode) {
   auto& g = ctx.g();
@@ -84,6 +135,7 @@ std::vector<ir::Value> div(LoweringContext& ctx, const Args& a,
     auto [x, y] = broadcast_pair(ctx, operand(ctx, a[0], dt), operand(ctx, a[1], dt));
     return {g.binary(Op::kDiv, x, y)};
   }
+  check_no_zero_divisor(ctx, a, common);
   auto [x, y] = broadcast_pair(ctx, operand(ctx, a[0], common), operand(ctx, a[1], common));
   if (*mode == "trunc") {
     if (ir::is_float(common)) {
@@ -101,6 +153,7 @@ std::vector<ir::Value> div(LoweringContext& ctx, const Args& a,
 
 std::vector<ir::Value> remainder(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
+  check_no_zero_divisor(ctx, a, to_ir(result_type(a[0], a[1])));
   ir::DType dt;
   auto [x, y] = promoted(ctx, a, &dt);
   ir::Value r = g.binary(Op::kRem, x, y);
@@ -143,8 +196,57 @@ std::vector<ir::Value> comparison(LoweringContext& ctx, const Args& a, ir::Cmp c
   return {ctx.g().compare(cmp, x, y)};
 }
 
+std::vector<ir::Value> fmod(LoweringContext& ctx, const Args& a) {
+  check_no_zero_divisor(ctx, a, to_ir(result_type(a[0], a[1])));
+  return simple(ctx, a, Op::kRem);
+}
+
+// Integer pow as CPU computes it (powi): square-and-multiply over every bit of
+// the exponent, wrapping on overflow. XLA's integer power looks at only 6
+// exponent bits, so 3**64 came out 1. A negative exponent gives 1 for base 1,
+// +-1 for base -1 and 0 otherwise. `exp_bits`: bits of the exponent to visit.
+ir::Value integer_pow(LoweringContext& ctx, ir::Value base, ir::Value exp, int exp_bits) {
+  auto& g = ctx.g();
+  const ir::DType dt = dtype(ctx, base);
+  ir::Value one = full_like(ctx, base, 1);
+  ir::Value zero = full_like(ctx, base, 0);
+  ir::Value result = one;
+  ir::Value a = base;
+  ir::Value e = exp;
+  for (int k = 0; k < exp_bits; ++k) {
+    ir::Value bit = g.compare(ir::Cmp::kNE, g.binary(Op::kAnd, e, one), zero);
+    result = g.select(bit, g.binary(Op::kMul, result, a), result);
+    if (k + 1 == exp_bits) break;
+    a = g.binary(Op::kMul, a, a);
+    e = g.binary(Op::kShiftRightLogical, e, one);
+  }
+  if (ir::is_unsigned(dt)) return result;
+  ir::Value minus_one = full_like(ctx, base, -1);
+  ir::Value odd = g.compare(ir::Cmp::kNE, g.binary(Op::kAnd, exp, one), zero);
+  ir::Value negative_exp = g.select(
+      g.compare(ir::Cmp::kEQ, base, one), one,
+      g.select(g.compare(ir::Cmp::kEQ, base, minus_one), g.select(odd, minus_one, one), zero));
+  return g.select(g.compare(ir::Cmp::kLT, exp, zero), negative_exp, result);
+}
+
 std::vector<ir::Value> pow_rule(LoweringContext& ctx, const Args& a) {
-  return simple(ctx, a, Op::kPow);
+  ir::DType dt = to_ir(result_type(a[0], a[1]));
+  if (ir::is_float(dt) || ir::is_complex(dt)) return simple(ctx, a, Op::kPow);
+  TORCH_CHECK_NOT_IMPLEMENTED(dt != ir::DType::kBool, "\"pow\" not implemented for 'Bool'");
+  // pow.Tensor_Scalar: ATen refuses a negative integral exponent for an
+  // integral (or bool) base; a scalar exponent also bounds the bits to visit.
+  int bits = 8 * static_cast<int>(ir::byte_size(dt)) - (ir::is_unsigned(dt) ? 0 : 1);
+  if (a[0].isTensor() && !a[1].isTensor()) {
+    const c10::Scalar e = a.scalar(1);
+    TORCH_CHECK(!(e.isIntegral(true) && e.toLong() < 0),
+                "Integers to negative integer powers are not allowed.");
+    uint64_t v = static_cast<uint64_t>(e.toLong());
+    int needed = 1;
+    while (needed < 64 && (v >> needed) != 0) ++needed;
+    bits = std::min(bits, needed);
+  }
+  auto [x, y] = promoted(ctx, a, &dt);
+  return {integer_pow(ctx, x, y, bits)};
 }
 
 std::vector<ir::Value> add(LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kAdd); }
@@ -181,12 +283,8 @@ RegisterLowering r_floor_divide("floor_divide", [](LoweringContext& c, const Arg
 });
 RegisterLowering r_rem_t("remainder.Tensor", remainder);
 RegisterLowering r_rem_s("remainder.Scalar", remainder);
-RegisterLowering r_fmod_t("fmod.Tensor", [](LoweringContext& c, const Args& a) {
-  return simple(c, a, Op::kRem);
-});
-RegisterLowering r_fmod_s("fmod.Scalar", [](LoweringContext& c, const Args& a) {
-  return simple(c, a, Op::kRem);
-});
+RegisterLowering r_fmod_t("fmod.Tensor", fmod);
+RegisterLowering r_fmod_s("fmod.Scalar", fmod);
 RegisterLowering r_maximum("maximum", [](LoweringContext& c, const Args& a) {
   return simple(c, a, Op::kMax);
 });

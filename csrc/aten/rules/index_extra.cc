@@ -53,6 +53,9 @@ ValueList nonzero(LoweringContext& ctx, const Args& a) {
     count = to_host(probe.run({reduce(probe, m, {0}, false, ir::Reducer::kAdd)})[0])
                 .item<int64_t>();
   }
+  // CPU's result is column-major (a [rank, count] buffer transposed), so a
+  // view() of it fails and writes through it alias as they do there.
+  ctx.set_result_strides(0, {1, count});
   if (count == 0 || rank == 0) return {g.constant_int(0, {DType::kI64, {count, rank}})};
   ir::TensorType flat{DType::kI64, {n}};
   ir::Value key = g.select(nonzero_flat(ctx), g.iota(flat, 0), g.constant_int(n, flat));

@@ -344,7 +344,14 @@ ir::Value masked_put(LoweringContext& ctx, const at::Tensor& self,
   v = g.broadcast_in_dim(g.reshape(v, kept), xs, kept_dims);
   std::vector<int64_t> mask_dims;
   for (int64_t j = 0; j < k; ++j) mask_dims.push_back(p + j);
-  ir::Value m = g.broadcast_in_dim(ctx.tensor(*mask), xs, mask_dims);
+  // A CPU mask (x[cpu_mask] = v, as CUDA allows) is uploaded: index tensors
+  // may live on the host, only 0-d ones are read as scalars.
+  at::Tensor dev_mask = *mask;
+  if (dev_mask.device().is_cpu()) {
+    dev_mask = dev_mask.to(at::Device(c10::DeviceType::PrivateUse1,
+                                      static_cast<c10::DeviceIndex>(ctx.device())));
+  }
+  ir::Value m = g.broadcast_in_dim(ctx.tensor(dev_mask), xs, mask_dims);
   if (!accumulate) return g.select(m, v, x);
   const bool is_bool = dtype(ctx, x) == DType::kBool;
   ir::Value add = g.select(m, v, full_like(ctx, v, 0));

@@ -107,6 +107,9 @@ ValueList topk(LoweringContext& ctx, const Args& a) {
 // smallest (1-based) along dim.
 ValueList kthvalue(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
+  // CPU's kernel has no bool instance.
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool,
+                              "\"kthvalue_cpu\" not implemented for 'Bool'");
   int64_t k = a.integer(1);
   int64_t raw_dim = a.integer(2);
   int64_t dim = wrap_dim(raw_dim, std::max<int64_t>(self.dim(), 1));

@@ -1,0 +1,120 @@
+"""Result layouts follow PyTorch's rules: a pointwise op's new output takes its
+inputs' memory layout (TensorIterator), nonzero / argwhere are column-major.
+
+Strides are compared with CPU PyTorch's for the same inputs, together with the
+values, so a view() that CPU refuses is refused on tpu too.
+"""
+
+import pytest
+import torch
+
+from _util import assert_close_cpu, no_fallback
+
+
+def layouts():
+    torch.manual_seed(0)
+    base = torch.randn(2, 3, 4, 5)
+    return {
+        "transposed": torch.randn(3, 4).t(),
+        "permuted": torch.arange(24.0).reshape(2, 3, 4).permute(2, 0, 1),
+        "channels_last": base.to(memory_format=torch.channels_last),
+        "channels_last_3d": torch.randn(2, 3, 2, 3, 4).to(memory_format=torch.channels_last_3d),
+        "sliced": base[:, 1:, ::2],              # not dense: TensorIterator's ordering
+        "expanded": torch.randn(3, 1).expand(3, 4),
+        "size_one_dims": torch.randn(4, 1, 3).permute(2, 1, 0),
+        "contiguous": base,
+    }
+
+
+def to_tpu_keep(t):
+    """The same view on tpu: same sizes, strides and offset over a tpu copy of its base."""
+    src = t._base if t._base is not None else t
+    dev = src.to("tpu")
+    return dev.as_strided(t.size(), t.stride(), t.storage_offset())
+
+
+UNARY = {
+    "sin": torch.sin, "neg": torch.neg, "mul_scalar": lambda t: t * 2,
+    "add_scalar": lambda t: t + 1, "relu": torch.relu, "exp": torch.exp,
+    "to_double": lambda t: t.double(), "gt": lambda t: t > 0, "clone": torch.clone,
+    "empty_like": lambda t: torch.empty_like(t), "abs": torch.abs,
+    "where": lambda t: torch.where(t > 0, t, 0.0), "clamp": lambda t: t.clamp(-0.5, 0.5),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(layouts()))
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary_results_keep_the_input_layout(layout, op):
+    t = layouts()[layout]
+    dev = to_tpu_keep(t)
+    assert dev.stride() == t.stride()
+    expected = UNARY[op](t)
+    with no_fallback():
+        got = UNARY[op](dev)
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    if op != "empty_like":
+        assert_close_cpu(got, expected)
+
+
+@pytest.mark.parametrize("layout", sorted(layouts()))
+def test_binary_results_follow_tensor_iterator(layout):
+    t = layouts()[layout]
+    dev = to_tpu_keep(t)
+    others = [t, t.contiguous(), torch.randn(t.shape[-1]), torch.tensor(2.0)]
+    for o in others:
+        od = to_tpu_keep(o) if o.dim() > 0 else o
+        for f in (torch.add, torch.mul, torch.maximum):
+            expected = f(t, o)
+            with no_fallback():
+                got = f(dev, od)
+            assert got.stride() == expected.stride(), (f, o.shape, got.stride(),
+                                                        expected.stride())
+            assert_close_cpu(got, expected)
+            # The other operand first: ties go to the first input's order.
+            expected = f(o, t)
+            with no_fallback():
+                got = f(od, dev)
+            assert got.stride() == expected.stride(), (f, o.shape, got.stride(),
+                                                        expected.stride())
+
+
+def test_handed_case_01_view_refused_reshape_copies():
+    t = torch.arange(6.0, device="tpu").reshape(2, 3).t()
+    for r in [t * 2, t + t, torch.sin(t), t.clone(), torch.empty_like(t)]:
+        assert r.stride() == (1, 3)
+    p = torch.arange(24.0).reshape(2, 3, 4).to("tpu").permute(2, 0, 1)
+    assert (p + 1).stride() == p.stride() == (1, 12, 4)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        (t * 2).view(-1)
+    assert (t * 2).reshape(-1).cpu().tolist() == [0.0, 6.0, 2.0, 8.0, 4.0, 10.0]
+    # In-place writes into such a result land where CPU's would.
+    r = t * 2
+    r.view(torch.float32).as_strided((6,), (1,))[1] = -1.0
+    ref = torch.arange(6.0).reshape(2, 3).t() * 2
+    ref.as_strided((6,), (1,))[1] = -1.0
+    assert_close_cpu(r, ref)
+
+
+def test_out_and_inplace_keep_their_own_layout():
+    t = torch.randn(3, 4).t()
+    dev = to_tpu_keep(t)
+    out = torch.empty(4, 3, device="tpu")
+    torch.add(dev, 1, out=out)
+    assert out.stride() == (3, 1)
+    assert_close_cpu(out, t + 1)
+    dev.mul_(2)
+    assert dev.stride() == t.stride()
+    assert_close_cpu(dev, t * 2)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (0, 2), (5,), (), (2, 1, 3)])
+def test_nonzero_and_argwhere_are_column_major(shape):
+    x = (torch.arange(int(torch.tensor(shape).prod().item()) if shape else 1) % 3)
+    x = x.reshape(shape)
+    for f in (torch.nonzero, torch.argwhere):
+        expected = f(x)
+        with no_fallback():
+            got = f(x.to("tpu"))
+        assert got.shape == expected.shape and got.stride() == expected.stride(), (
+            f, got.stride(), expected.stride())
+        assert_close_cpu(got, expected)
