@@ -1,5 +1,6 @@
 #include "aten/device.h"
 
+#include "aten/pinned.h"
 #include "aten/memory.h"
 #include "runtime/fusion.h"
 
@@ -37,7 +38,8 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   }
   c10::DeviceIndex getCurrentDevice() const override { return t_current_device; }
   void setCurrentDevice(c10::DeviceIndex d) const override { t_current_device = d; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 

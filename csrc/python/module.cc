@@ -21,6 +21,7 @@
 #include "aten/lowering.h"
 #include "aten/memory.h"
 #include "cache/store.h"
+#include "distributed/python_bind.h"
 #include "runtime/event.h"
 #include "runtime/fusion.h"
 #include "runtime/fusion_guard.h"
@@ -127,6 +128,7 @@ PYBIND11_MODULE(_C, m) {
   ttpu::aten::register_lowerings();
   install_recompile_hooks();
   install_wait_poll();
+  ttpu::distributed::bind(m);
 
   m.def("_set_default_plugin", &Runtime::set_default_plugin);
   m.def("_is_in_bad_fork", [] { return ttpu::pjrt::in_forked_child(); });

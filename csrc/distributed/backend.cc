@@ -1,0 +1,451 @@
+// TpuBackend: every collective copies its tpu inputs to host tensors (torchtpu's
+// ordinary device-to-host copy, which waits for the ops that produce them), runs
+// the same collective on the inner gloo backend, and copies the host results
+// back into the caller's tpu tensors in place (copy_ keeps storage and data_ptr,
+// which DDP's bucket views and FSDP's padded buffers rely on).
+#include "distributed/backend.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+
+#include <map>
+#include <mutex>
+
+namespace ttpu::distributed {
+namespace {
+
+using c10d::OpType;
+using c10d::ReduceOp;
+using c10d::Work;
+using WorkPtr = c10::intrusive_ptr<Work>;
+using Tensors = std::vector<at::Tensor>;
+
+void check_tpu(const at::Tensor& t, const char* op) {
+  TORCH_CHECK_VALUE(t.defined(), "torch.distributed backend 'tpu': ", op,
+                    " got an undefined tensor");
+  TORCH_CHECK_VALUE(t.device().type() == c10::DeviceType::PrivateUse1,
+                    "torch.distributed backend 'tpu': ", op, " takes tpu tensors, got one on ",
+                    t.device(), ". CPU tensors need a group with a CPU backend, e.g. "
+                    "init_process_group('cpu:gloo,tpu:tpu') or init_process_group() with no "
+                    "backend");
+  TORCH_CHECK_VALUE(!t.is_sparse(), "torch.distributed backend 'tpu': ", op,
+                    " does not take sparse tensors");
+}
+
+void check_all(const Tensors& ts, const char* op) {
+  for (const auto& t : ts) check_tpu(t, op);
+}
+
+void check_all(const std::vector<Tensors>& tss, const char* op) {
+  for (const auto& ts : tss) check_all(ts, op);
+}
+
+// Host staging buffers are reused: a fresh host allocation costs its page
+// faults on first touch (5 ms for 1 MB on this machine, 500x the copy itself).
+// A buffer is free again when only the pool holds its storage (the TpuWork
+// and the caller's views of it are gone).
+class StagingPool {
+ public:
+  at::Tensor acquire(at::IntArrayRef sizes, c10::ScalarType dtype) {
+    int64_t numel = c10::multiply_integers(sizes);
+    size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+    auto options = at::TensorOptions().dtype(dtype).device(at::kCPU);
+    if (bytes < kMinBytes) return at::empty(sizes, options);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& list = free_[{dtype, numel}];
+    for (auto& t : list)  // views share the storage: its count says who uses it
+      if (t.storage().use_count() == 1) return t.view(sizes);
+    at::Tensor t = at::empty({numel}, options);
+    if (list.size() < kPerKey && held_ + bytes <= kMaxBytes) {
+      list.push_back(t);
+      held_ += bytes;
+    }
+    return t.view(sizes);
+  }
+
+ private:
+  static constexpr size_t kMinBytes = 64 << 10;    // small ones: malloc reuses them
+  static constexpr size_t kMaxBytes = 512u << 20;  // bound on what the pool keeps
+  static constexpr size_t kPerKey = 4;
+  std::mutex mutex_;
+  std::map<std::pair<c10::ScalarType, int64_t>, std::vector<at::Tensor>> free_;
+  size_t held_ = 0;
+};
+
+StagingPool& pool() {
+  static StagingPool* p = new StagingPool();  // never destroyed: used at exit
+  return *p;
+}
+
+// A host buffer for a result: same shape and dtype, contiguous.
+at::Tensor host_like(const at::Tensor& t) { return pool().acquire(t.sizes(), t.scalar_type()); }
+
+// Dense, contiguous host copy: what gloo requires.
+at::Tensor to_host(const at::Tensor& t) {
+  at::Tensor h = host_like(t);
+  h.copy_(t);
+  return h;
+}
+
+Tensors to_host(const Tensors& ts) {
+  Tensors out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(to_host(t));
+  return out;
+}
+
+Tensors host_like(const Tensors& ts) {
+  Tensors out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(host_like(t));
+  return out;
+}
+
+std::vector<Tensors> host_like(const std::vector<Tensors>& tss) {
+  std::vector<Tensors> out;
+  for (const auto& ts : tss) out.push_back(host_like(ts));
+  return out;
+}
+
+void copy_back(const Tensors& dst, const Tensors& src) {
+  for (size_t i = 0; i < dst.size(); ++i) const_cast<at::Tensor&>(dst[i]).copy_(src[i]);
+}
+
+// Gloo has no AVG: the host path sums and divides (integers truncate, as the
+// quotient of an integer sum has no other integer value).
+struct Reduction {
+  ReduceOp inner;
+  bool average = false;
+};
+
+Reduction map_reduction(const ReduceOp& op, const char* name) {
+  TORCH_CHECK_VALUE(op.op_ != ReduceOp::PREMUL_SUM, "torch.distributed backend 'tpu': ", name,
+                    " does not support ReduceOp.PREMUL_SUM");
+  if (op.op_ == ReduceOp::AVG) return {ReduceOp(ReduceOp::SUM), true};
+  return {op, false};
+}
+
+void divide(const Tensors& host, int size) {
+  for (const auto& t : host) {
+    auto& m = const_cast<at::Tensor&>(t);
+    if (at::isIntegralType(m.scalar_type(), /*includeBool=*/false))
+      m.div_(size, "trunc");
+    else
+      m.div_(size);
+  }
+}
+
+Tensors flatten(const std::vector<Tensors>& tss) {
+  Tensors out;
+  for (const auto& ts : tss) out.insert(out.end(), ts.begin(), ts.end());
+  return out;
+}
+
+}  // namespace
+
+TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size,
+                       std::chrono::milliseconds timeout)
+    : Backend(rank, size),
+      inner_(std::move(inner)),
+      options_(c10::make_intrusive<Options>(kBackendName, timeout)) {
+  TORCH_CHECK(inner_, "torch.distributed backend 'tpu' needs an inner host backend");
+}
+
+void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
+  options_->timeout = timeout;
+}
+
+void TpuBackend::setGroupUid(const std::string& pg_uid) {
+  Backend::setGroupUid(pg_uid);
+  options_->group_name = pg_uid;
+  inner_->setGroupUid(pg_uid);
+}
+
+std::chrono::milliseconds TpuBackend::timeout_for(std::chrono::milliseconds requested) const {
+  return requested == c10d::kUnsetTimeout ? options_->timeout : requested;
+}
+
+WorkPtr TpuBackend::make_work(WorkPtr inner, std::function<void()> finish_fn, Tensors outputs,
+                              std::chrono::milliseconds timeout, OpType type) {
+  return c10::make_intrusive<TpuWork>(std::move(inner), std::move(finish_fn),
+                                      std::move(outputs), timeout, getRank(), type);
+}
+
+WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
+  check_all(tensors, "broadcast");
+  auto host = to_host(tensors);
+  auto work = inner_->broadcast(host, opts);
+  bool root = opts.rootRank == getRank();
+  return make_work(work, [tensors, host, root] { if (!root) copy_back(tensors, host); },
+                   tensors, timeout_for(opts.timeout), OpType::BROADCAST);
+}
+
+WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
+  check_all(tensors, "all_reduce");
+  auto red = map_reduction(opts.reduceOp, "all_reduce");
+  auto host = to_host(tensors);
+  c10d::AllreduceOptions inner_opts = opts;
+  inner_opts.reduceOp = red.inner;
+  auto work = inner_->allreduce(host, inner_opts);
+  int size = getSize();
+  return make_work(
+      work, [tensors, host, red, size] {
+        if (red.average) divide(host, size);
+        copy_back(tensors, host);
+      },
+      tensors, timeout_for(opts.timeout), OpType::ALLREDUCE);
+}
+
+WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
+                                        const c10d::AllreduceCoalescedOptions& opts) {
+  // One host all_reduce per tensor: gloo's coalesced form needs one dtype.
+  check_all(tensors, "all_reduce_coalesced");
+  auto red = map_reduction(opts.reduceOp, "all_reduce_coalesced");
+  std::vector<WorkPtr> works;
+  Tensors host = to_host(tensors);
+  for (auto& h : host) {
+    Tensors one{h};
+    c10d::AllreduceOptions o;
+    o.reduceOp = red.inner;
+    o.timeout = opts.timeout;
+    works.push_back(inner_->allreduce(one, o));
+  }
+  auto timeout = timeout_for(opts.timeout);
+  int size = getSize();
+  return make_work(
+      nullptr, [works, tensors, host, red, size, timeout] {
+        for (auto& w : works) w->wait(timeout);
+        if (red.average) divide(host, size);
+        copy_back(tensors, host);
+      },
+      tensors, timeout, OpType::ALLREDUCE_COALESCED);
+}
+
+WorkPtr TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
+  check_all(tensors, "reduce");
+  auto red = map_reduction(opts.reduceOp, "reduce");
+  auto host = to_host(tensors);
+  c10d::ReduceOptions inner_opts = opts;
+  inner_opts.reduceOp = red.inner;
+  auto work = inner_->reduce(host, inner_opts);
+  bool root = opts.rootRank == getRank();
+  int size = getSize();
+  return make_work(
+      work, [tensors, host, red, size, root] {
+        if (!root) return;  // only the root's tensor holds the result
+        if (red.average) divide(host, size);
+        copy_back(tensors, host);
+      },
+      tensors, timeout_for(opts.timeout), OpType::REDUCE);
+}
+
+WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
+                              const c10d::AllgatherOptions& opts) {
+  check_all(inputs, "all_gather");
+  check_all(outputs, "all_gather");
+  auto host_in = to_host(inputs);
+  auto host_out = host_like(outputs);
+  auto timeout = timeout_for(opts.timeout);
+  bool uneven = false;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (const auto& o : outputs[i]) uneven |= o.sizes() != inputs[i].sizes();
+  auto flat_out = flatten(outputs);
+  if (!uneven || inputs.size() != 1) {
+    auto work = inner_->allgather(host_out, host_in, opts);
+    return make_work(work, [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); },
+                     flat_out, timeout, OpType::ALLGATHER);
+  }
+  // Gloo's all_gather needs equal sizes; uneven inputs (as NCCL allows) are
+  // gathered as one broadcast per rank, each rank the root of its own slot.
+  TORCH_CHECK_VALUE(static_cast<int>(host_out[0].size()) == getSize(),
+                    "torch.distributed backend 'tpu': all_gather needs ", getSize(),
+                    " output tensors, got ", host_out[0].size());
+  std::vector<WorkPtr> works;
+  for (int r = 0; r < getSize(); ++r) {
+    if (r == getRank()) host_out[0][r].copy_(host_in[0]);
+    Tensors slot{host_out[0][r]};
+    c10d::BroadcastOptions b;
+    b.rootRank = r;
+    b.timeout = opts.timeout;
+    works.push_back(inner_->broadcast(slot, b));
+  }
+  return make_work(
+      nullptr, [works, flat_out, host_out, timeout] {
+        for (auto& w : works) w->wait(timeout);
+        copy_back(flat_out, flatten(host_out));
+      },
+      flat_out, timeout, OpType::ALLGATHER);
+}
+
+WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                    const c10d::AllgatherOptions& opts) {
+  check_tpu(input, "all_gather_into_tensor");
+  check_tpu(output, "all_gather_into_tensor");
+  TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(),
+                    "torch.distributed backend 'tpu': all_gather_into_tensor output has ",
+                    output.numel(), " elements, expected input numel * world size = ",
+                    input.numel() * getSize());
+  auto host_in = to_host(input);
+  auto host_out = host_like(output);
+  auto work = inner_->_allgather_base(host_out, host_in, opts);
+  Tensors outs{output};
+  return make_work(work, [outs, host_out] { copy_back(outs, {host_out}); }, outs,
+                   timeout_for(opts.timeout), OpType::_ALLGATHER_BASE);
+}
+
+WorkPtr TpuBackend::allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                                    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
+                    "torch.distributed backend 'tpu': all_gather_into_tensor_coalesced needs "
+                    "as many outputs as inputs");
+  std::vector<WorkPtr> works;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    works.push_back(_allgather_base(outputs[i], inputs[i], opts));
+  auto timeout = timeout_for(opts.timeout);
+  return make_work(
+      nullptr, [works, timeout] { for (auto& w : works) w->wait(timeout); }, outputs, timeout,
+      OpType::COALESCED);
+}
+
+WorkPtr TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
+                           const c10d::GatherOptions& opts) {
+  check_all(inputs, "gather");
+  check_all(outputs, "gather");
+  auto host_in = to_host(inputs);
+  auto host_out = host_like(outputs);
+  auto work = inner_->gather(host_out, host_in, opts);
+  auto flat_out = flatten(outputs);
+  return make_work(work, [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); },
+                   flat_out, timeout_for(opts.timeout), OpType::GATHER);
+}
+
+WorkPtr TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                            const c10d::ScatterOptions& opts) {
+  check_all(outputs, "scatter");
+  check_all(inputs, "scatter");
+  std::vector<Tensors> host_in;
+  for (const auto& ts : inputs) host_in.push_back(to_host(ts));
+  auto host_out = host_like(outputs);
+  auto work = inner_->scatter(host_out, host_in, opts);
+  return make_work(work, [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
+                   timeout_for(opts.timeout), OpType::SCATTER);
+}
+
+WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                                   const c10d::ReduceScatterOptions& opts) {
+  check_all(outputs, "reduce_scatter");
+  check_all(inputs, "reduce_scatter");
+  auto red = map_reduction(opts.reduceOp, "reduce_scatter");
+  std::vector<Tensors> host_in;
+  for (const auto& ts : inputs) host_in.push_back(to_host(ts));
+  auto host_out = host_like(outputs);
+  c10d::ReduceScatterOptions inner_opts = opts;
+  inner_opts.reduceOp = red.inner;
+  auto work = inner_->reduce_scatter(host_out, host_in, inner_opts);
+  int size = getSize();
+  return make_work(
+      work, [outputs, host_out, red, size] {
+        if (red.average) divide(host_out, size);
+        copy_back(outputs, host_out);
+      },
+      outputs, timeout_for(opts.timeout), OpType::REDUCE_SCATTER);
+}
+
+WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                         const c10d::ReduceScatterOptions& opts) {
+  check_tpu(output, "reduce_scatter_tensor");
+  check_tpu(input, "reduce_scatter_tensor");
+  TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(),
+                    "torch.distributed backend 'tpu': reduce_scatter_tensor input has ",
+                    input.numel(), " elements, expected output numel * world size = ",
+                    output.numel() * getSize());
+  auto red = map_reduction(opts.reduceOp, "reduce_scatter_tensor");
+  auto host_in = to_host(input);
+  auto host_out = host_like(output);
+  c10d::ReduceScatterOptions inner_opts = opts;
+  inner_opts.reduceOp = red.inner;
+  auto work = inner_->_reduce_scatter_base(host_out, host_in, inner_opts);
+  Tensors outs{output};
+  int size = getSize();
+  return make_work(
+      work, [outs, host_out, red, size] {
+        if (red.average) divide({host_out}, size);
+        copy_back(outs, {host_out});
+      },
+      outs, timeout_for(opts.timeout), OpType::_REDUCE_SCATTER_BASE);
+}
+
+WorkPtr TpuBackend::reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                                    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
+                    "torch.distributed backend 'tpu': reduce_scatter_tensor_coalesced needs "
+                    "as many outputs as inputs");
+  std::vector<WorkPtr> works;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    works.push_back(_reduce_scatter_base(outputs[i], inputs[i], opts));
+  auto timeout = timeout_for(opts.timeout);
+  return make_work(
+      nullptr, [works, timeout] { for (auto& w : works) w->wait(timeout); }, outputs, timeout,
+      OpType::COALESCED);
+}
+
+WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                  std::vector<int64_t>& output_splits,
+                                  std::vector<int64_t>& input_splits,
+                                  const c10d::AllToAllOptions& opts) {
+  check_tpu(output, "all_to_all_single");
+  check_tpu(input, "all_to_all_single");
+  auto host_in = to_host(input);
+  auto host_out = host_like(output);
+  auto work = inner_->alltoall_base(host_out, host_in, output_splits, input_splits, opts);
+  Tensors outs{output};
+  return make_work(work, [outs, host_out] { copy_back(outs, {host_out}); }, outs,
+                   timeout_for(opts.timeout), OpType::ALLTOALL_BASE);
+}
+
+WorkPtr TpuBackend::alltoall(Tensors& outputs, Tensors& inputs,
+                             const c10d::AllToAllOptions& opts) {
+  check_all(outputs, "all_to_all");
+  check_all(inputs, "all_to_all");
+  auto host_in = to_host(inputs);
+  auto host_out = host_like(outputs);
+  auto work = inner_->alltoall(host_out, host_in, opts);
+  return make_work(work, [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
+                   timeout_for(opts.timeout), OpType::ALLTOALL);
+}
+
+WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
+  // The inner backend is host-only: it must not see the tpu device ids.
+  c10d::BarrierOptions inner_opts = opts;
+  inner_opts.device_ids.clear();
+  inner_opts.device = std::nullopt;
+  auto work = inner_->barrier(inner_opts);
+  return make_work(work, nullptr, {}, timeout_for(opts.timeout), OpType::BARRIER);
+}
+
+WorkPtr TpuBackend::send(Tensors& tensors, int dst, int tag) {
+  check_all(tensors, "send");
+  auto host = to_host(tensors);
+  auto work = inner_->send(host, dst, tag);
+  // The host copy lives in the closure until the send completes.
+  return make_work(work, [host] {}, tensors, options_->timeout, OpType::SEND);
+}
+
+WorkPtr TpuBackend::recv(Tensors& tensors, int src, int tag) {
+  check_all(tensors, "recv");
+  auto host = host_like(tensors);
+  auto work = inner_->recv(host, src, tag);
+  return make_work(work, [tensors, host] { copy_back(tensors, host); }, tensors,
+                   options_->timeout, OpType::RECV);
+}
+
+WorkPtr TpuBackend::recvAnysource(Tensors& tensors, int tag) {
+  check_all(tensors, "recv");
+  auto host = host_like(tensors);
+  auto work = inner_->recvAnysource(host, tag);
+  return make_work(work, [tensors, host] { copy_back(tensors, host); }, tensors,
+                   options_->timeout, OpType::RECVANYSOURCE);
+}
+
+}  // namespace ttpu::distributed

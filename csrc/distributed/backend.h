@@ -1,0 +1,124 @@
+// TpuBackend: torch.distributed's c10d::Backend for tpu tensors. It stages each
+// collective's tpu tensors through host memory and runs it with an inner
+// c10d backend (ProcessGroupGloo built on the same store, rank, size, timeout),
+// so the transport, rendezvous and timeouts are PyTorch's own.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+namespace ttpu::distributed {
+
+// Name under which the backend is registered in torch.distributed.
+inline constexpr const char* kBackendName = "tpu";
+
+// A host-staged collective in flight: the inner (gloo) work plus the step that
+// copies host results back into the caller's tpu tensors. The copy-back runs
+// once, on the thread that first waits (wait, getFuture or a completed
+// isCompleted poll), so the collective overlaps whatever the caller does
+// between issuing it and waiting.
+class TpuWork : public c10d::Work {
+ public:
+  TpuWork(c10::intrusive_ptr<c10d::Work> inner, std::function<void()> finish_fn,
+          std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout,
+          int rank, c10d::OpType type);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  std::vector<at::Tensor> result() override { return outputs_; }
+  void synchronize() override {}
+  int sourceRank() const override { return inner_ ? inner_->sourceRank() : -1; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ private:
+  // Waits for the inner work, then copies back; records a failure so that
+  // every later wait rethrows it.
+  void complete(std::chrono::milliseconds timeout);
+
+  c10::intrusive_ptr<c10d::Work> inner_;
+  std::function<void()> finish_fn_;
+  std::vector<at::Tensor> outputs_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::mutex complete_mutex_;
+};
+
+class TpuBackend : public c10d::Backend {
+ public:
+  // `inner` runs the host collectives; `timeout` bounds every wait.
+  TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size,
+             std::chrono::milliseconds timeout);
+
+  const std::string getBackendName() const override { return kBackendName; }
+  c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  void setGroupUid(const std::string& pg_uid) override;
+  // The inner backend counts the collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL's
+  // wrapper and the flight recorder read it).
+  void setSequenceNumberForGroup() override { inner_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return inner_->getSequenceNumberForGroup(); }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+
+ private:
+  std::chrono::milliseconds timeout_for(std::chrono::milliseconds requested) const;
+  c10::intrusive_ptr<c10d::Work> make_work(c10::intrusive_ptr<c10d::Work> inner,
+                                           std::function<void()> finish_fn,
+                                           std::vector<at::Tensor> outputs,
+                                           std::chrono::milliseconds timeout,
+                                           c10d::OpType type);
+
+  c10::intrusive_ptr<c10d::Backend> inner_;
+  c10::intrusive_ptr<Options> options_;
+};
+
+}  // namespace ttpu::distributed

@@ -1,0 +1,33 @@
+// Python entry of the tpu c10d backend: torchtpu/distributed.py's creator calls
+// _C._dist_tpu_backend(store, rank, size, timeout) from torch.distributed.
+#include "distributed/python_bind.h"
+
+#include <chrono>
+
+#include <torch/csrc/utils/pybind.h>
+
+#include "distributed/backend.h"
+
+namespace py = pybind11;
+
+namespace ttpu::distributed {
+
+void bind(py::module& m) {
+  m.def(
+      "_dist_tpu_backend",
+      [](py::object store, int rank, int size, py::object timeout) {
+        // The inner host backend is torch's ProcessGroupGloo, built through its
+        // Python constructor: torch ships no gloo headers to build it from C++.
+        py::object gloo_cls =
+            py::module::import("torch.distributed").attr("ProcessGroupGloo");
+        py::object gloo = gloo_cls(store, rank, size, timeout);
+        auto inner = gloo.cast<c10::intrusive_ptr<c10d::Backend>>();
+        double ms = timeout.attr("total_seconds")().cast<double>() * 1000.0;
+        c10::intrusive_ptr<c10d::Backend> backend = c10::make_intrusive<TpuBackend>(
+            inner, rank, size, std::chrono::milliseconds(static_cast<int64_t>(ms)));
+        return backend;
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+}
+
+}  // namespace ttpu::distributed

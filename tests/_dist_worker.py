@@ -1,0 +1,541 @@
+"""One rank of tests/test_distributed.py: runs a group of checks in one process
+(each process start imports torch, ~3 s) and prints one line per check:
+``CHECK <name> ok`` or ``CHECK <name> FAIL <message>``.
+
+Usage: python _dist_worker.py <group> <rank> <world> <port>
+"""
+
+import datetime
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+import torchtpu  # noqa: F401
+
+TIMEOUT = datetime.timedelta(seconds=60)
+
+
+def report(name, fn):
+    try:
+        fn()
+        print(f"CHECK {name} ok", flush=True)
+    except Exception as e:  # reported to the parent, which fails that check
+        msg = f"{type(e).__name__}: {e}".replace("\n", " | ")[:2000]
+        print(f"CHECK {name} FAIL {msg}", flush=True)
+        traceback.print_exc()
+
+
+def close(actual, expected, atol=0, rtol=0):
+    assert actual.device.type == "tpu", f"result on {actual.device}"
+    torch.testing.assert_close(actual.cpu(), expected, atol=atol, rtol=rtol)
+
+
+def data(rank, shape, dtype, salt=0):
+    g = torch.Generator().manual_seed(100 * rank + salt)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-50, 50, shape, generator=g, dtype=dtype)
+
+
+# ---- collectives: the same call on tpu (group "tpu") and CPU (group "gloo") ----
+
+OPS = {
+    "sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "min": dist.ReduceOp.MIN,
+    "max": dist.ReduceOp.MAX, "product": dist.ReduceOp.PRODUCT,
+}
+
+
+def check_all_reduce(rank, tpu_pg, cpu_pg, dtype, op):
+    x = data(rank, (5, 7), dtype)
+    if op == "product":
+        x = x.abs().clamp(max=3) if not dtype.is_floating_point else x.clamp(-2, 2)
+    ref = x.clone()
+    if op == "avg":  # gloo has no AVG: the reference is the sum over the world
+        dist.all_reduce(ref, dist.ReduceOp.SUM, group=cpu_pg)
+        ref = ref / 2 if dtype.is_floating_point else torch.div(ref, 2, rounding_mode="trunc")
+        ref = ref.to(dtype)
+    else:
+        dist.all_reduce(ref, OPS[op], group=cpu_pg)
+    t = x.to("tpu")
+    ptr = t.data_ptr()
+    dist.all_reduce(t, OPS[op], group=tpu_pg)
+    assert t.data_ptr() == ptr, "all_reduce must work in place"
+    tol = 1e-2 if dtype == torch.bfloat16 else 1e-6
+    close(t, ref, atol=tol, rtol=tol)
+
+
+def check_collectives(rank, world, tpu_pg, cpu_pg):
+    for dtype in (torch.float32, torch.int64, torch.bfloat16):
+        for op in OPS:
+            report(f"all_reduce_{op}_{str(dtype)[6:]}",
+                   lambda: check_all_reduce(rank, tpu_pg, cpu_pg, dtype, op))
+
+    def broadcast():
+        for dtype in (torch.float32, torch.int64, torch.bfloat16):
+            x = data(rank, (3, 4), dtype)
+            ref = x.clone()
+            dist.broadcast(ref, src=1, group=cpu_pg)
+            t = x.to("tpu")
+            dist.broadcast(t, src=1, group=tpu_pg)
+            close(t, ref)
+    report("broadcast", broadcast)
+
+    def all_gather_even():
+        x = data(rank, (4, 3), torch.float32)
+        ref = [torch.empty(4, 3) for _ in range(world)]
+        dist.all_gather(ref, x, group=cpu_pg)
+        out = [torch.empty(4, 3, device="tpu") for _ in range(world)]
+        dist.all_gather(out, x.to("tpu"), group=tpu_pg)
+        for o, r in zip(out, ref):
+            close(o, r)
+    report("all_gather", all_gather_even)
+
+    def all_gather_uneven():
+        sizes = [3, 5]
+        x = data(rank, (sizes[rank], 2), torch.float32)
+        out = [torch.empty(s, 2, device="tpu") for s in sizes]
+        dist.all_gather(out, x.to("tpu"), group=tpu_pg)
+        for r, o in enumerate(out):
+            close(o, data(r, (sizes[r], 2), torch.float32))
+    report("all_gather_uneven", all_gather_uneven)
+
+    def all_gather_into_tensor():
+        x = data(rank, (3, 2), torch.float32)
+        ref = torch.empty(6, 2)
+        dist.all_gather_into_tensor(ref, x, group=cpu_pg)
+        out = torch.empty(6, 2, device="tpu")
+        dist.all_gather_into_tensor(out, x.to("tpu"), group=tpu_pg)
+        close(out, ref)
+    report("all_gather_into_tensor", all_gather_into_tensor)
+
+    def reduce_scatter():
+        ins = [data(rank, (4,), torch.float32, salt=i) for i in range(world)]
+        ref = torch.empty(4)
+        dist.reduce_scatter(ref, ins, group=cpu_pg)
+        out = torch.empty(4, device="tpu")
+        dist.reduce_scatter(out, [i.to("tpu") for i in ins], group=tpu_pg)
+        close(out, ref, atol=1e-6, rtol=1e-6)
+    report("reduce_scatter", reduce_scatter)
+
+    def reduce_scatter_tensor():
+        for op in ("sum", "avg"):
+            x = data(rank, (world * 3, 2), torch.float32)
+            ref = torch.empty(3, 2)
+            dist.reduce_scatter_tensor(ref, x, group=cpu_pg)
+            if op == "avg":
+                ref = ref / world
+            out = torch.empty(3, 2, device="tpu")
+            dist.reduce_scatter_tensor(out, x.to("tpu"), OPS[op], group=tpu_pg)
+            close(out, ref, atol=1e-6, rtol=1e-6)
+    report("reduce_scatter_tensor", reduce_scatter_tensor)
+
+    def all_to_all_single():
+        # uneven splits: rank r sends r+1 rows to rank 0 and 2 rows to rank 1
+        in_splits = [rank + 1, 2]
+        out_splits = [[1, 2][rank], 2] if rank == 0 else [2, 2]
+        x = data(rank, (sum(in_splits), 3), torch.float32)
+        ref = torch.empty(sum(out_splits), 3)
+        dist.all_to_all_single(ref, x, out_splits, in_splits, group=cpu_pg)
+        out = torch.empty(sum(out_splits), 3, device="tpu")
+        dist.all_to_all_single(out, x.to("tpu"), out_splits, in_splits, group=tpu_pg)
+        close(out, ref)
+    report("all_to_all_single_uneven", all_to_all_single)
+
+    def scatter_gather_reduce():
+        src = [data(0, (2, 2), torch.float32, salt=i) for i in range(world)]
+        ref = torch.empty(2, 2)
+        dist.scatter(ref, src if rank == 0 else None, src=0, group=cpu_pg)
+        out = torch.empty(2, 2, device="tpu")
+        dist.scatter(out, [s.to("tpu") for s in src] if rank == 0 else None, src=0,
+                     group=tpu_pg)
+        close(out, ref)
+        x = data(rank, (3,), torch.float32)
+        gref = [torch.empty(3) for _ in range(world)] if rank == 1 else None
+        dist.gather(x, gref, dst=1, group=cpu_pg)
+        gout = [torch.empty(3, device="tpu") for _ in range(world)] if rank == 1 else None
+        dist.gather(x.to("tpu"), gout, dst=1, group=tpu_pg)
+        if rank == 1:
+            for o, r in zip(gout, gref):
+                close(o, r)
+        rref = x.clone()
+        dist.reduce(rref, dst=0, op=dist.ReduceOp.MAX, group=cpu_pg)
+        rt = x.to("tpu")
+        dist.reduce(rt, dst=0, op=dist.ReduceOp.MAX, group=tpu_pg)
+        if rank == 0:
+            close(rt, rref)
+    report("scatter_gather_reduce", scatter_gather_reduce)
+
+    def send_recv_barrier():
+        x = data(0, (6,), torch.float32)
+        if rank == 0:
+            dist.send(x.to("tpu"), dst=1, group=tpu_pg)
+            buf = torch.empty(6, device="tpu")
+            dist.recv(buf, src=1, group=tpu_pg)
+            close(buf, x * 2)
+        else:
+            buf = torch.empty(6, device="tpu")
+            dist.recv(buf, src=0, group=tpu_pg)
+            dist.send(buf * 2, dst=0, group=tpu_pg)
+        ops = [dist.P2POp(dist.isend, torch.full((2,), float(rank), device="tpu"),
+                          1 - rank, group=tpu_pg)]
+        got = torch.empty(2, device="tpu")
+        ops.append(dist.P2POp(dist.irecv, got, 1 - rank, group=tpu_pg))
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        close(got, torch.full((2,), float(1 - rank)))
+        dist.barrier(group=tpu_pg)
+    report("send_recv_barrier", send_recv_barrier)
+
+    def non_contiguous():
+        base = data(rank, (4, 6), torch.float32)
+        ref = base.t().clone()
+        dist.all_reduce(ref, group=cpu_pg)
+        tb = base.to("tpu")
+        view = tb.t()
+        assert not view.is_contiguous()
+        dist.all_reduce(view, group=tpu_pg)
+        close(view, ref, atol=1e-6, rtol=1e-6)
+        close(tb, ref.t(), atol=1e-6, rtol=1e-6)  # written through the view
+    report("non_contiguous", non_contiguous)
+
+    def async_ops():
+        xs = [data(rank, (8,), torch.float32, salt=i) for i in range(3)]
+        refs = [x.clone() for x in xs]
+        for r in refs:
+            dist.all_reduce(r, group=cpu_pg)
+        ts = [x.to("tpu") for x in xs]
+        works = [dist.all_reduce(t, group=tpu_pg, async_op=True) for t in ts]
+        fut = works[0].get_future()
+        for w in works:
+            assert w.wait(timeout=TIMEOUT)
+        assert w.is_completed()
+        fut.wait()
+        for t, r in zip(ts, refs):
+            close(t, r, atol=1e-6, rtol=1e-6)
+    report("async_wait_future", async_ops)
+
+    def cpu_tensor_rejected():
+        # A CPU tensor alone: the group has no CPU backend, torch's ProcessGroup
+        # refuses it (as for a CUDA tensor on a gloo-less NCCL group).
+        try:
+            dist.all_reduce(torch.ones(2), group=tpu_pg)
+        except RuntimeError as e:
+            assert "cpu" in str(e), str(e)
+        else:
+            raise AssertionError("a CPU tensor on the tpu-only group did not raise")
+        # A CPU output beside a tpu input reaches the tpu backend: ValueError.
+        try:
+            dist.all_gather([torch.empty(2), torch.empty(2)], torch.ones(2, device="tpu"),
+                            group=tpu_pg)
+        except ValueError as e:
+            assert "tpu" in str(e) and "cpu" in str(e), str(e)
+        else:
+            raise AssertionError("a CPU output tensor did not raise")
+    report("cpu_tensor_rejected", cpu_tensor_rejected)
+
+    def group_name_kept():
+        from torch.distributed.distributed_c10d import _get_process_group_name
+        name = _get_process_group_name(tpu_pg)
+        backend = tpu_pg._get_backend(torch.device("tpu"))
+        assert backend.name() == "tpu", backend.name()
+        assert tpu_pg.group_name == name
+    report("group_name_kept", group_name_kept)
+
+
+# ---- DDP: 2 ranks with half a batch each == one process with the full batch ----
+
+def _mlp(unused=False):
+    torch.manual_seed(0)
+    layers = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    if not unused:
+        return layers
+
+    class WithUnused(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = layers
+            self.spare = torch.nn.Linear(6, 3)  # never used: find_unused_parameters
+
+        def forward(self, x):
+            return self.body(x)
+    return WithUnused()
+
+
+def _batches(steps, n=8):
+    g = torch.Generator().manual_seed(7)
+    return [(torch.randn(n, 6, generator=g), torch.randn(n, 3, generator=g)) for _ in range(steps)]
+
+
+def _reference(batches, unused=False, accumulate=1):
+    model = _mlp(unused).to("tpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(batches):
+        loss = torch.nn.functional.mse_loss(model(x.to("tpu")), y.to("tpu"))
+        (loss / accumulate).backward()
+        if (i + 1) % accumulate == 0:
+            opt.step()
+            opt.zero_grad()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+def _ddp_run(rank, world, pg, batches, unused=False, accumulate=1):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(_mlp(unused).to("tpu"), process_group=pg, find_unused_parameters=unused)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    half = batches[0][0].shape[0] // world
+    for i, (x, y) in enumerate(batches):
+        xs, ys = x[rank * half:(rank + 1) * half], y[rank * half:(rank + 1) * half]
+        last = (i + 1) % accumulate == 0
+        ctx = model.no_sync() if not last else _nullcontext()
+        with ctx:
+            loss = torch.nn.functional.mse_loss(model(xs.to("tpu")), ys.to("tpu"))
+            (loss / accumulate).backward()
+        if last:
+            opt.step()
+            opt.zero_grad()
+    return [p.detach().cpu() for p in model.module.parameters()]
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def check_ddp(rank, world, pg):
+    batches = _batches(5)
+
+    def plain():
+        got = _ddp_run(rank, world, pg, batches)
+        for g, r in zip(got, _reference(batches)):
+            torch.testing.assert_close(g, r, atol=1e-6, rtol=1e-6)
+    report("ddp_sgd_5_steps", plain)
+
+    def no_sync():
+        b = _batches(6)
+        got = _ddp_run(rank, world, pg, b, accumulate=2)
+        for g, r in zip(got, _reference(b, accumulate=2)):
+            torch.testing.assert_close(g, r, atol=1e-6, rtol=1e-6)
+    report("ddp_no_sync_accumulation", no_sync)
+
+    def unused():
+        got = _ddp_run(rank, world, pg, batches, unused=True)
+        for g, r in zip(got, _reference(batches, unused=True)):
+            torch.testing.assert_close(g, r, atol=1e-6, rtol=1e-6)
+    report("ddp_find_unused_parameters", unused)
+
+
+def check_peer_exit(rank, group):
+    """Rank 1 leaves; rank 0's next collective must raise within the timeout."""
+    if rank == 1:
+        # Leave without a word: rank 0's next collective must fail, not hang.
+        print("CHECK peer_exit_raises ok", flush=True)
+        os._exit(0)
+
+    def peer_exit():
+        time.sleep(1)
+        start = time.monotonic()
+        try:
+            t = torch.ones(3, device="tpu")
+            dist.all_reduce(t, group=group)
+            dist.all_reduce(t, group=group)
+        except RuntimeError as e:
+            elapsed = time.monotonic() - start
+            assert elapsed < 40, f"took {elapsed:.1f} s"
+            print(f"peer exit raised after {elapsed:.1f} s: {str(e)[:200]}", flush=True)
+        else:
+            raise AssertionError("all_reduce with an exited peer did not raise")
+    report("peer_exit_raises", peer_exit)
+    os._exit(0)  # the group is broken; skip destroy's goodbye with the peer
+
+
+# ---- groups ----
+
+def group_main(rank, world):
+    # No backend: gloo for CPU tensors, tpu for tpu tensors.
+    dist.init_process_group(timeout=TIMEOUT)
+    default = dist.group.WORLD
+
+    def default_backends():
+        assert default._get_backend(torch.device("tpu")).name() == "tpu"
+        assert default._get_backend(torch.device("cpu")).name() == "gloo"
+        t = torch.ones(2, device="tpu")
+        dist.all_reduce(t)
+        close(t, torch.full((2,), 2.0))
+        c = torch.ones(2)
+        dist.all_reduce(c)
+        assert c.tolist() == [2.0, 2.0]
+        objs = [None] * world
+        dist.all_gather_object(objs, {"rank": rank})
+        assert objs == [{"rank": 0}, {"rank": 1}]
+    report("default_backend_map", default_backends)
+
+    def repeated():
+        t = torch.full((4,), 2.0, device="tpu")
+        for _ in range(3):
+            out = t.clone()
+            dist.all_reduce(out)
+            close(out, torch.full((4,), 4.0))
+    report("repeated_all_reduce", repeated)
+
+    tpu_pg = dist.new_group(backend="tpu", timeout=TIMEOUT)
+    cpu_pg = dist.new_group(backend="gloo", timeout=TIMEOUT)
+    mixed = dist.new_group(backend="cpu:gloo,tpu:tpu", timeout=TIMEOUT)
+
+    def mixed_string():
+        t = torch.full((3,), float(rank + 1), device="tpu")
+        dist.all_reduce(t, group=mixed)
+        close(t, torch.full((3,), 3.0))
+        assert mixed._get_backend(torch.device("cpu")).name() == "gloo"
+    report("backend_string_cpu_gloo_tpu_tpu", mixed_string)
+
+    check_collectives(rank, world, tpu_pg, cpu_pg)
+    check_ddp(rank, world, tpu_pg)
+    dist.barrier()
+    check_peer_exit(rank, tpu_pg)  # last: it ends both processes
+
+
+def group_failure(rank, world):
+    # Short timeout: the checks prove that errors arrive within it.
+    short = datetime.timedelta(seconds=15)
+    dist.init_process_group("cpu:gloo,tpu:tpu", timeout=short)
+
+    def mismatched_shapes():
+        # Gloo itself aborts the process on a size mismatch (on CPU tensors
+        # too); torch's debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL, set by
+        # the launcher for this group) checks shapes across ranks first and
+        # raises instead. It wraps the tpu backend as it wraps gloo.
+        assert os.environ.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL"
+        t = torch.ones(rank + 2, device="tpu")
+        start = time.monotonic()
+        try:
+            dist.all_gather_into_tensor(torch.empty(2 * (rank + 2), device="tpu"), t)
+        except RuntimeError as e:
+            assert time.monotonic() - start < 40
+            assert "mismatch" in str(e).lower(), str(e)
+        else:
+            raise AssertionError("mismatched shapes did not raise")
+    report("mismatched_shapes_raise", mismatched_shapes)
+
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def group_fsdp(rank, world):
+    """FSDP2 and DTensor: need torch.tpu's stream/event API and storage resize."""
+    dist.init_process_group(timeout=TIMEOUT)
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+
+    def dtensor():
+        mesh = DeviceMesh("tpu", [0, 1])
+        x = torch.arange(24.0).reshape(6, 4)
+        d = distribute_tensor(x.to("tpu"), mesh, [Shard(0)])
+        local = d.to_local()
+        assert local.device.type == "tpu" and local.shape == (3, 4), local
+        close(local, x[3 * rank:3 * rank + 3])
+        close(d.full_tensor(), x)
+        close(d.redistribute(mesh, [Replicate()]).to_local(), x)
+        r = distribute_tensor(x.to("tpu"), mesh, [Replicate()])
+        close((r * 2).to_local(), x * 2)
+        p = torch.distributed.tensor.DTensor.from_local(
+            torch.full((2,), float(rank + 1), device="tpu"), mesh, [Partial()])
+        close(p.redistribute(mesh, [Replicate()]).to_local(), torch.full((2,), 3.0))
+        y = (d + 1).sum()
+        close(y.full_tensor(), (x + 1).sum())
+    report("dtensor", dtensor)
+
+    def functional_collectives():
+        import torch.distributed._functional_collectives as funcol
+
+        mesh = DeviceMesh("tpu", [0, 1])
+        t = torch.full((3,), float(rank + 1), device="tpu")
+        close(funcol.wait_tensor(funcol.all_reduce(t, "sum", mesh)), torch.full((3,), 3.0))
+        g = funcol.wait_tensor(funcol.all_gather_tensor(t, 0, mesh))
+        close(g, torch.tensor([1.0] * 3 + [2.0] * 3))
+        r = funcol.wait_tensor(funcol.reduce_scatter_tensor(
+            torch.arange(4.0, device="tpu"), "sum", 0, mesh))
+        close(r, torch.arange(4.0)[2 * rank:2 * rank + 2] * 2)
+    report("functional_collectives", functional_collectives)
+
+    def fsdp():
+        from torch.distributed.fsdp import fully_shard
+
+        batches = _batches(5)
+
+        def model():
+            torch.manual_seed(0)
+            return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),
+                                       torch.nn.Linear(16, 3)).to("tpu")
+
+        ref = model()
+        opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+        for x, y in batches:
+            torch.nn.functional.mse_loss(ref(x.to("tpu")), y.to("tpu")).backward()
+            opt.step()
+            opt.zero_grad()
+        m = model()
+        for layer in m:
+            if list(layer.parameters()):
+                fully_shard(layer)
+        fully_shard(m)
+        p0 = next(m.parameters())
+        assert p0.to_local().device.type == "tpu", p0.to_local().device
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        half = batches[0][0].shape[0] // world
+        for x, y in batches:
+            xs, ys = x[rank * half:(rank + 1) * half], y[rank * half:(rank + 1) * half]
+            torch.nn.functional.mse_loss(m(xs.to("tpu")), ys.to("tpu")).backward()
+            opt.step()
+            opt.zero_grad()
+        for got, want in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(got.full_tensor().cpu(), want.detach().cpu(),
+                                       atol=1e-5, rtol=1e-5)
+        state["model"], state["ref"] = m, ref
+    state = {}
+    report("fsdp2_adamw_5_steps", fsdp)
+
+    def fsdp_state_dict():
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions, get_model_state_dict, set_model_state_dict)
+        from torch.distributed.fsdp import fully_shard
+
+        full = get_model_state_dict(state["model"],
+                                    options=StateDictOptions(full_state_dict=True))
+        want = state["ref"].state_dict()
+        assert set(full) == set(want), (sorted(full), sorted(want))
+        for k, v in full.items():
+            torch.testing.assert_close(v.cpu(), want[k].cpu(), atol=1e-5, rtol=1e-5)
+        torch.manual_seed(1)  # different initial weights
+        fresh = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),
+                                    torch.nn.Linear(16, 3)).to("tpu")
+        for layer in fresh:
+            if list(layer.parameters()):
+                fully_shard(layer)
+        fully_shard(fresh)
+        set_model_state_dict(fresh, full, options=StateDictOptions(full_state_dict=True))
+        for got, w in zip(fresh.parameters(), state["ref"].parameters()):
+            assert got.to_local().device.type == "tpu"
+            torch.testing.assert_close(got.full_tensor().cpu(), w.detach().cpu(),
+                                       atol=1e-5, rtol=1e-5)
+    report("fsdp2_state_dict_save_load", fsdp_state_dict)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    group, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
+                      WORLD_SIZE=str(world))
+    {"main": group_main, "failure": group_failure, "fsdp": group_fsdp}[group](rank, world)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""torch.distributed on tpu: the c10d backend ``"tpu"``.
+
+Importing torchtpu registers it with
+``torch.distributed.Backend.register_backend("tpu", ..., devices=["tpu"])``, so:
+
+- ``dist.init_process_group()`` with no backend (the accelerator is tpu) uses
+  ``"tpu"`` for tpu tensors and ``"gloo"`` for CPU tensors;
+- ``dist.init_process_group("cpu:gloo,tpu:tpu")`` says the same explicitly;
+- ``dist.init_process_group("tpu")`` makes a tpu-only group: a CPU tensor passed
+  to it raises ``ValueError`` naming tpu.
+
+The backend (``csrc/distributed``) stages each collective's tpu tensors through
+host memory and runs it with ``ProcessGroupGloo`` on the same store, rank, size
+and timeout, then copies the results back into the tpu tensors in place. Every
+process uses one tpu device: its own single device (``TORCHTPU_CPU_DEVICES=1``,
+the default) or ``tpu:{local_rank}`` after ``torch.tpu.set_device``.
+"""
+
+import torch
+
+_BACKEND = "tpu"
+
+
+def create_backend(store, rank, size, timeout):
+    """Creates the tpu c10d backend (the creator given to ``register_backend``).
+
+    Args:
+        store: the group's ``torch.distributed.Store`` (a prefix store).
+        rank: this process's rank in the group, ``0 <= rank < size``.
+        size: the number of processes in the group.
+        timeout: ``datetime.timedelta``; every collective's wait is bounded by it.
+
+    Returns:
+        a ``torch._C._distributed_c10d.Backend`` handling tpu tensors.
+
+    Raises:
+        RuntimeError: the inner gloo backend cannot connect (its own message).
+    """
+    from torchtpu import _C
+
+    return _C._dist_tpu_backend(store, rank, size, timeout)
+
+
+def _default_config_with_cpu(original_init):
+    # torch 2.13 maps init_process_group() with no backend to the accelerator's
+    # backend alone; a tpu process then could not run a CPU collective (object
+    # collectives, a CPU barrier). Adding gloo for CPU keeps both working.
+    def __init__(self, backend):
+        original_init(self, backend)
+        from torch.distributed.distributed_c10d import Backend
+
+        mapping = self.device_backend_map
+        if str(backend) == Backend.UNDEFINED and mapping.get("tpu") == _BACKEND:
+            if "cpu" not in mapping:
+                self.device_backend_map = {"cpu": Backend(Backend.GLOO), **mapping}
+
+    __init__._torchtpu_wrapped = True
+    return __init__
+
+
+def _register():
+    """Registers the backend once; a no-op when torch has no distributed support."""
+    if not torch.distributed.is_available():
+        return
+    from torch.distributed import distributed_c10d as c10d
+
+    if _BACKEND.upper() in c10d.Backend._plugins:
+        return
+    c10d.Backend.register_backend(_BACKEND, create_backend, devices=[_BACKEND])
+    if not getattr(c10d.BackendConfig.__init__, "_torchtpu_wrapped", False):
+        c10d.BackendConfig.__init__ = _default_config_with_cpu(c10d.BackendConfig.__init__)
+
+
+_register()
