@@ -403,6 +403,7 @@ bool Client::memory_stats(int index, MemoryStats* out) const {
   out->bytes_in_use = args.bytes_in_use;
   out->limit = args.bytes_limit_is_set ? args.bytes_limit : -1;
   return true;
+}
 
 int64_t Client::device_id(int index) const {
   auto desc = TTPU_ARGS(PJRT_Device_GetDescription_Args);
