@@ -48,3 +48,53 @@ def test_digamma_values_and_poles(dtype):
         y = torch.digamma(torch.lgamma(torch.ones(3, dtype=dtype, device="tpu"))).cpu()
     assert torch.equal(y, torch.full((3,), -math.inf, dtype=dtype))
 
+
+B = torch.bool
+EMPTY_BOOL_PRODUCTS = {
+    "mm_k0": lambda d: torch.zeros(2, 0, dtype=B, device=d) @ torch.zeros(0, 3, dtype=B, device=d),
+    "mm_n0": lambda d: torch.zeros(0, 2, dtype=B, device=d) @ torch.zeros(2, 3, dtype=B, device=d),
+    "bmm_k0": lambda d: torch.bmm(torch.zeros(2, 2, 0, dtype=B, device=d),
+                                  torch.zeros(2, 0, 3, dtype=B, device=d)),
+    "bmm_b0": lambda d: torch.bmm(torch.zeros(0, 2, 2, dtype=B, device=d),
+                                  torch.zeros(0, 2, 3, dtype=B, device=d)),
+    "mv_k0": lambda d: torch.mv(torch.zeros(2, 0, dtype=B, device=d), torch.zeros(0, dtype=B, device=d)),
+    "mv_n0": lambda d: torch.mv(torch.zeros(0, 2, dtype=B, device=d), torch.zeros(2, dtype=B, device=d)),
+    "matmul_3d_k0": lambda d: torch.matmul(torch.zeros(2, 2, 0, dtype=B, device=d),
+                                           torch.zeros(0, 3, dtype=B, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_BOOL_PRODUCTS))
+def test_bool_products_with_a_zero_sized_dim(name):
+    # CPU returns before its dtype dispatch: an empty or zero-filled bool result.
+    fn = EMPTY_BOOL_PRODUCTS[name]
+    with no_fallback():
+        got = fn("tpu")
+    assert_close_cpu(got, fn("cpu"))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda d: torch.ones(2, 2, dtype=B, device=d) @ torch.ones(2, 3, dtype=B, device=d),
+    lambda d: torch.bmm(torch.ones(1, 2, 2, dtype=B, device=d), torch.ones(1, 2, 3, dtype=B, device=d)),
+    lambda d: torch.mv(torch.ones(2, 2, dtype=B, device=d), torch.ones(2, dtype=B, device=d)),
+    lambda d: torch.dot(torch.zeros(0, dtype=B, device=d), torch.zeros(0, dtype=B, device=d)),
+])
+def test_bool_products_non_empty_still_raise(fn):
+    _, want = outcome(lambda: fn("cpu"))
+    _, got = outcome(lambda: fn("tpu"))
+    assert type(got) is type(want) is NotImplementedError
+    assert str(got) == str(want)
+
+
+@pytest.mark.parametrize("op", [torch.softmax, torch.log_softmax])
+@pytest.mark.parametrize("shape,dim", [((0, 3), 1), ((2, 0), 1), ((0, 3), 0), ((0,), 0)])
+def test_integer_softmax_of_empty_input(op, shape, dim):
+    x = torch.zeros(shape, dtype=torch.int64)
+    with no_fallback():
+        got = op(x.to("tpu"), dim)
+    assert_close_cpu(got, op(x, dim))
+    # Non-empty integer input raises as on CPU.
+    _, want = outcome(lambda: op(torch.zeros(2, 3, dtype=torch.int64), 1))
+    _, err = outcome(lambda: op(torch.zeros(2, 3, dtype=torch.int64, device="tpu"), 1))
+    assert type(err) is type(want) is NotImplementedError and str(err) == str(want)
+
