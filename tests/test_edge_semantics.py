@@ -98,3 +98,36 @@ def test_integer_softmax_of_empty_input(op, shape, dim):
     _, err = outcome(lambda: op(torch.zeros(2, 3, dtype=torch.int64, device="tpu"), 1))
     assert type(err) is type(want) is NotImplementedError and str(err) == str(want)
 
+
+def _moments_ok(x, mean, var, n):
+    assert abs(x.mean().item() - mean) < 6 * math.sqrt(var / n), x.mean()
+    assert abs(x.var().item() - var) < 6 * var * math.sqrt(2 / n), x.var()
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_randn_statistics_and_seed(dtype):
+    # CPU draws real and imaginary parts independently from N(mean, std^2 / 2).
+    n = 50_000
+    torch.manual_seed(7)
+    with no_fallback():
+        z = torch.randn(n, dtype=dtype, device="tpu")
+    assert z.dtype == dtype and z.shape == (n,)
+    re, im = z.real.cpu().double(), z.imag.cpu().double()
+    _moments_ok(re, 0.0, 0.5, n)
+    _moments_ok(im, 0.0, 0.5, n)
+    assert abs(torch.corrcoef(torch.stack([re, im]))[0, 1].item()) < 6 / math.sqrt(n)
+    torch.manual_seed(7)
+    again = torch.randn(n, dtype=dtype, device="tpu")
+    assert torch.equal(again.cpu(), z.cpu())
+    assert not torch.equal(torch.randn(n, dtype=dtype, device="tpu").cpu(), z.cpu())
+    # normal_(mean, std): both parts get `mean`, each with variance std^2 / 2.
+    with no_fallback():
+        w = torch.empty(n, dtype=dtype, device="tpu").normal_(1.5, 2.0).cpu()
+    _moments_ok(w.real.double(), 1.5, 2.0, n)
+    _moments_ok(w.imag.double(), 1.5, 2.0, n)
+    # Size 0 and the std check as on CPU.
+    assert torch.randn(0, 3, dtype=dtype, device="tpu").shape == (0, 3)
+    _, want = outcome(lambda: torch.empty(2, dtype=dtype).normal_(0, -1.0))
+    _, got = outcome(lambda: torch.empty(2, dtype=dtype, device="tpu").normal_(0, -1.0))
+    assert type(got) is type(want) and str(got) == str(want)
+
