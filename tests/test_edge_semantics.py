@@ -131,3 +131,30 @@ def test_complex_randn_statistics_and_seed(dtype):
     _, got = outcome(lambda: torch.empty(2, dtype=dtype, device="tpu").normal_(0, -1.0))
     assert type(got) is type(want) and str(got) == str(want)
 
+
+_f = [1.5, 2.0]
+_b = [True, False]
+DTYPE_ERRORS = {
+    "bitwise_and_float": lambda d: torch.bitwise_and(torch.tensor(_f, device=d), torch.tensor(_f, device=d)),
+    "bitwise_or_float_scalar": lambda d: torch.tensor(_f, device=d) | 1,
+    "bitwise_xor_float_int": lambda d: torch.tensor(_f, device=d) ^ torch.tensor([1, 2], device=d),
+    "remainder_bool": lambda d: torch.remainder(torch.tensor(_b, device=d), torch.tensor(_b, device=d)),
+    "fmod_bool": lambda d: torch.fmod(torch.tensor(_b, device=d), torch.tensor(_b, device=d)),
+    "floor_divide_bool": lambda d: torch.floor_divide(torch.tensor(_b, device=d), torch.tensor(_b, device=d)),
+    "div_trunc_bool": lambda d: torch.div(torch.tensor(_b, device=d), torch.tensor(_b, device=d),
+                                          rounding_mode="trunc"),
+    "cross_bool": lambda d: torch.linalg.cross(torch.ones(3, dtype=B, device=d), torch.ones(3, dtype=B, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DTYPE_ERRORS))
+def test_unsupported_dtype_raises_not_implemented(name):
+    fn = DTYPE_ERRORS[name]
+    _, want = outcome(lambda: fn("cpu"))
+    assert isinstance(want, NotImplementedError)
+    with no_fallback():
+        _, got = outcome(lambda: fn("tpu"))
+    assert type(got) is NotImplementedError, repr(got)
+    # The message names the op and the dtype, as CPU's does.
+    dtype_name = str(want).rsplit("'", 2)[-2]
+    assert f"'{dtype_name}'" in str(got) and "not implemented for" in str(got), str(got)
