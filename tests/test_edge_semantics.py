@@ -158,3 +158,32 @@ def test_unsupported_dtype_raises_not_implemented(name):
     # The message names the op and the dtype, as CPU's does.
     dtype_name = str(want).rsplit("'", 2)[-2]
     assert f"'{dtype_name}'" in str(got) and "not implemented for" in str(got), str(got)
+
+
+_bt = [False, True]  # sorted: boundaries must be
+BOOL_SEARCH = {
+    "isin_bool_bool": lambda d: torch.isin(torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)),
+    "isin_int_bool": lambda d: torch.isin(torch.tensor([1, 0], device=d), torch.tensor(_bt, device=d)),
+    "isin_bool_scalar": lambda d: torch.isin(torch.tensor([1, 0], device=d), True),
+    "isin_empty_bool": lambda d: torch.isin(torch.zeros(0, dtype=B, device=d), torch.tensor(_bt, device=d)),
+    "searchsorted_bool": lambda d: torch.searchsorted(torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)),
+    "searchsorted_empty_seq": lambda d: torch.searchsorted(torch.zeros(0, dtype=B, device=d),
+                                                           torch.tensor(_bt, device=d)),
+    "bucketize_bool": lambda d: torch.bucketize(torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)),
+    "bucketize_empty_input": lambda d: torch.bucketize(torch.zeros(0, dtype=B, device=d),
+                                                       torch.tensor(_bt, device=d)),
+    "bucketize_int_bool": lambda d: torch.bucketize(torch.tensor([1], device=d), torch.tensor(_bt, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOOL_SEARCH))
+def test_bool_search_ops_match_cpu(name):
+    fn = BOOL_SEARCH[name]
+    want, want_err = outcome(lambda: fn("cpu"))
+    with no_fallback():
+        got, err = outcome(lambda: fn("tpu"))
+    if want_err is not None:
+        assert type(err) is type(want_err) and str(err) == str(want_err), repr(err)
+    else:
+        assert err is None, repr(err)
+        assert_close_cpu(got, want)
