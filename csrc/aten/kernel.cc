@@ -200,6 +200,11 @@ class LoweringKernel final : public c10::OperatorKernel {
       run(schema, rule, op, stack);
     } catch (const DeclinedToCpu& d) {
       run_cpu_fallback(op, stack, d.why);
+    } catch (const ir::IrDtypeError& e) {
+      // A dtype the op has no lowering for: CPU's dispatch raises
+      // NotImplementedError ("\"remainder_cpu\" not implemented for 'Bool'").
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", schema.name().substr(schema.name().find("::") + 2),
+                                  "\" not implemented for '", to_aten(e.dtype), "'");
     }
   }
 

@@ -331,7 +331,8 @@ Value Graph::unary(Op op, Value x) {
   if (!unary_kinds(op, &k)) fail("unary", std::string(op_name(op)) + " is not a unary op");
   const TensorType t = operand_type(op_name(op), x);
   if (!accepts(k, t.dtype)) {
-    fail(op_name(op), std::string("operand ") + t.mlir() + " must have " + kinds_name(k));
+    throw IrDtypeError(std::string(op_name(op)) + ": operand " + t.mlir() + " must have " +
+                           kinds_name(k), t.dtype);
   }
   TensorType r = t;
   if (op == Op::kIsFinite) r.dtype = DType::kBool;
@@ -348,7 +349,8 @@ Value Graph::binary(Op op, Value a, Value b) {
                           " (broadcast and convert first)");
   }
   if (!accepts(k, ta.dtype)) {
-    fail(op_name(op), std::string("operands ") + ta.mlir() + " must have " + kinds_name(k));
+    throw IrDtypeError(std::string(op_name(op)) + ": operands " + ta.mlir() + " must have " +
+                           kinds_name(k), ta.dtype);
   }
   return add_node(Node{op, {a, b}, {ta}, {}});
 }

@@ -83,4 +83,13 @@ class IrError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An elementwise op given an element type StableHLO does not define it for
+// (remainder of i1, xor of f32): the aten layer reports it as the dtype error
+// CPU PyTorch's dispatch raises (NotImplementedError), not as a lowering bug.
+class IrDtypeError : public IrError {
+ public:
+  IrDtypeError(const std::string& what, DType dtype) : IrError(what), dtype(dtype) {}
+  DType dtype;
+};
+
 }  // namespace ttpu::ir

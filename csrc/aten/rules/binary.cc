@@ -174,7 +174,7 @@ std::vector<ir::Value> simple(LoweringContext& ctx, const Args& a, Op op) {
 std::vector<ir::Value> bitwise(LoweringContext& ctx, const Args& a, Op op) {
   ir::DType dt;
   auto [x, y] = promoted(ctx, a, &dt);
-  TORCH_CHECK(!ir::is_float(dt), "\"bitwise_", op == Op::kAnd ? "and" : op == Op::kOr ? "or" : "xor",
+  TORCH_CHECK_NOT_IMPLEMENTED(!ir::is_float(dt), "\"bitwise_", op == Op::kAnd ? "and" : op == Op::kOr ? "or" : "xor",
               "_cpu\" not implemented for '", to_aten(dt), "'");
   return {ctx.g().binary(op, x, y)};
 }

@@ -23,6 +23,20 @@ void check_not_bool(const at::Tensor& t, const char* kernel) {
                               "\" not implemented for '", t.scalar_type(), "'");
 }
 
+// CPU's mm/bmm/mv return before their dtype dispatch when the result is empty or
+// the contraction is (a zero-filled result), so bool passes there. The product
+// of such bool operands, contracted in int32: XLA has no bool dot.
+bool empty_product(int64_t result_numel, int64_t contraction) {
+  return result_numel == 0 || contraction == 0;
+}
+Value bool_product(LoweringContext& ctx, const at::Tensor& a, const at::Tensor& b,
+                   std::vector<int64_t> batch, std::vector<int64_t> ca, std::vector<int64_t> cb) {
+  auto& g = ctx.g();
+  Value p = g.dot_general(g.convert(ctx.tensor(a), ir::DType::kI32),
+                          g.convert(ctx.tensor(b), ir::DType::kI32), batch, batch, ca, cb);
+  return g.convert(p, ir::DType::kBool);
+}
+
 // `self` broadcast to `sizes` the way at::expand checks it, so a mismatch raises
 // expand's own message ("The expanded size of the tensor (4) must match ...").
 void check_expandable(const at::Tensor& self, c10::IntArrayRef sizes) {
@@ -94,6 +108,10 @@ std::vector<Value> mm(LoweringContext& ctx, const Args& a) {
   TORCH_CHECK(self.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
               self.dtype(), " != ", mat2.dtype());
   check_mm_shapes(self, mat2);
+  if (self.scalar_type() == at::kBool &&
+      empty_product(self.size(0) * mat2.size(1), self.size(1))) {
+    return {bool_product(ctx, self, mat2, {}, {1}, {0})};
+  }
   check_not_bool(self, "addmm_impl_cpu_");
   return {ctx.g().convert(matmul2d(ctx, self, mat2),
                           to_ir(self.scalar_type()))};
@@ -145,6 +163,10 @@ std::vector<Value> bmm(LoweringContext& ctx, const Args& a) {
   const at::Tensor& batch1 = a.tensor(0);
   const at::Tensor& batch2 = a.tensor(1);
   check_bmm(batch1, batch2);
+  if (batch1.scalar_type() == at::kBool && batch2.scalar_type() == at::kBool &&
+      empty_product(batch1.size(0) * batch1.size(1) * batch2.size(2), batch1.size(2))) {
+    return {bool_product(ctx, batch1, batch2, {0}, {2}, {1})};
+  }
   check_not_bool(batch1, "bmm");
   check_bmm_dtypes(batch1, batch2);
   return {ctx.g().convert(matmul3d(ctx, ctx.tensor(batch1), ctx.tensor(batch2)),
@@ -229,6 +251,10 @@ std::vector<Value> mv(LoweringContext& ctx, const Args& a) {
   const at::Tensor& vec = a.tensor(1);
   const int64_t rows = mat.size(0);
   check_addmv(1, rows, rows, mat, vec);
+  if (mat.scalar_type() == at::kBool && vec.scalar_type() == at::kBool &&
+      empty_product(rows, mat.size(1))) {
+    return {bool_product(ctx, mat, vec, {}, {1}, {0})};
+  }
   check_addmv_dtypes(vec.scalar_type(), mat, vec);
   return {matvec(ctx, mat, vec)};
 }

@@ -20,7 +20,9 @@ using ValueList = std::vector<ir::Value>;
 DType softmax_dtype(const at::Tensor& self, int64_t dim, bool half_to_float, const char* name) {
   // ATen's dispatch error names the CPU kernel, which differs for the last dim.
   const bool last = self.dim() == 0 || dim == self.dim() - 1;
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", name,
+  // The CPU op returns an empty input before its dtype dispatch, so an empty
+  // integer tensor passes (its empty result keeps the input's dtype).
+  TORCH_CHECK_NOT_IMPLEMENTED(self.numel() == 0 || at::isFloatingType(self.scalar_type()), "\"", name,
                               last ? "_lastdim" : "", "_kernel_impl\" not implemented for '",
                               c10::toString(self.scalar_type()), "'");
   if (half_to_float) {
@@ -53,6 +55,7 @@ ValueList softmax(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   int64_t dim = softmax_dim(self, a.integer(1));
   DType out = softmax_dtype(self, dim, a.boolean(2), "softmax");
+  if (self.numel() == 0) return {ctx.g().convert(ctx.tensor(self), out)};
   auto& g = ctx.g();
   ir::Value e = g.unary(Op::kExp, shifted(ctx, self, dim));
   ir::Value s = sum_broadcast(ctx, e, dim_list(self, dim));
@@ -64,6 +67,7 @@ ValueList log_softmax(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   int64_t dim = softmax_dim(self, a.integer(1));
   DType out = softmax_dtype(self, dim, a.boolean(2), "log_softmax");
+  if (self.numel() == 0) return {ctx.g().convert(ctx.tensor(self), out)};
   auto& g = ctx.g();
   ir::Value z = shifted(ctx, self, dim);
   ir::Value s = sum_broadcast(ctx, g.unary(Op::kExp, z), dim_list(self, dim));

@@ -304,13 +304,39 @@ RegisterLowering r_native_dropout_bw("native_dropout_backward", native_dropout_b
 // (normal_functional, bernoulli.p) carry other names, so the generic kernel
 // cannot derive them; torch.randn and dropout's composite reach them directly.
 // They run the same value builders and write self.
+// Complex normal values as ATen draws them (normal_impl_): the real and
+// imaginary parts are independent N(mean, std^2 / 2), so |z - mean| has
+// variance std^2. One draw of [2, shape...] gives both parts.
+ir::Value complex_normal(LoweringContext& ctx, const std::vector<int64_t>& shape, DType dt,
+                         double mean, double std, const std::optional<at::Generator>& gen) {
+  auto& g = ctx.g();
+  const DType pt = ir::complex_part(dt);
+  const DType ct = compute_dtype(pt);
+  std::vector<int64_t> both = shape;
+  both.insert(both.begin(), 2);
+  ir::Value v = normal_values(ctx, both, pt, ctx.scalar(mean, ct),
+                              ctx.scalar(std / std::sqrt(2.0), ct), gen);
+  auto part = [&](int64_t i) {
+    std::vector<int64_t> start(both.size(), 0), limit = both, step(both.size(), 1);
+    start[0] = i;
+    limit[0] = i + 1;
+    return g.reshape(g.slice(v, start, limit, step), shape);
+  };
+  return g.complex(part(0), part(1));
+}
+
 at::Tensor& normal_(at::Tensor& self, double mean, double std,
                     std::optional<at::Generator> gen) {
-  check_float(self, "normal_kernel_cpu");
+  if (!self.is_complex()) check_float(self, "normal_kernel_cpu");
   check_std(std);
   if (self.numel() == 0) return self;
   LoweringContext ctx("aten::normal_", self.device().index());
   const DType dt = to_ir(self.scalar_type());
+  if (self.is_complex()) {
+    ctx.write(self, complex_normal(ctx, self.sizes().vec(), dt, mean, std, gen));
+    ctx.run({});
+    return self;
+  }
   const DType ct = compute_dtype(dt);
   ctx.write(self, normal_values(ctx, self.sizes().vec(), dt, ctx.scalar(mean, ct),
                                 ctx.scalar(std, ct), gen));

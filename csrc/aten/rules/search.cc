@@ -8,6 +8,8 @@
 // what ATen's binary search returns, NaN included: its comparisons are
 // !(entry >= value) (left) and !(entry > value) (right), both true for a NaN
 // value, so a NaN goes to the end, as here.
+#include <algorithm>
+
 #include "aten/rules/reduce_util.h"
 #include "aten/rules/unary_util.h"
 
@@ -31,6 +33,12 @@ ir::Value with_last(LoweringContext& ctx, ir::Value v, int64_t n) {
 // Tensor/Tensor, Tensor/Scalar and Scalar/Tensor overloads.
 ValueList isin(LoweringContext& ctx, const Args& a) {
   const bool invert = a.boolean(3);
+  // CPU's isin has no bool kernel for either operand (an empty one included).
+  auto is_bool = [](const c10::IValue& v) {
+    return v.isTensor() ? v.toTensor().scalar_type() == at::kBool : v.isBool();
+  };
+  TORCH_CHECK(!is_bool(a[0]) && !is_bool(a[1]),
+              "Unsupported input type encountered for isin(): Bool");
   DType dt = to_ir(result_type(a[0], a[1]));
   auto& g = ctx.g();
   ir::Value e = operand(ctx, a[0], dt);
@@ -109,6 +117,9 @@ ValueList searchsorted(LoweringContext& ctx, const Args& a) {
                 "and got sorter tensor ", sorter->sizes());
   }
   DType dt = to_ir(result_type(a[0], a[1]));
+  // CPU's kernel dispatches on the common dtype and has no bool instance.
+  TORCH_CHECK_NOT_IMPLEMENTED(dt != DType::kBool,
+                              "\"searchsorted_out_cpu\" not implemented for 'Bool'");
   auto& g = ctx.g();
   ir::Value s = g.convert(ctx.tensor(seq), dt);
   if (sorter.has_value() && seq.numel() > 0) {
@@ -133,6 +144,11 @@ ValueList bucketize(LoweringContext& ctx, const Args& a) {
   DType dt = to_ir(result_type(a[0], a[1]));
   auto& g = ctx.g();
   ir::Value v = operand(ctx, a[0], dt);
+  // As searchsorted's, except that CPU returns an empty input first.
+  const std::vector<int64_t> vdims = dims(ctx, v);
+  const bool v_empty = std::find(vdims.begin(), vdims.end(), 0) != vdims.end();
+  TORCH_CHECK_NOT_IMPLEMENTED(dt != DType::kBool || v_empty,
+                              "\"searchsorted_out_cpu\" not implemented for 'Bool'");
   DType out = a.boolean(2) ? DType::kI32 : DType::kI64;
   if (boundaries.numel() == 0) return {g.constant(0, {out, dims(ctx, v)})};
   return {insertion_points(ctx, g.convert(ctx.tensor(boundaries), dt), v, a.boolean(3), out)};

@@ -81,6 +81,15 @@ ir::Value digamma_fn(LoweringContext& c, ir::Value x) {
   return g.select(g.compare(Cmp::kEQ, x, zero), pole, g.unary(Op::kDigamma, x));
 }
 
+// lgamma is exactly 0 at 1 and 2, as on CPU; chlo.lgamma's approximation
+// leaves about 5e-7 at 1 in f32, which digamma/exp of the result magnify.
+ir::Value lgamma_fn(LoweringContext& c, ir::Value x) {
+  auto& g = c.g();
+  ir::Value exact = g.binary(Op::kOr, g.compare(Cmp::kEQ, x, full_like(c, x, 1.0)),
+                             g.compare(Cmp::kEQ, x, full_like(c, x, 2.0)));
+  return g.select(exact, full_like(c, x, 0.0), g.unary(Op::kLgamma, x));
+}
+
 // trunc(x) for floats: toward zero (exact, so no opmath).
 ir::Value trunc_float(LoweringContext& ctx, ir::Value x) {
   auto& g = ctx.g();
@@ -265,7 +274,7 @@ RegisterLowering kRules[] = {
     {"sigmoid", float_op<Op::kLogistic>},
     {"erf", float_op<Op::kErf>},
     {"erfinv", float_rule<erfinv_fn>},
-    {"lgamma", float_op<Op::kLgamma>},
+    {"lgamma", float_rule<lgamma_fn>},
     {"digamma", float_rule<digamma_fn>},
     {"deg2rad", float_rule<deg2rad_fn>},
     {"rad2deg", float_rule<rad2deg_fn>},

@@ -1,0 +1,189 @@
+"""PyTorch's semantics at the edges (issue 10): exact special-function values,
+size-0 products and softmax on dtypes CPU only accepts when empty, complex
+randn, and NotImplementedError for dtypes an op has no kernel for.
+
+CPU PyTorch is the spec: each test compares with it, and checks that no
+CPU-fallback ran where the op is lowered.
+"""
+
+import math
+
+import pytest
+import torch
+
+from _util import assert_close_cpu, no_fallback
+
+
+def outcome(fn):
+    try:
+        return fn(), None
+    except Exception as e:  # noqa: BLE001
+        return None, e
+
+
+SPECIAL_POINTS = [1.0, 2.0, 0.0, -0.0, -1.0, -2.0, 0.5, 3.0, 1e-8, math.inf, -math.inf, math.nan]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_lgamma_exact_at_one_and_two(dtype):
+    x = torch.tensor(SPECIAL_POINTS, dtype=dtype)
+    with no_fallback():
+        got = torch.lgamma(x.to("tpu")).cpu()
+    assert got[0].item() == 0.0 and got[1].item() == 0.0
+    torch.testing.assert_close(got, torch.lgamma(x), equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_digamma_values_and_poles(dtype):
+    x = torch.tensor(SPECIAL_POINTS, dtype=dtype)
+    with no_fallback():
+        got = torch.digamma(x.to("tpu")).cpu()
+    want = torch.digamma(x)
+    # digamma(0) = -inf, digamma(-0.0) = +inf, NaN at the negative integers and -inf.
+    assert got[2].item() == -math.inf and got[3].item() == math.inf
+    assert math.isnan(got[4].item()) and math.isnan(got[5].item())
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-5)
+    # digamma of lgamma(1) is digamma(0) exactly.
+    with no_fallback():
+        y = torch.digamma(torch.lgamma(torch.ones(3, dtype=dtype, device="tpu"))).cpu()
+    assert torch.equal(y, torch.full((3,), -math.inf, dtype=dtype))
+
+
+B = torch.bool
+EMPTY_BOOL_PRODUCTS = {
+    "mm_k0": lambda d: torch.zeros(2, 0, dtype=B, device=d) @ torch.zeros(0, 3, dtype=B, device=d),
+    "mm_n0": lambda d: torch.zeros(0, 2, dtype=B, device=d) @ torch.zeros(2, 3, dtype=B, device=d),
+    "bmm_k0": lambda d: torch.bmm(torch.zeros(2, 2, 0, dtype=B, device=d),
+                                  torch.zeros(2, 0, 3, dtype=B, device=d)),
+    "bmm_b0": lambda d: torch.bmm(torch.zeros(0, 2, 2, dtype=B, device=d),
+                                  torch.zeros(0, 2, 3, dtype=B, device=d)),
+    "mv_k0": lambda d: torch.mv(torch.zeros(2, 0, dtype=B, device=d), torch.zeros(0, dtype=B, device=d)),
+    "mv_n0": lambda d: torch.mv(torch.zeros(0, 2, dtype=B, device=d), torch.zeros(2, dtype=B, device=d)),
+    "matmul_3d_k0": lambda d: torch.matmul(torch.zeros(2, 2, 0, dtype=B, device=d),
+                                           torch.zeros(0, 3, dtype=B, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_BOOL_PRODUCTS))
+def test_bool_products_with_a_zero_sized_dim(name):
+    # CPU returns before its dtype dispatch: an empty or zero-filled bool result.
+    fn = EMPTY_BOOL_PRODUCTS[name]
+    with no_fallback():
+        got = fn("tpu")
+    assert_close_cpu(got, fn("cpu"))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda d: torch.ones(2, 2, dtype=B, device=d) @ torch.ones(2, 3, dtype=B, device=d),
+    lambda d: torch.bmm(torch.ones(1, 2, 2, dtype=B, device=d), torch.ones(1, 2, 3, dtype=B, device=d)),
+    lambda d: torch.mv(torch.ones(2, 2, dtype=B, device=d), torch.ones(2, dtype=B, device=d)),
+    lambda d: torch.dot(torch.zeros(0, dtype=B, device=d), torch.zeros(0, dtype=B, device=d)),
+])
+def test_bool_products_non_empty_still_raise(fn):
+    _, want = outcome(lambda: fn("cpu"))
+    _, got = outcome(lambda: fn("tpu"))
+    assert type(got) is type(want) is NotImplementedError
+    assert str(got) == str(want)
+
+
+@pytest.mark.parametrize("op", [torch.softmax, torch.log_softmax])
+@pytest.mark.parametrize("shape,dim", [((0, 3), 1), ((2, 0), 1), ((0, 3), 0), ((0,), 0)])
+def test_integer_softmax_of_empty_input(op, shape, dim):
+    x = torch.zeros(shape, dtype=torch.int64)
+    with no_fallback():
+        got = op(x.to("tpu"), dim)
+    assert_close_cpu(got, op(x, dim))
+    # Non-empty integer input raises as on CPU.
+    _, want = outcome(lambda: op(torch.zeros(2, 3, dtype=torch.int64), 1))
+    _, err = outcome(lambda: op(torch.zeros(2, 3, dtype=torch.int64, device="tpu"), 1))
+    assert type(err) is type(want) is NotImplementedError and str(err) == str(want)
+
+
+def _moments_ok(x, mean, var, n):
+    assert abs(x.mean().item() - mean) < 6 * math.sqrt(var / n), x.mean()
+    assert abs(x.var().item() - var) < 6 * var * math.sqrt(2 / n), x.var()
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_randn_statistics_and_seed(dtype):
+    # CPU draws real and imaginary parts independently from N(mean, std^2 / 2).
+    n = 50_000
+    torch.manual_seed(7)
+    with no_fallback():
+        z = torch.randn(n, dtype=dtype, device="tpu")
+    assert z.dtype == dtype and z.shape == (n,)
+    re, im = z.real.cpu().double(), z.imag.cpu().double()
+    _moments_ok(re, 0.0, 0.5, n)
+    _moments_ok(im, 0.0, 0.5, n)
+    assert abs(torch.corrcoef(torch.stack([re, im]))[0, 1].item()) < 6 / math.sqrt(n)
+    torch.manual_seed(7)
+    again = torch.randn(n, dtype=dtype, device="tpu")
+    assert torch.equal(again.cpu(), z.cpu())
+    assert not torch.equal(torch.randn(n, dtype=dtype, device="tpu").cpu(), z.cpu())
+    # normal_(mean, std): both parts get `mean`, each with variance std^2 / 2.
+    with no_fallback():
+        w = torch.empty(n, dtype=dtype, device="tpu").normal_(1.5, 2.0).cpu()
+    _moments_ok(w.real.double(), 1.5, 2.0, n)
+    _moments_ok(w.imag.double(), 1.5, 2.0, n)
+    # Size 0 and the std check as on CPU.
+    assert torch.randn(0, 3, dtype=dtype, device="tpu").shape == (0, 3)
+    _, want = outcome(lambda: torch.empty(2, dtype=dtype).normal_(0, -1.0))
+    _, got = outcome(lambda: torch.empty(2, dtype=dtype, device="tpu").normal_(0, -1.0))
+    assert type(got) is type(want) and str(got) == str(want)
+
+
+_f = [1.5, 2.0]
+_b = [True, False]
+DTYPE_ERRORS = {
+    "bitwise_and_float": lambda d: torch.bitwise_and(torch.tensor(_f, device=d), torch.tensor(_f, device=d)),
+    "bitwise_or_float_scalar": lambda d: torch.tensor(_f, device=d) | 1,
+    "bitwise_xor_float_int": lambda d: torch.tensor(_f, device=d) ^ torch.tensor([1, 2], device=d),
+    "remainder_bool": lambda d: torch.remainder(torch.tensor(_b, device=d), torch.tensor(_b, device=d)),
+    "fmod_bool": lambda d: torch.fmod(torch.tensor(_b, device=d), torch.tensor(_b, device=d)),
+    "floor_divide_bool": lambda d: torch.floor_divide(torch.tensor(_b, device=d), torch.tensor(_b, device=d)),
+    "div_trunc_bool": lambda d: torch.div(torch.tensor(_b, device=d), torch.tensor(_b, device=d),
+                                          rounding_mode="trunc"),
+    "cross_bool": lambda d: torch.linalg.cross(torch.ones(3, dtype=B, device=d), torch.ones(3, dtype=B, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DTYPE_ERRORS))
+def test_unsupported_dtype_raises_not_implemented(name):
+    fn = DTYPE_ERRORS[name]
+    _, want = outcome(lambda: fn("cpu"))
+    assert isinstance(want, NotImplementedError)
+    with no_fallback():
+        _, got = outcome(lambda: fn("tpu"))
+    assert type(got) is NotImplementedError, repr(got)
+    # The message names the op and the dtype, as CPU's does.
+    dtype_name = str(want).rsplit("'", 2)[-2]
+    assert f"'{dtype_name}'" in str(got) and "not implemented for" in str(got), str(got)
+
+
+_bt = [False, True]  # sorted: boundaries must be
+BOOL_SEARCH = {
+    "isin_bool_bool": lambda d: torch.isin(torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)),
+    "isin_int_bool": lambda d: torch.isin(torch.tensor([1, 0], device=d), torch.tensor(_bt, device=d)),
+    "isin_bool_scalar": lambda d: torch.isin(torch.tensor([1, 0], device=d), True),
+    "isin_empty_bool": lambda d: torch.isin(torch.zeros(0, dtype=B, device=d), torch.tensor(_bt, device=d)),
+    "searchsorted_bool": lambda d: torch.searchsorted(torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)),
+    "searchsorted_empty_seq": lambda d: torch.searchsorted(torch.zeros(0, dtype=B, device=d),
+                                                           torch.tensor(_bt, device=d)),
+    "bucketize_bool": lambda d: torch.bucketize(torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)),
+    "bucketize_empty_input": lambda d: torch.bucketize(torch.zeros(0, dtype=B, device=d),
+                                                       torch.tensor(_bt, device=d)),
+    "bucketize_int_bool": lambda d: torch.bucketize(torch.tensor([1], device=d), torch.tensor(_bt, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOOL_SEARCH))
+def test_bool_search_ops_match_cpu(name):
+    fn = BOOL_SEARCH[name]
+    want, want_err = outcome(lambda: fn("cpu"))
+    with no_fallback():
+        got, err = outcome(lambda: fn("tpu"))
+    if want_err is not None:
+        assert type(err) is type(want_err) and str(err) == str(want_err), repr(err)
+    else:
+        assert err is None, repr(err)
+        assert_close_cpu(got, want)
