@@ -65,7 +65,9 @@ def _compare(c, t, elementwise):
     elif not torch.equal(tc, c):
         bad = (tc != c).nonzero()[0].tolist()
         return "value", f"at {bad}: cpu {c[tuple(bad)].item()} tpu {tc[tuple(bad)].item()}"
-    if elementwise and c.numel() > 1 and c.stride() != t.stride():
+    # a size-1 dim's stride is arbitrary in PyTorch: compare the others only
+    if elementwise and c.numel() > 1 and any(
+            n > 1 and a != b for n, a, b in zip(c.shape, c.stride(), t.stride())):
         return "stride", f"cpu {c.stride()} tpu {t.stride()}"
     return "match", ""
 
@@ -101,8 +103,10 @@ def _run(fn, *args, device=None):
         return None, e
 
 
-def run_program(pseed):
-    """Runs program ``pseed`` on CPU and tpu; returns its result record (a dict)."""
+def run_program(pseed, on_step=None):
+    """Runs program ``pseed`` on CPU and tpu; returns its result record (a dict).
+    ``on_step(record)`` is called before each step runs (the worker reports it, so
+    a crash is attributed to the op that was running)."""
     import random
     import torch
     from torchtpu.tools import _fuzz_ops as ops
@@ -112,16 +116,19 @@ def run_program(pseed):
     x_tpu, y_tpu = xv(xc.to("tpu")), yv(yc.to("tpu"))
     rec = {"seed": pseed, "inputs": f"{x_cpu.dtype}{list(x_cpu.shape)}:{xn} "
            f"{y_cpu.dtype}{list(y_cpu.shape)}:{yn}", "ops": [],
-           "category": "match", "op": "", "dtype": "", "detail": ""}
+           "category": "match", "op": "", "dtype": "", "kind": "", "detail": ""}
     for _ in range(rng.choice([1, 2, 3, 4])):
         name, fn = ops.draw_op(rng, x_cpu)
         rec["ops"].append(name)
+        if on_step:
+            on_step(dict(rec, op=name, dtype=str(x_cpu.dtype).split(".")[1]))
         c, ce = _run(fn, x_cpu, y_cpu)
         t, te = _run(fn, x_tpu, y_tpu, device="tpu")
-        cat, detail = "match", ""
+        cat, detail, kind = "match", "", ""
         if ce is not None or te is not None:
             if ce is None or te is None or type(ce) is not type(te):
                 cat = "exception"
+                kind = f"{type(ce).__name__ if ce else 'ok'}/{type(te).__name__ if te else 'ok'}"
                 detail = (f"cpu {type(ce).__name__ if ce else 'ok'} tpu "
                           f"{type(te).__name__ if te else 'ok'}: "
                           f"{str(te or ce).splitlines()[0][:120] if str(te or ce) else ''}")
@@ -136,7 +143,7 @@ def run_program(pseed):
                     break
         if cat != "match":
             rec.update(category=cat, op=name, dtype=str(x_cpu.dtype).split(".")[1],
-                       detail=detail)
+                       kind=kind, detail=detail)
             return rec
         c, t = (c[0], t[0]) if isinstance(c, tuple) else (c, t)
         x_cpu, x_tpu = c, _resync(c, t)
@@ -146,10 +153,17 @@ def run_program(pseed):
 def _worker(seeds):
     import torch  # noqa: F401
     import torchtpu  # noqa: F401
+    # Test hooks of the harness itself (tests/test_fuzz.py): die or stall on one seed.
+    abort_on = os.environ.get("_TORCHTPU_FUZZ_ABORT_SEED")
+    stall_on = os.environ.get("_TORCHTPU_FUZZ_STALL_SEED")
     for pseed in seeds:
         print(json.dumps({"start": pseed}), flush=True)
+        if str(pseed) == abort_on:
+            os.abort()
+        if str(pseed) == stall_on:
+            time.sleep(3600)
         try:
-            rec = run_program(pseed)
+            rec = run_program(pseed, lambda step: print(json.dumps({"step": step}), flush=True))
         except Exception as e:  # noqa: BLE001 - a bug of the harness, not of tpu
             rec = _failed(pseed, "crash", f"harness error {type(e).__name__}: {e}")
         print(json.dumps(rec), flush=True)
@@ -171,9 +185,13 @@ def _spawn(seeds, mode):
     return proc, lines
 
 
-def _failed(pseed, category, detail):
-    return {"seed": pseed, "inputs": "", "ops": [], "category": category, "op": "?",
-            "dtype": "", "detail": detail}
+def _failed(pseed, category, detail, step=None):
+    """The record of a program that crashed or hung during ``step`` (the record
+    its worker sent before that step, if any)."""
+    rec = {"seed": pseed, "inputs": "", "ops": [], "op": "?", "dtype": "", "kind": ""}
+    rec.update(step or {})
+    rec.update(category=category, detail=detail)
+    return rec
 
 
 def run_batch(seeds, mode, timeout):
@@ -182,20 +200,21 @@ def run_batch(seeds, mode, timeout):
     results, todo = [], list(seeds)
     while todo:
         proc, lines = _spawn(todo, mode)
-        current = None
+        current, step = None, None
         while True:
             try:
                 line = lines.get(timeout=timeout)
             except queue.Empty:
                 proc.kill()
                 proc.wait()
-                results.append(_failed(current or todo[0], "hang", f"no result in {timeout} s"))
+                results.append(_failed(current or todo[0], "hang", f"no result in {timeout} s",
+                                       step))
                 todo = todo[todo.index(current or todo[0]) + 1:]
                 break
             if line is None:
                 rc = proc.wait()
                 if current is not None:
-                    results.append(_failed(current, "crash", f"worker exit code {rc}"))
+                    results.append(_failed(current, "crash", f"worker exit code {rc}", step))
                     todo = todo[todo.index(current) + 1:]
                 else:
                     todo = [] if rc == 0 else todo[1:]
@@ -205,7 +224,9 @@ def run_batch(seeds, mode, timeout):
             except ValueError:
                 continue  # stray output of the plugin
             if "start" in msg:
-                current = msg["start"]
+                current, step = msg["start"], None
+            elif "step" in msg:
+                step = msg["step"]
             else:
                 results.append(msg)
                 current = None
@@ -217,10 +238,13 @@ def run_batch(seeds, mode, timeout):
 
 
 def read_expected(path):
-    """[(op_glob, category, dtype_glob, reason)] from the expected-mismatches file.
+    """[(op_glob, category, dtype_glob, kind_glob, reason)] from the expected-mismatches
+    file: one ``<op-glob> <category> <dtype-glob> [<kind-glob>]  # <reason>`` per
+    line; ``kind`` tells exception mismatches apart: ``<cpu type>/<tpu type>``
+    (``ok`` for no exception), e.g. ``NotImplementedError/RuntimeError``.
 
     Raises:
-        ValueError: a line without the three fields, a known category or a reason.
+        ValueError: a line without three or four fields, a known category or a reason.
     """
     entries = []
     with open(path) as f:
@@ -230,10 +254,12 @@ def read_expected(path):
                 continue
             entry, _, reason = line.partition("#")
             fields = entry.split()
-            if len(fields) != 3 or fields[1] not in CATEGORIES[1:] or not reason.strip():
-                raise ValueError(f"{path}:{number}: want 'op-glob category dtype-glob  "
-                                 f"# reason', got {raw!r}")
-            entries.append((fields[0], fields[1], fields[2], reason.strip()))
+            if (len(fields) not in (3, 4) or fields[1] not in CATEGORIES[1:]
+                    or not reason.strip()):
+                raise ValueError(f"{path}:{number}: want 'op-glob category dtype-glob "
+                                 f"[kind-glob]  # reason', got {raw!r}")
+            kind = fields[3] if len(fields) == 4 else "*"
+            entries.append((fields[0], fields[1], fields[2], kind, reason.strip()))
     return entries
 
 
@@ -243,9 +269,10 @@ def explain(results, entries):
         r["reason"] = None
         if r["category"] == "match":
             continue
-        for op, cat, dt, reason in entries:
+        for op, cat, dt, kind, reason in entries:
             if (cat == r["category"] and fnmatch.fnmatchcase(r["op"], op)
-                    and fnmatch.fnmatchcase(r["dtype"], dt)):
+                    and fnmatch.fnmatchcase(r["dtype"], dt)
+                    and fnmatch.fnmatchcase(r.get("kind", ""), kind)):
                 r["reason"] = reason
                 break
     return results
