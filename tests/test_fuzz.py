@@ -1,6 +1,6 @@
 """Differential fuzzing in CI: a fixed-seed budget of random op programs, tpu vs CPU.
 
-``python -m torchtpu.tools.fuzz`` runs any number; here 400 programs of seed 0
+``python -m torchtpu.tools.fuzz`` runs any number; here 600 programs of seed 0
 must give no crash, no hang and no mismatch outside
 tests/fuzz_expected_mismatches.txt. The mode follows TORCHTPU_EAGER_MODE, so a
 fused pass of the suite fuzzes fused mode.
@@ -11,15 +11,16 @@ import pytest
 
 from torchtpu.tools import fuzz
 
+BUDGET = 600  # about 25 s on 2 cores with a cold compile cache
 MODE = os.environ.get("TORCHTPU_EAGER_MODE", "strict")
 if MODE not in ("strict", "fused"):
     MODE = "strict"
 
 
 def test_fuzz_fixed_seed_budget():
-    results = fuzz.fuzz(400, seed=0, mode=MODE, timeout=60)
-    assert len(results) == 400
-    assert [r["seed"] for r in results] == [fuzz.program_seed(0, i) for i in range(400)]
+    results = fuzz.fuzz(BUDGET, seed=0, mode=MODE, timeout=60)
+    assert len(results) == BUDGET
+    assert [r["seed"] for r in results] == [fuzz.program_seed(0, i) for i in range(BUDGET)]
     # a crash or hang passes only while it is a listed open bug (the roll segfault)
     failed = [r for r in results if r["category"] in ("crash", "hang") and r["reason"] is None]
     assert not failed, failed
@@ -28,7 +29,7 @@ def test_fuzz_fixed_seed_budget():
         f"seed {r['seed']} {r['inputs']} {'->'.join(r['ops'])}: {r['op']} {r['category']} "
         f"[{r['dtype']}] {r['detail']}" for r in unexplained)
     # the budget exercises the op table: most programs agree with CPU
-    assert sum(r["category"] == "match" for r in results) > 300
+    assert sum(r["category"] == "match" for r in results) > 0.8 * BUDGET
 
 
 def test_programs_are_deterministic():
@@ -43,7 +44,7 @@ def test_worker_crash_and_hang_are_caught(monkeypatch):
     seeds = [fuzz.program_seed(3, i) for i in range(4)]
     monkeypatch.setenv("_TORCHTPU_FUZZ_ABORT_SEED", str(seeds[1]))
     monkeypatch.setenv("_TORCHTPU_FUZZ_STALL_SEED", str(seeds[2]))
-    results = fuzz.run_batch(seeds, MODE, timeout=20)
+    results = fuzz.run_batch(seeds, MODE, timeout=10)
     assert [r["seed"] for r in results] == seeds
     assert results[1]["category"] == "crash" and "exit code" in results[1]["detail"]
     assert results[2]["category"] == "hang"

@@ -297,6 +297,7 @@ def fuzz(programs, seed, mode="strict", jobs=1, timeout=60.0, expected=_DEFAULT_
 
 def print_tables(results, elapsed):
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
     console = Console(width=220)
     table = Table(title=f"{len(results)} programs in {elapsed:.0f} s")
@@ -312,14 +313,17 @@ def print_tables(results, elapsed):
     for r in bad:
         per_op.setdefault((r["op"], r["category"]), []).append(r)
     ops = Table(title="mismatches per op")
-    for col in ("op", "category", "count", "unexplained", "example (first) / reason"):
+    for col in ("op", "category", "count", "unexplained", "example (first unexplained)",
+                "expected because"):
         ops.add_column(col)
     for (op, cat), rs in sorted(per_op.items(), key=lambda kv: -len(kv[1])):
         un = [r for r in rs if r["reason"] is None]
         ex = (un or rs)[0]
         text = (f"seed {ex['seed']} {ex['inputs']} {'->'.join(ex['ops'])} [{ex['dtype']}]: "
-                f"{ex['detail']}" if un else f"expected: {ex['reason']}")
-        ops.add_row(op, cat, str(len(rs)), str(len(un)), text)
+                f"{ex['detail']}")
+        why = "" if un else rs[0]["reason"][:70]
+        # escape: details hold brackets (x[index], shapes) that rich reads as markup
+        ops.add_row(op, cat, str(len(rs)), str(len(un)), escape(text), escape(why))
     console.print(ops)
 
 
