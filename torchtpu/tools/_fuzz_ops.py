@@ -102,7 +102,8 @@ BINARY = {
     "ne": torch.ne, "logical_and": torch.logical_and, "fmod": torch.fmod,
 }
 ELEMENTWISE = set(UNARY) | {f"{k}.{s}" for k in BINARY for s in ("t", "s")} | {
-    "clamp", "where", "add_alpha", "div_floor", "to"}
+    "clamp", "where", "add_alpha", "div_floor", "to", "add_", "mul_", "clamp_", "neg_",
+    "masked_fill_"}
 
 
 def draw_op(rng, x):
@@ -223,7 +224,35 @@ def _misc(rng, x):
     return name, lambda a, b: torch.div(a, b, rounding_mode="floor")
 
 
-_OTHER = [_reduce, _reduce, _clamp, _where, _cum, _softmax, _sort, _index, _index, _join,
+def _inplace(rng, x):
+    """An in-place op on the value itself (an input view: expanded inputs overlap,
+    so CPU refuses some writes) with the second input or a scalar."""
+    name = rng.choice(["add_", "mul_", "clamp_", "neg_", "masked_fill_", "copy_"])
+    s = _scalar(rng, x)
+    fns = {
+        "add_": lambda a, b: a.add_(b),
+        "mul_": lambda a, b: a.mul_(s),
+        "clamp_": lambda a, b: a.clamp_(min=0),
+        "neg_": lambda a, b: a.neg_(),
+        "masked_fill_": lambda a, b: a.masked_fill_(a != 0, s),
+        "copy_": lambda a, b: a.copy_(b),
+    }
+    return name, fns[name]
+
+
+def _select(rng, x):
+    name, d = rng.choice(["kthvalue", "nonzero", "argwhere", "median"]), _dim(rng, x)
+    k = rng.choice([1, 2])
+    fns = {
+        "kthvalue": lambda a, b: torch.kthvalue(a, k, d).values,
+        "nonzero": lambda a, b: torch.nonzero(a),
+        "argwhere": lambda a, b: torch.argwhere(a),
+        "median": lambda a, b: torch.median(a),
+    }
+    return name, fns[name]
+
+
+_OTHER = [_inplace, _select, _reduce, _reduce, _clamp, _where, _cum, _softmax, _sort, _index, _index, _join,
           _matmul, _shape_op, _shape_op, _cast, _misc]
 
 
