@@ -7,7 +7,6 @@ CPU run and the tpu run draw the same program as long as they agree (the runner
 stops at the first disagreement).
 """
 import math
-import random
 
 import torch
 
@@ -170,10 +169,13 @@ def _sort(rng, x):
 def _index(rng, x):
     d = _dim(rng, x)
     n = x.shape[d] if x.dim() else 1
-    idx = [rng.randrange(-n - 1 if rng.random() < 0.1 else 0, max(n, 1)) for _ in range(rng.choice([0, 1, 3]))]
+    # one index in ten may be out of range (negative past -n)
+    low = -n - 1 if rng.random() < 0.1 else 0
+    idx = [rng.randrange(low, max(n, 1)) for _ in range(rng.choice([0, 1, 3]))]
     name = rng.choice(["index_select", "getitem", "gather", "narrow"])
     if name == "index_select":
-        return name, lambda a, b: torch.index_select(a, d, torch.tensor(idx, dtype=torch.long, device=a.device))
+        return name, lambda a, b: torch.index_select(
+            a, d, torch.tensor(idx, dtype=torch.long, device=a.device))
     if name == "getitem":
         return name, lambda a, b: a[torch.tensor(idx, dtype=torch.long, device=a.device)]
     if name == "narrow":
@@ -182,7 +184,9 @@ def _index(rng, x):
     def gather(a, b):
         shape = list(a.shape) or []
         i = torch.tensor(idx[:1] or [0], dtype=torch.long, device=a.device)
-        i = i.reshape([1] * len(shape)).expand([min(s, 1) for s in shape]) if shape else i.reshape(())
+        if not shape:
+            return torch.gather(a, d, i.reshape(()))
+        i = i.reshape([1] * len(shape)).expand([min(s, 1) for s in shape])
         return torch.gather(a, d, i.contiguous())
     return name, gather
 
@@ -197,7 +201,8 @@ def _matmul(rng, x):
 
 
 def _shape_op(rng, x):
-    name = rng.choice(["flip", "roll", "t_contig", "reshape", "unsqueeze", "squeeze", "masked_select"])
+    name = rng.choice(["flip", "roll", "t_contig", "reshape", "unsqueeze", "squeeze",
+                       "masked_select"])
     d = _dim(rng, x)
     fns = {
         "flip": lambda a, b: torch.flip(a, [d]),
@@ -252,7 +257,8 @@ def _select(rng, x):
     return name, fns[name]
 
 
-_OTHER = [_inplace, _select, _reduce, _reduce, _clamp, _where, _cum, _softmax, _sort, _index, _index, _join,
+_OTHER = [_inplace, _select, _reduce, _reduce, _clamp, _where, _cum, _softmax, _sort, _index,
+          _index, _join,
           _matmul, _shape_op, _shape_op, _cast, _misc]
 
 

@@ -285,14 +285,16 @@ def fuzz(programs, seed, mode="strict", jobs=1, timeout=60.0, expected=_DEFAULT_
     seeds = [program_seed(seed, i) for i in range(programs)]
     chunks = [seeds[j::jobs] for j in range(jobs)]
     out = [None] * jobs
-    threads = [threading.Thread(target=lambda j=j: out.__setitem__(j, run_batch(chunks[j], mode, timeout)))
-               for j in range(jobs)]
+    def run_chunk(j):
+        out[j] = run_batch(chunks[j], mode, timeout)
+    threads = [threading.Thread(target=run_chunk, args=(j,)) for j in range(jobs)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     results = sorted((r for part in out for r in part), key=lambda r: r["seed"])
-    return explain(results, read_expected(expected) if expected and os.path.exists(expected) else [])
+    listed = read_expected(expected) if expected and os.path.exists(expected) else []
+    return explain(results, listed)
 
 
 def print_tables(results, elapsed):
