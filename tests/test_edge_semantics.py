@@ -187,3 +187,16 @@ def test_bool_search_ops_match_cpu(name):
     else:
         assert err is None, repr(err)
         assert_close_cpu(got, want)
+
+
+@pytest.mark.parametrize("dim", [0, -1, 1])
+def test_roll_of_a_0d_tensor_with_a_dim_raises_index_error(dim):
+    # Found by the fuzzer: a segfault before (the dim was wrapped as if rank 1).
+    x = torch.tensor(2.0)
+    with pytest.raises(IndexError) as cpu_err:
+        torch.roll(x, 1, dim)
+    with pytest.raises(IndexError) as tpu_err:
+        torch.roll(x.to("tpu"), 1, dim)
+    assert str(tpu_err.value) == str(cpu_err.value)
+    with no_fallback():
+        assert torch.roll(x.to("tpu"), 1).cpu().item() == 2.0

@@ -108,7 +108,10 @@ std::vector<ir::Value> roll(LoweringContext& ctx, const Args& a) {
   TORCH_CHECK(shifts.size() == rdims.size(), "shifts and dimensions must align. shifts: ",
               shifts.size(), ", dims:", rdims.size());
   for (size_t i = 0; i < rdims.size(); ++i) {
-    x = roll_dim(ctx, x, wrap_dim(rdims[i], self.dim()), shifts[i]);
+    // wrap_scalar=false: a 0-d tensor has no dim to roll (IndexError, as on
+    // CPU); wrapping it as rank 1 would slice a dim that does not exist.
+    x = roll_dim(ctx, x, c10::maybe_wrap_dim(rdims[i], self.dim(), /*wrap_scalar=*/false),
+                 shifts[i]);
   }
   return {x};
 }
