@@ -200,3 +200,14 @@ def test_roll_of_a_0d_tensor_with_a_dim_raises_index_error(dim):
     assert str(tpu_err.value) == str(cpu_err.value)
     with no_fallback():
         assert torch.roll(x.to("tpu"), 1).cpu().item() == 2.0
+
+
+@pytest.mark.parametrize("shape,k,dim", [((2, 1), 1, -1), ((2, 1), 2, -1), ((), 2, 0), ((), 1, 0), ((0, 2), 1, 0), ((2, 0), 1, -1)])
+def test_kthvalue_of_bool_checks_dim_and_k_first_as_cpu(shape, k, dim):
+    # Found by the fuzzer: CPU checks the dim and k before its dtype dispatch.
+    x = torch.zeros(shape, dtype=torch.bool)
+    _, cpu_err = outcome(lambda: torch.kthvalue(x, k, dim))
+    _, tpu_err = outcome(lambda: torch.kthvalue(x.to("tpu"), k, dim))
+    assert type(tpu_err) is type(cpu_err)
+    if cpu_err is not None:
+        assert str(tpu_err).split("\n")[0] == str(cpu_err).split("\n")[0]

@@ -107,9 +107,6 @@ ValueList topk(LoweringContext& ctx, const Args& a) {
 // smallest (1-based) along dim.
 ValueList kthvalue(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
-  // CPU's kernel has no bool instance.
-  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool,
-                              "\"kthvalue_cpu\" not implemented for 'Bool'");
   int64_t k = a.integer(1);
   int64_t raw_dim = a.integer(2);
   int64_t dim = wrap_dim(raw_dim, std::max<int64_t>(self.dim(), 1));
@@ -117,9 +114,13 @@ ValueList kthvalue(LoweringContext& ctx, const Args& a) {
   at::native::zero_numel_check_dims(self, dim, "kthvalue()");
   int64_t size = self.dim() > 0 ? self.size(dim) : 1;
   TORCH_CHECK(k >= 1 && k <= size, "kthvalue(): selected number k out of range for dimension ",
-              raw_dim);
+              dim);
   ir::Value v = ctx.tensor(self);
   if (self.dim() == 0) return {v, ctx.g().constant_int(0, {DType::kI64, {}})};
+  // CPU's kernel has no bool instance; its dim and k checks and its 0-d
+  // shortcut come first.
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool,
+                              "\"kthvalue_cpu\" not implemented for 'Bool'");
   auto [values, indices] = sort_with_indices(ctx, v, dim, false);
   return {squeeze_unless(ctx, slice_dim(ctx, values, dim, k - 1, 1), dim, keepdim),
           squeeze_unless(ctx, slice_dim(ctx, indices, dim, k - 1, 1), dim, keepdim)};
