@@ -78,6 +78,22 @@ def test_graph_mixing_cpu_and_tpu_tensors():
     torch.testing.assert_close(cpu_out, e_cpu)
 
 
+def test_graph_that_creates_tpu_tensors_without_tpu_inputs():
+    # Dynamo's fake-tensor path asks torch.tpu.is_initialized() for a factory
+    # on tpu; found only through the values the graph computes.
+    def make():
+        return torch.ones(3, device="tpu") * 2
+
+    def add(x):
+        return x + torch.arange(3.0, device="tpu")
+
+    with no_fallback():
+        out = torch.compile(make)()
+        added = torch.compile(add)(torch.ones(3, device="tpu"))
+    assert out.device.type == "tpu" and out.cpu().tolist() == [2.0, 2.0, 2.0]
+    assert added.cpu().tolist() == [1.0, 2.0, 3.0]
+
+
 def test_cpu_graph_still_goes_to_inductor():
     def f(x):
         return torch.sin(x) * 2

@@ -2,8 +2,8 @@
 
 ``python -m torchtpu.tools.fuzz`` runs any number; here 600 programs of seed 0
 must give no crash, no hang and no mismatch outside
-tests/fuzz_expected_mismatches.txt. The mode follows TORCHTPU_EAGER_MODE, so a
-fused pass of the suite fuzzes fused mode.
+tests/fuzz_expected_mismatches.txt. The mode follows TORCHTPU_TEST_MODE (else TORCHTPU_EAGER_MODE),
+so the fused pass of the suite fuzzes fused mode.
 """
 import os
 
@@ -12,7 +12,7 @@ import pytest
 from torchtpu.tools import fuzz
 
 BUDGET = 600  # about 25 s on 2 cores with a cold compile cache
-MODE = os.environ.get("TORCHTPU_EAGER_MODE", "strict")
+MODE = os.environ.get("TORCHTPU_TEST_MODE", os.environ.get("TORCHTPU_EAGER_MODE", "strict"))
 if MODE not in ("strict", "fused"):
     MODE = "strict"
 
