@@ -8,7 +8,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include <ATen/ops/ones.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -110,13 +110,18 @@ void drain_autograd_device_threads() {
   const int n = ttpu::aten::device_count_or_zero();
   py::gil_scoped_release release;
   c10::AutoGradMode grad(true);
+  // Size-0 tensors and a view: the backward is metadata only, so the drain
+  // compiles and runs no program (a process's compile count and its persistent
+  // cache stay as the script left them), yet its gradient is a tpu tensor, so
+  // the engine still queues the task on the tpu device thread.
   for (int d = 0; d < n; ++d) {
-    auto x = at::ones({1}, at::TensorOptions().device(c10::Device(c10::DeviceType::PrivateUse1,
-                                                                  static_cast<c10::DeviceIndex>(d))))
-                 .requires_grad_(true);
-    torch::autograd::variable_list outputs{x.mul(2).sum()};
+    const auto options = at::TensorOptions().device(
+        c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(d)));
+    auto x = at::empty({0}, options).requires_grad_(true);
+    torch::autograd::variable_list outputs{x.view({0, 1})};
+    torch::autograd::variable_list grad_outputs{at::empty({0, 1}, options)};
     torch::autograd::variable_list inputs{x};
-    torch::autograd::grad(outputs, inputs);
+    torch::autograd::grad(outputs, inputs, grad_outputs);
   }
 }
 
