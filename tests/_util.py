@@ -84,3 +84,16 @@ UNLOWERED_OP = "aten::special_airy_ai.out"
 def unlowered(x):
     """``x`` through :data:`UNLOWERED_OP` (CPU fallback on tpu)."""
     return torch.special.airy_ai(x)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Each test compiles its own graphs: Dynamo caches by code object, and its
+    counters (what reached which backend) start at zero. Autouse in the
+    torch.compile suites that import it."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    yield
+    torch._dynamo.reset()

@@ -12,15 +12,9 @@ from torch import nn
 
 import torchtpu
 from _util import UNLOWERED_OP, no_fallback, unlowered
+from _util import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo per test)
 from torchtpu.examples import train_digits
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()  # forgets compiled code, not the counters
-    torch._dynamo.utils.counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 def compiled(fn, **kwargs):

@@ -14,15 +14,9 @@ from torch import nn
 
 import torchtpu
 from _util import no_fallback
+from _util import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo per test)
 from torchtpu import _compile_default
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 def test_default_backend_is_torchtpus():

@@ -25,6 +25,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from _util import no_fallback  # noqa: E402
+from _util import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo per test)
 from torchtpu.tools import timm_compat  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -36,13 +37,6 @@ EMBED_ATOL = 1e-4  # issue 5: MiniLM embeddings, max abs difference to CPU
 TRAIN_RTOL = 1e-4  # issue 5: GPT-2 losses and weights after 5 AdamW steps
 GRAD_RTOL = 1e-3  # issue 5: ResNet-18 gradients
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 def assert_rel_close(actual, expected, rtol, what):

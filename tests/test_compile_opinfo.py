@@ -14,6 +14,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 
 import torchtpu
 from torchtpu.tools._opinfo_sweep import NONDETERMINISTIC, _compare, full_name, to_cpu, to_tpu
+from _util import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo per test)
 
 _STRIDE = 2
 
@@ -33,12 +34,6 @@ def _candidates():
 
 _OPS = list(_candidates())[::_STRIDE]
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()  # each case its own graphs (Dynamo caches by code object)
-    yield
-    torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("op", _OPS, ids=full_name)

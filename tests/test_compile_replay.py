@@ -8,15 +8,10 @@ from torch import nn
 
 import torchtpu
 from _util import no_fallback, unlowered
+from _util import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo per test)
 from torchtpu import _C
 from torchtpu._dynamo import FusedGraph
 
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 @pytest.fixture
