@@ -93,6 +93,7 @@ const char* op_name(Op op) {
     case Op::kImag: return "imag";
     case Op::kComplex: return "complex";
     case Op::kFft: return "fft";
+    case Op::kCall: return "call";
   }
   return "unknown_op";
 }
@@ -695,6 +696,9 @@ std::string Graph::fingerprint() const {
       w.str(a.custom_call.target);
       w.str(a.custom_call.backend_config);
     }
+    // A user kernel is identified by its content hash (its text would make
+    // every fused graph's key as long as the kernel).
+    if (n.op == Op::kCall) w.str(a.call ? a.call->key : std::string());
   }
   w.u(parameters_.size());
   for (int32_t p : parameters_) w.u(static_cast<uint32_t>(p));

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,8 @@ enum class Op : uint8_t {
   kImag,     // complex -> its imaginary part
   kComplex,  // (real, imag) of the same float type -> complex
   kFft,      // attrs.dim = FftType, ints[0] = fft_length (the trailing dims transformed)
+  // user kernels
+  kCall,     // (operands...); attrs.call; multi-result: a call of a user's StableHLO function
 };
 
 // stablehlo.fft's fft_type. FFT/IFFT: complex -> complex; RFFT: float ->
@@ -134,6 +137,19 @@ struct CustomCall {
   std::string backend_config;  // passed verbatim
 };
 
+// A user kernel (a JAX function's lowering, hand-written StableHLO) prepared
+// for inlining: its functions renamed to private symbols that start with a
+// prefix derived from `key`, so several kernels (and our @main) coexist in one
+// module. `key` is a content hash of the user's text and is what the
+// fingerprint records, so equal keys must mean equal `funcs`.
+struct UserFunction {
+  std::string name;    // the user's name for the kernel, for error messages
+  std::string key;     // content hash (hex) of the kernel text
+  std::string entry;   // the symbol a call names (without '@')
+  std::string funcs;   // the private func.func definitions, MLIR text
+  std::vector<TensorType> params, results;  // entry's signature
+};
+
 struct Attrs {
   std::vector<std::vector<int64_t>> ints;
   int64_t dim = 0;
@@ -147,6 +163,7 @@ struct Attrs {
   ConvDims conv;
   LinalgFlags linalg;
   CustomCall custom_call;
+  std::shared_ptr<const UserFunction> call;  // kCall only
 };
 
 struct Node {
@@ -229,6 +246,11 @@ class Graph {
   // (XLA checks them against the target's contract when it compiles).
   std::vector<Value> custom_call(const CustomCall& call, const std::vector<Value>& operands,
                                  const std::vector<TensorType>& results);
+
+  // A call of a user kernel: operand types must equal fn->params (IrError
+  // naming the kernel otherwise); results have fn->results' types.
+  std::vector<Value> call(std::shared_ptr<const UserFunction> fn,
+                          const std::vector<Value>& operands);
 
   // --- complex numbers: real/imag of a complex value (result: its float part
   // type); complex(re, im) of two equal float types (f32 or f64).

@@ -20,6 +20,7 @@
 #include "aten/fallback.h"
 #include "aten/lowering.h"
 #include "aten/memory.h"
+#include "aten/user_kernel.h"
 #include "cache/store.h"
 #include "distributed/python_bind.h"
 #include "runtime/event.h"
@@ -375,5 +376,19 @@ PYBIND11_MODULE(_C, m) {
   // tell storages that share one buffer.
   m.def("_storage_buffer_id", [](const at::Tensor& t) {
     return reinterpret_cast<uintptr_t>(ttpu::aten::slot_of(t).buffer.get());
+  });
+  // User kernels (torchtpu/kernels.py): register StableHLO text -> (handle,
+  // argument types, result types), each type a (shape, MLIR element type) pair.
+  m.def("_kernel_register", [](const std::string& name, const std::string& text) {
+    auto sig = guarded([&] { return ttpu::aten::register_kernel(name, text); });
+    auto types = [](const std::vector<ttpu::ir::TensorType>& ts) {
+      std::vector<std::pair<std::vector<int64_t>, std::string>> out;
+      for (const auto& t : ts) out.emplace_back(t.dims, std::string(ttpu::ir::mlir_name(t.dtype)));
+      return out;
+    };
+    return py::make_tuple(sig.handle, types(sig.params), types(sig.results));
+  });
+  m.def("_kernel_run", [](const std::string& handle, const std::vector<at::Tensor>& args) {
+    return guarded([&] { return ttpu::aten::run_kernel(handle, args); });
   });
 }

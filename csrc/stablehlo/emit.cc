@@ -118,8 +118,10 @@ class Emitter {
     std::string s = "module " + symbol(module_name) + " {\n  func.func public @main(" + sig +
                     ") -> (" + out_types + ") {\n";
     s += body_;
-    s += "    \"func.return\"(" + out_names + ") : (" + out_types + ") -> ()\n  }\n}\n";
-    return s;
+    s += "    \"func.return\"(" + out_names + ") : (" + out_types + ") -> ()\n  }\n";
+    // The user kernels called above, each once (their symbols carry the key).
+    for (const auto& fn : kernels_) s += fn->funcs;
+    return s + "}\n";
   }
 
  private:
@@ -181,6 +183,7 @@ class Emitter {
   void emit_structured(int32_t id, const Node& n);
 
   const ir::Graph& g_;
+  std::vector<std::shared_ptr<const ir::UserFunction>> kernels_;
   std::vector<std::string> names_;
   std::string body_;
   int temp_ = 0;
@@ -477,6 +480,14 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
                ", backend_config = " + string_literal(a.custom_call.backend_config) +
                ", api_version = 1 : i32");
       return;
+    case Op::kCall: {
+      if (!a.call) throw IrError("stablehlo emit: call node " + std::to_string(id) + " has no kernel");
+      bool seen = false;
+      for (const auto& fn : kernels_) seen = seen || fn->key == a.call->key;
+      if (!seen) kernels_.push_back(a.call);
+      line(id, "func.call", n.operands, "callee = @" + a.call->entry);
+      return;
+    }
     case Op::kRngBitGenerator:
       line(id, "stablehlo.rng_bit_generator", n.operands,
            "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
