@@ -102,6 +102,28 @@ def test_strided_input_and_tuple_outputs():
     torch.testing.assert_close(p.cpu(), (a.cpu() * b.cpu()).sum(0))
 
 
+def test_integer_arguments_and_double_backward():
+    @torchtpu.jax_kernel
+    def take(x, idx):
+        return x[idx] * 2, idx + 1
+
+    x = torch.randn(5, device="tpu", requires_grad=True)
+    idx = torch.tensor([0, 3, 3], device="tpu", dtype=torch.int32)
+    y, j = take(x, idx)
+    y.sum().backward()  # no gradient for idx; the int output gets a float0 cotangent
+    assert x.grad.cpu().tolist() == [2.0, 0.0, 0.0, 4.0, 0.0]
+    assert j.cpu().tolist() == [1, 4, 4]
+
+    @torchtpu.jax_kernel
+    def cube(x):
+        return x ** 3
+
+    x = torch.tensor([1.0, 2.0], device="tpu", requires_grad=True)
+    g, = torch.autograd.grad(cube(x).sum(), x, create_graph=True)  # the VJP is a kernel too
+    gg, = torch.autograd.grad(g.sum(), x)
+    assert g.detach().cpu().tolist() == [3.0, 12.0] and gg.cpu().tolist() == [6.0, 12.0]
+
+
 def test_jax_kernel_under_compile_no_graph_break():
     lin = torch.nn.Linear(16, 16).to("tpu")
     w = torch.randn(16).to("tpu").requires_grad_()
