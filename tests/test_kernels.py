@@ -229,6 +229,15 @@ def test_stablehlo_op_eager_and_compile():
     assert not torch._dynamo.utils.counters["graph_break"]
 
 
+def test_stablehlo_op_from_jax_export():
+    # jax.export's text carries debug locations (#loc aliases around the module)
+    exported = jax.export.export(jax.jit(lambda x: jnp.sin(x) * 2))(
+        jax.ShapeDtypeStruct((4,), jnp.float32))
+    op = torchtpu.stablehlo_op(exported.mlir_module(), name="exported_sin")
+    x = torch.randn(4)
+    torch.testing.assert_close(op(x.to("tpu")).cpu(), torch.sin(x) * 2)
+
+
 def test_stablehlo_op_with_vjp():
     square = torchtpu.stablehlo_op(
         "func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n"
