@@ -144,7 +144,9 @@ class _JaxSpec(_Spec):
         self.vjps = {}      # (differentiable inputs, float outputs) -> key
 
     def resolve(self, tensors):
-        sig = tuple((tuple(t.shape), t.dtype) for t in tensors)
+        # int() of a symbolic size (torch.compile with dynamic shapes)
+        # specializes the graph on it: a kernel is lowered for static shapes.
+        sig = tuple((tuple(int(d) for d in t.shape), t.dtype) for t in tensors)
         hit = self.lowered.get(sig)
         if hit is None:
             hit = self.lowered[sig] = self._lower(sig)
