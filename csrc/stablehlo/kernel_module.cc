@@ -237,6 +237,49 @@ std::string rename(const std::string& text, const std::set<std::string>& names,
   return out;
 }
 
+// `text` without debug locations: the `#loc... = loc(...)` alias lines (jax.export
+// prints them around the module) and every `loc(...)` annotation. They carry
+// only source positions, and an alias outside the module could not be inlined.
+std::string strip_locations(const std::string& text, const Scanner& sc) {
+  std::string out;
+  bool line_start = true;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (line_start && text.compare(i, 4, "#loc") == 0) {
+      const size_t e = text.find('\n', i);
+      i = e == std::string::npos ? text.size() : e;
+      continue;
+    }
+    if (c == '"') {
+      const size_t e = sc.string_end(i);
+      out += text.substr(i, e - i);
+      i = e;
+      line_start = false;
+      continue;
+    }
+    if (c == '/' && text.compare(i, 2, "//") == 0) {
+      const size_t e = text.find('\n', i);
+      const size_t end = e == std::string::npos ? text.size() : e;
+      out += text.substr(i, end - i);
+      i = end;
+      continue;
+    }
+    if (text.compare(i, 4, "loc(") == 0 && (i == 0 || !ident_char(text[i - 1]))) {
+      i = sc.group_end(i + 3);
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      continue;
+    }
+    out += c;
+    if (c == '\n') {
+      line_start = true;
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      line_start = false;
+    }
+    ++i;
+  }
+  return out;
+}
+
 }  // namespace
 
 TensorType parse_tensor_type(const std::string& text, const std::string& what) {
@@ -274,17 +317,15 @@ TensorType parse_tensor_type(const std::string& text, const std::string& what) {
   return out;  // not reached
 }
 
-ir::UserFunction prepare_kernel(const std::string& text, const std::string& name,
+ir::UserFunction prepare_kernel(const std::string& original, const std::string& name,
                                 const std::string& key) {
   const std::string what = "kernel '" + name + "'";
   if (key.size() < 16) throw KernelTextError(what + ": content key too short");
+  const std::string text = strip_locations(original, Scanner(original, what));
   Scanner sc(text, what);
   sc.skip_ws();
   size_t body_begin = sc.pos(), body_end = text.size();
-  if (sc.peek() == '#') {
-    sc.fail("attribute aliases (#...) outside the module are not supported; print the module "
-            "without debug locations (jax: lowered.as_text())");
-  }
+  if (sc.peek() == '#') sc.fail("attribute aliases (#...) outside the module are not supported");
   if (sc.word("module")) {
     sc.skip_ws();
     if (sc.peek() == '@') sc.symbol();
@@ -300,8 +341,7 @@ ir::UserFunction prepare_kernel(const std::string& text, const std::string& name
     sc.set_pos(body_end + 1);
     sc.skip_ws();
     if (!sc.at_end()) {
-      sc.fail("unexpected text after the module (one module per kernel; debug locations "
-              "(#loc) are not supported)");
+      sc.fail("unexpected text after the module (one module per kernel)");
     }
   }
   std::vector<Func> funcs;

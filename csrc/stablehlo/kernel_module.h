@@ -24,7 +24,8 @@ class KernelTextError : public ir::IrError {
 };
 
 // Parses `text` (`module [@name] [attributes {...}] { func.func ... }`, or the
-// bare list of func.func) and returns the kernel ready for Graph::call. The
+// bare list of func.func; debug locations, as jax.export prints them, are
+// dropped) and returns the kernel ready for Graph::call. The
 // entry is @main, else the module's only public function. `name` appears in
 // error messages; `key` (a hex content hash of `text`, at least 16 digits) is
 // stored in the result and gives the symbol prefix "ttpu_k<key[0:16]>_".
