@@ -1,9 +1,10 @@
-"""Model-level torch.compile benchmark (issue 5): training steps of a GPT-2 and
-a ResNet-18, compiled for tpu, side by side with tpu eager modes, CPU PyTorch
-eager and CPU Inductor, and (GPT-2) JAX; prints JSON medians and ratios.
+"""Model-level torch.compile benchmark (issues 5, 15): training steps of a GPT-2,
+a ResNet-18 and an MLP, compiled for tpu, side by side with tpu eager modes,
+CPU PyTorch eager and CPU Inductor, and (GPT-2, MLP) JAX; prints JSON medians
+and ratios.
 
     python bench/bench_models.py [--out bench_models.json] [--steps 3]
-        [--rounds 3] [--warmup 2] [--only gpt2,resnet18] [--no-inductor]
+        [--rounds 3] [--warmup 2] [--only gpt2,resnet18,mlp] [--no-inductor]
         [--no-jax] [--cpu-threads N]
 
 Workloads, each a full training step (forward, loss, backward, optimizer update):
@@ -15,6 +16,10 @@ Workloads, each a full training step (forward, loss, backward, optimizer update)
    (batch-norm batch statistics), batch 8 of 3x64x64 float32 noise,
    cross-entropy, SGD with momentum 0.9.
 
+3. ``mlp``: ``nn.Linear`` 1024 -> 1024 -> 1024 -> 10 with ReLU between, batch
+   256 of float32 noise, cross-entropy, AdamW (lr 1e-3, weight decay 1e-2):
+   issue 15's MLP, next to :class:`JaxMLPRun`, the same step in JAX.
+
 Configurations, each with its own copy of the model (same initial weights from a
 CPU seed) and the same cycle of 2 batches already on its device:
 ``cpu`` (PyTorch eager), ``cpu_inductor`` (``torch.compile(model)``, PyTorch's
@@ -23,7 +28,7 @@ default backend; ``--no-inductor`` leaves it out), ``tpu_strict``,
 (``torch.compile(model, backend="tpu")``, the optimizer eager in strict mode)
 and ``tpu_compiled_fused`` (the same with the caller in fused mode, so the
 compiled graphs and the optimizer join one program per step). For ``gpt2``
-also ``jax``: the same model written in JAX (GPT-2 layout, tanh GELU, tied
+(and ``mlp``) also ``jax``: the same model written in JAX (GPT-2 layout, tanh GELU, tied
 head, torch's AdamW arithmetic), initialised from the CPU model's weights, the
 whole step one ``jax.jit`` function with donated parameters and optimizer
 state (``--no-jax``, or jax not installed, leaves it out). A step ends when its
@@ -32,8 +37,11 @@ work has finished (``torchtpu.sync()``, ``block_until_ready``).
 After ``--warmup`` untimed steps per configuration (they compile; their time is
 ``warmup_seconds``), ``--rounds`` rounds follow; in each every configuration
 runs ``--steps`` timed steps in turn, so the load of a shared machine weighs on
-all alike. Reported per workload: ``ms_per_step_median``, ratios of
-``tpu_compiled`` to the others (and ``tpu_compiled_over_jax``), the programs
+all alike. Reported per workload: ``ms_per_step_median``, ``cpu_ms_per_step_median``
+(process CPU time of all threads, less sensitive to a loaded machine than wall
+time), ``page_faults_per_step_median`` (minor faults, ``getrusage``), ratios
+of ``tpu_compiled`` to the others, ``tpu_fused_over_jax`` and
+``tpu_compiled_fused_over_jax`` (issue 15's target: at most 1.05), the programs
 run per tpu step, CPU fallbacks, and ``loss_max_rel_diff``: the largest
 relative difference of a configuration's loss to ``cpu``'s, step by step (every
 configuration runs the same batches in the same order; a wrong result shows
