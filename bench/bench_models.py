@@ -1,9 +1,10 @@
-"""Model-level torch.compile benchmark (issue 5): training steps of a GPT-2 and
-a ResNet-18, compiled for tpu, side by side with tpu eager modes, CPU PyTorch
-eager and CPU Inductor, and (GPT-2) JAX; prints JSON medians and ratios.
+"""Model-level torch.compile benchmark (issues 5, 15): training steps of a GPT-2,
+a ResNet-18 and an MLP, compiled for tpu, side by side with tpu eager modes,
+CPU PyTorch eager and CPU Inductor, and (GPT-2, MLP) JAX; prints JSON medians
+and ratios.
 
     python bench/bench_models.py [--out bench_models.json] [--steps 3]
-        [--rounds 3] [--warmup 2] [--only gpt2,resnet18] [--no-inductor]
+        [--rounds 3] [--warmup 2] [--only gpt2,resnet18,mlp] [--no-inductor]
         [--no-jax] [--cpu-threads N]
 
 Workloads, each a full training step (forward, loss, backward, optimizer update):
@@ -15,6 +16,10 @@ Workloads, each a full training step (forward, loss, backward, optimizer update)
    (batch-norm batch statistics), batch 8 of 3x64x64 float32 noise,
    cross-entropy, SGD with momentum 0.9.
 
+3. ``mlp``: ``nn.Linear`` 1024 -> 1024 -> 1024 -> 10 with ReLU between, batch
+   256 of float32 noise, cross-entropy, AdamW (lr 1e-3, weight decay 1e-2):
+   issue 15's MLP, next to :class:`JaxMLPRun`, the same step in JAX.
+
 Configurations, each with its own copy of the model (same initial weights from a
 CPU seed) and the same cycle of 2 batches already on its device:
 ``cpu`` (PyTorch eager), ``cpu_inductor`` (``torch.compile(model)``, PyTorch's
@@ -23,7 +28,7 @@ default backend; ``--no-inductor`` leaves it out), ``tpu_strict``,
 (``torch.compile(model, backend="tpu")``, the optimizer eager in strict mode)
 and ``tpu_compiled_fused`` (the same with the caller in fused mode, so the
 compiled graphs and the optimizer join one program per step). For ``gpt2``
-also ``jax``: the same model written in JAX (GPT-2 layout, tanh GELU, tied
+(and ``mlp``) also ``jax``: the same model written in JAX (GPT-2 layout, tanh GELU, tied
 head, torch's AdamW arithmetic), initialised from the CPU model's weights, the
 whole step one ``jax.jit`` function with donated parameters and optimizer
 state (``--no-jax``, or jax not installed, leaves it out). A step ends when its
@@ -32,8 +37,11 @@ work has finished (``torchtpu.sync()``, ``block_until_ready``).
 After ``--warmup`` untimed steps per configuration (they compile; their time is
 ``warmup_seconds``), ``--rounds`` rounds follow; in each every configuration
 runs ``--steps`` timed steps in turn, so the load of a shared machine weighs on
-all alike. Reported per workload: ``ms_per_step_median``, ratios of
-``tpu_compiled`` to the others (and ``tpu_compiled_over_jax``), the programs
+all alike. Reported per workload: ``ms_per_step_median``, ``cpu_ms_per_step_median``
+(process CPU time of all threads, less sensitive to a loaded machine than wall
+time), ``page_faults_per_step_median`` (minor faults, ``getrusage``), ratios
+of ``tpu_compiled`` to the others, ``tpu_fused_over_jax`` and
+``tpu_compiled_fused_over_jax`` (issue 15's target: at most 1.05), the programs
 run per tpu step, CPU fallbacks, and ``loss_max_rel_diff``: the largest
 relative difference of a configuration's loss to ``cpu``'s, step by step (every
 configuration runs the same batches in the same order; a wrong result shows
@@ -50,6 +58,7 @@ here asserts.
 import argparse
 import math
 import os
+import resource
 import statistics
 import time
 
@@ -69,6 +78,7 @@ BATCHES = 2
 GPT_VOCAB, GPT_D_MODEL, GPT_HEADS, GPT_LAYERS, GPT_SEQ, GPT_BATCH = 512, 256, 4, 4, 64, 8
 GPT_LR, GPT_WEIGHT_DECAY = 3e-4, 1e-2
 RESNET_BATCH, RESNET_SIZE, RESNET_CLASSES = 8, 64, 10
+MLP_WIDTH, MLP_CLASSES, MLP_BATCH, MLP_LR, MLP_WEIGHT_DECAY = 1024, 10, 256, 1e-3, 1e-2
 
 
 # ---- workloads: (CPU model, optimizer factory, CPU batches, loss(forward, batch))
@@ -115,7 +125,27 @@ def _resnet18_setup():
     return model, make_opt, batches, loss_fn
 
 
-WORKLOADS = {"gpt2": _gpt2_setup, "resnet18": _resnet18_setup}
+def _mlp_setup():
+    model = torch.nn.Sequential(
+        torch.nn.Linear(MLP_WIDTH, MLP_WIDTH), torch.nn.ReLU(),
+        torch.nn.Linear(MLP_WIDTH, MLP_WIDTH), torch.nn.ReLU(),
+        torch.nn.Linear(MLP_WIDTH, MLP_CLASSES))
+    g = torch.Generator().manual_seed(SEED)
+    batches = [(torch.randn(MLP_BATCH, MLP_WIDTH, generator=g),
+                torch.randint(0, MLP_CLASSES, (MLP_BATCH,), generator=g))
+               for _ in range(BATCHES)]
+
+    def loss_fn(forward, batch):
+        x, y = batch
+        return F.cross_entropy(forward(x), y)
+
+    def make_opt(params):
+        return torch.optim.AdamW(params, lr=MLP_LR, weight_decay=MLP_WEIGHT_DECAY)
+
+    return model, make_opt, batches, loss_fn
+
+
+WORKLOADS = {"gpt2": _gpt2_setup, "resnet18": _resnet18_setup, "mlp": _mlp_setup}
 
 
 # ---- torch configurations
@@ -215,18 +245,7 @@ class JaxGPT2Run:
             logp = jax.nn.log_softmax(logits, axis=-1)
             return -jnp_.take_along_axis(logp, target[..., None], axis=-1).mean()
 
-        def step(p, m, v, t, tokens, lr=GPT_LR, wd=GPT_WEIGHT_DECAY, b1=0.9, b2=0.999,
-                 eps=1e-8):
-            loss, g = jax.value_and_grad(loss_fn)(p, tokens)
-            bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
-            m = jax.tree.map(lambda m_, g_: b1 * m_ + (1 - b1) * g_, m, g)
-            v = jax.tree.map(lambda v_, g_: b2 * v_ + (1 - b2) * g_ * g_, v, g)
-            p = jax.tree.map(
-                lambda p_, m_, v_: p_ * (1 - lr * wd)
-                - (lr / bc1) * m_ / (jnp_.sqrt(v_) / jnp_.sqrt(bc2) + eps), p, m, v)
-            return p, m, v, loss
-
-        self._step = jax.jit(step, donate_argnums=(0, 1, 2))
+        self._step = _jax_adamw_step(loss_fn, GPT_LR, GPT_WEIGHT_DECAY)
 
     def steps(self, n):
         for _ in range(n):
@@ -237,6 +256,75 @@ class JaxGPT2Run:
 
     def loss_values(self):
         return [float(v) for v in self.losses]
+
+
+def _jax_adamw_step(loss_fn, lr, wd, b1=0.9, b2=0.999, eps=1e-8):
+    """``step(p, m, v, t, batch) -> (p, m, v, loss)``: value_and_grad of
+    ``loss_fn(p, batch)`` and torch's AdamW update (decoupled decay, bias
+    corrections), one jitted function donating parameters and moments."""
+    import jax
+    import jax.numpy as jnp
+
+    def step(p, m, v, t, batch):
+        loss, g = jax.value_and_grad(loss_fn)(p, batch)
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        m = jax.tree.map(lambda m_, g_: b1 * m_ + (1 - b1) * g_, m, g)
+        v = jax.tree.map(lambda v_, g_: b2 * v_ + (1 - b2) * g_ * g_, v, g)
+        p = jax.tree.map(
+            lambda p_, m_, v_: p_ * (1 - lr * wd)
+            - (lr / bc1) * m_ / (jnp.sqrt(v_) / jnp.sqrt(bc2) + eps), p, m, v)
+        return p, m, v, loss
+
+    return jax.jit(step, donate_argnums=(0, 1, 2))
+
+
+class JaxMLPRun:
+    """The ``mlp`` workload in JAX: ``x @ W.T + b`` per layer (torch's
+    ``nn.Linear`` layout, so the same weights), ReLU between, mean
+    cross-entropy, torch's AdamW, one jitted donating step. Weights and batches
+    are the CPU torch model's. ``lowered_text()`` is the step's StableHLO, to
+    compare with the program torchtpu emits for the same step."""
+
+    def __init__(self):
+        import jax
+        import jax.numpy as jnp
+
+        torch.manual_seed(SEED)
+        model, _, batches, _ = _mlp_setup()
+        self.params = {name: jnp.asarray(p.detach().numpy())
+                       for name, p in model.named_parameters()}
+        self.m = {k: jnp.zeros_like(v) for k, v in self.params.items()}
+        self.v = {k: jnp.zeros_like(v) for k, v in self.params.items()}
+        self.batches = [(jnp.asarray(x.numpy()), jnp.asarray(y.numpy())) for x, y in batches]
+        self.losses = []
+        names = [n.rsplit(".", 1)[0] for n, _ in model.named_parameters()][::2]
+
+        def loss_fn(p, batch):
+            h, y = batch
+            for i, layer in enumerate(names):
+                h = h @ p[layer + ".weight"].T + p[layer + ".bias"]
+                if i + 1 < len(names):
+                    h = jax.nn.relu(h)
+            logp = jax.nn.log_softmax(h, axis=-1)
+            return -jnp.take_along_axis(logp, y[:, None], axis=-1).mean()
+
+        self._step = _jax_adamw_step(loss_fn, MLP_LR, MLP_WEIGHT_DECAY)
+
+    def steps(self, n):
+        for _ in range(n):
+            batch = self.batches[len(self.losses) % BATCHES]
+            t = float(len(self.losses) + 1)
+            self.params, self.m, self.v, loss = self._step(self.params, self.m, self.v, t, batch)
+            self.losses.append(loss.block_until_ready())
+
+    def lowered_text(self):
+        return self._step.lower(self.params, self.m, self.v, 1.0, self.batches[0]).as_text()
+
+    def loss_values(self):
+        return [float(v) for v in self.losses]
+
+
+JAX_RUNS = {"gpt2": JaxGPT2Run, "mlp": JaxMLPRun}
 
 
 def _jax_available():
@@ -263,9 +351,9 @@ def bench_workload(name, args):
         "tpu_compiled": lambda: TorchRun(name, "tpu", "strict", backend="tpu"),
         "tpu_compiled_fused": lambda: TorchRun(name, "tpu", "fused", backend="tpu"),
     })
-    if name == "gpt2" and args.jax:
+    if name in JAX_RUNS and args.jax:
         if _jax_available():
-            makers["jax"] = JaxGPT2Run
+            makers["jax"] = JAX_RUNS[name]
         else:
             notes.append("jax not installed: no jax configuration")
     runs, warmup_seconds, fallbacks = {}, {}, {}
@@ -283,13 +371,19 @@ def bench_workload(name, args):
         if config.startswith("tpu"):
             fallbacks[config] = torchtpu.metrics.fallback_counts()
     times = {config: [] for config in runs}
-    programs = {}
+    programs, faults = {}, {config: [] for config in runs}
+    cpu_ms = {config: [] for config in runs}  # process CPU time: all threads' work
     for _ in range(args.rounds):
         for config, run in runs.items():
             before = torchtpu.metrics.metrics()["executes"]
+            usage = resource.getrusage(resource.RUSAGE_SELF)
             start = time.perf_counter()
             run.steps(args.steps)
             times[config].append((time.perf_counter() - start) / args.steps * 1e3)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            faults[config].append((after.ru_minflt - usage.ru_minflt) / args.steps)
+            cpu_ms[config].append((after.ru_utime + after.ru_stime - usage.ru_utime
+                                   - usage.ru_stime) / args.steps * 1e3)
             if config.startswith("tpu"):
                 programs[config] = (torchtpu.metrics.metrics()["executes"] - before) / args.steps
     med = {config: statistics.median(v) for config, v in times.items()}
@@ -298,6 +392,10 @@ def bench_workload(name, args):
         for other in med:
             if other != "tpu_compiled":
                 ratios[f"tpu_compiled_over_{other}"] = med["tpu_compiled"] / med[other]
+    if "jax" in med:  # issue 15's target: at most 1.05
+        for config in ("tpu_fused", "tpu_compiled_fused"):
+            if config in med:
+                ratios[f"{config}_over_jax"] = med[config] / med["jax"]
     if "tpu_compiled_fused" in med and "tpu_fused" in med:
         ratios["tpu_compiled_fused_over_tpu_fused"] = med["tpu_compiled_fused"] / med["tpu_fused"]
     ref = runs["cpu"].loss_values()
@@ -305,6 +403,8 @@ def bench_workload(name, args):
         "ms_per_step_median": med,
         "ratios": ratios,
         "programs_per_step": programs,
+        "cpu_ms_per_step_median": {c: statistics.median(v) for c, v in cpu_ms.items()},
+        "page_faults_per_step_median": {c: statistics.median(v) for c, v in faults.items()},
         "warmup_seconds": warmup_seconds,
         "fallbacks": fallbacks,
         "loss_max_rel_diff": {config: _max_rel_diff(run.loss_values(), ref)

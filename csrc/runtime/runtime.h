@@ -22,6 +22,7 @@
 #include "cache/store.h"
 #include "ir/graph.h"
 #include "pjrt/pjrt.h"
+#include "stablehlo/emit.h"
 
 namespace ttpu::runtime {
 
@@ -238,6 +239,7 @@ class Runtime {
   // Per device: entries with seq up to this are known computed (retire()).
   std::unique_ptr<std::atomic<uint64_t>[]> retired_;
   std::atomic<bool> device_copy_ok_{true};
+  stablehlo::EmitOptions emit_options_;  // set once at start from the platform
 };
 
 }  // namespace ttpu::runtime

@@ -87,7 +87,8 @@ bool is_elementwise(Op op) {
 
 class Emitter {
  public:
-  explicit Emitter(const ir::Graph& g) : g_(g), names_(g.nodes().size()) {}
+  Emitter(const ir::Graph& g, const EmitOptions& options)
+      : g_(g), options_(options), names_(g.nodes().size()) {}
 
   std::string module(const std::string& module_name) {
     const auto& params = g_.parameters();
@@ -182,7 +183,10 @@ class Emitter {
   void emit_nan_propagating(int32_t id, const Node& n);
   void emit_structured(int32_t id, const Node& n);
 
+  bool emit_dot_with_rhs_transposed(int32_t id, const Node& n);
+
   const ir::Graph& g_;
+  const EmitOptions options_;
   std::vector<std::shared_ptr<const ir::UserFunction>> kernels_;
   std::vector<std::string> names_;
   std::string body_;
@@ -421,6 +425,7 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
       return;
     case Op::kDotGeneral: {
       need_ints(4);
+      if (options_.materialize_transposed_rhs && emit_dot_with_rhs_transposed(id, n)) return;
       std::string dn = "#stablehlo.dot<";
       std::string sep;
       const char* names[] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
@@ -497,10 +502,62 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
   }
 }
 
+// Below this many right-operand elements the transposed dot is cheap either
+// way and the extra lines are not worth it.
+constexpr int64_t kMinTransposedRhsElements = 64 * 1024;
+
+// lhs[M,K] x rhs[N,K] contracting lhs dim 1 with rhs dim 1 (x @ W.t()), no
+// batch dims, written as transpose(dot(rhs, lhs^T)): rhs[N,K] x lhs^T[K,M]
+// contracts rhs dim 0 of the second operand, the form XLA:CPU runs fast, and
+// the two transposes move M*K + M*N elements. Only when that is at most the
+// N*K a transposed weight would move (a 1024x1024 transpose alone costs
+// about as much as the dot on this plugin). Barriers keep XLA from folding
+// the transposes back into the slow dot. The products and their sums are
+// the same, so the values are identical (checked bit for bit). False
+// (nothing written) for any other dot.
+bool Emitter::emit_dot_with_rhs_transposed(int32_t id, const Node& n) {
+  const auto& ints = n.attrs.ints;
+  if (n.operands.size() != 2 || !ints[0].empty() || !ints[1].empty() || ints[2].size() != 1 ||
+      ints[2][0] != 1 || ints[3].size() != 1 || ints[3][0] != 1) {
+    return false;
+  }
+  const TensorType& lhs = g_.type(n.operands[0]);
+  const TensorType& rhs = g_.type(n.operands[1]);
+  if (lhs.rank() != 2 || rhs.rank() != 2 || !ir::is_float(rhs.dtype)) return false;
+  const int64_t m = lhs.dims[0], k = lhs.dims[1], nn = rhs.dims[0];
+  if (rhs.numel() < kMinTransposedRhsElements || m * k + m * nn > nn * k) return false;
+  TensorType lt = lhs, ot = n.results[0];
+  lt.dims = {k, m};
+  ot.dims = {nn, m};
+  auto tmp = [&] { return "%t" + std::to_string(temp_++); };
+  const std::string tr = tmp(), trb = tmp(), dot = tmp(), dotb = tmp();
+  auto transpose = [&](const std::string& out, const std::string& in, const TensorType& from,
+                       const TensorType& to) {
+    body_ += "    " + out + " = \"stablehlo.transpose\"(" + in +
+             ") {permutation = array<i64: 1, 0>} : (" + from.mlir() + ") -> " + to.mlir() + "\n";
+  };
+  auto barrier = [&](const std::string& out, const std::string& in, const TensorType& t) {
+    body_ += "    " + out + " = \"stablehlo.optimization_barrier\"(" + in + ") : (" + t.mlir() +
+             ") -> " + t.mlir() + "\n";
+  };
+  transpose(tr, ref(n.operands[0]), lhs, lt);
+  barrier(trb, tr, lt);
+  body_ += "    " + dot + " = \"stablehlo.dot_general\"(" + ref(n.operands[1]) + ", " + trb +
+           ") {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
+           "rhs_contracting_dimensions = [0]>} : (" + rhs.mlir() + ", " + lt.mlir() + ") -> " +
+           ot.mlir() + "\n";
+  barrier(dotb, dot, ot);
+  const std::string name = "%" + std::to_string(id);
+  transpose(name, dotb, ot, n.results[0]);
+  names_[id] = name;
+  return true;
+}
+
 }  // namespace
 
-std::string emit(const ir::Graph& graph, const std::string& module_name) {
-  return Emitter(graph).module(module_name);
+std::string emit(const ir::Graph& graph, const std::string& module_name,
+                 const EmitOptions& options) {
+  return Emitter(graph, options).module(module_name);
 }
 
 }  // namespace ttpu::stablehlo

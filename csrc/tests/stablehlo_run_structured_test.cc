@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "stablehlo_run_util.h"
 
@@ -273,6 +275,48 @@ TEST(RunLinalg, DotGeneral) {
   EXPECT_EQ(out[2].type.dims, Dims{});
   EXPECT_EQ(out[2].doubles(), (Doubles{5.25}));
   EXPECT_EQ(out[3].doubles(), (Doubles{17, 22, 27, 22, 29, 36, 27, 36, 45}));
+}
+
+// EmitOptions::materialize_transposed_rhs: x @ W^T with a large W (M*K + M*N
+// <= N*K) is written as transpose(W @ x^T) behind barriers, the values bit for
+// bit those of the plain dot; a dot where that moves more, or a small W, keeps
+// the plain form.
+TEST(RunLinalg, DotTransposedRhsFormIsBitIdentical) {
+  stablehlo::EmitOptions fast;
+  fast.materialize_transposed_rhs = true;
+  for (const auto& [m, k, n, rewritten] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
+           {64, 512, 512, true}, {1024, 256, 256, false}, {8, 64, 64, false}}) {
+    Graph g;
+    Value x = g.parameter({DType::kF32, {m, k}});
+    Value w = g.parameter({DType::kF32, {n, k}});
+    g.set_outputs({g.dot_general(x, w, {}, {}, {1}, {1})});
+    const std::string text = stablehlo::emit(g, "run", fast);
+    EXPECT_EQ(text.find("optimization_barrier") != std::string::npos, rewritten) << text;
+    std::vector<float> xv(static_cast<size_t>(m * k)), wv(static_cast<size_t>(n * k));
+    uint32_t state = 12345;  // an LCG: varied signs and magnitudes, reproducible
+    auto next = [&] {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)) / (1 << 21);
+    };
+    for (float& v : xv) v = next();
+    for (float& v : wv) v = next();
+    std::vector<Array> args = {array<float>(DType::kF32, {m, k}, xv),
+                               array<float>(DType::kF32, {n, k}, wv)};
+    auto plain = run(g, args);
+    auto transposed = run(g, args, fast);
+    EXPECT_EQ(transposed[0].type.dims, (Dims{m, n}));
+    EXPECT_EQ(transposed[0].bytes, plain[0].bytes) << m << "x" << k << "x" << n;
+    // And the values are the dot's (spot checks against a double reference).
+    for (int64_t i : {int64_t{0}, m - 1}) {
+      for (int64_t j : {int64_t{0}, n / 2}) {
+        double want = 0;
+        for (int64_t t = 0; t < k; ++t) want += double{xv[i * k + t]} * double{wv[j * k + t]};
+        EXPECT_NEAR(plain[0].doubles()[static_cast<size_t>(i * n + j)], want,
+                    1e-4 * (1 + std::abs(want)));
+      }
+    }
+  }
 }
 
 // Naive NCHW / OIHW convolution straight from the StableHLO spec's definition

@@ -123,8 +123,9 @@ inline std::set<ir::Op>& covered_ops() {
 
 // Emits `g`, compiles and runs it with `args` (in graph.parameters() order) and
 // returns its outputs. A compile or run failure throws with the module text.
-inline std::vector<Array> run(const ir::Graph& g, const std::vector<Array>& args) {
-  const std::string text = stablehlo::emit(g, "run");
+inline std::vector<Array> run(const ir::Graph& g, const std::vector<Array>& args,
+                              const stablehlo::EmitOptions& options = {}) {
+  const std::string text = stablehlo::emit(g, "run", options);
   std::vector<Array> outputs;
   try {
     auto exe = client()->compile(text);
