@@ -145,6 +145,21 @@ def test_jax_kernel_under_compile_no_graph_break():
     torch.testing.assert_close(g_compiled, w.grad.cpu(), rtol=1e-5, atol=1e-6)
 
 
+@torchtpu.jax_kernel
+def _scale(x, k):
+    return x * k
+
+
+def test_static_number_passed_into_compiled_function():
+    # Dynamo makes a float argument (and an int whose value changes) a
+    # symbolic graph input; as a kernel's static argument it must become a
+    # constant with a guard: one graph per value, fullgraph, right results.
+    f = torch.compile(lambda x, k: _scale(x, k) + 1, backend="tpu", fullgraph=True)
+    x = torch.arange(3.0).to("tpu")
+    for k in (2.0, 3.0, 2, 5):
+        torch.testing.assert_close(f(x, k).cpu(), torch.arange(3.0) * k + 1)
+
+
 # ---------------------------------------------------------------- Llama
 
 

@@ -252,6 +252,21 @@ def _single_output(key: str) -> bool:
     return _SPECS[key].single is not False
 
 
+def _concrete(value):
+    """A number static argument as a plain Python value. Under torch.compile
+    an int or float passed into the compiled function arrives symbolic (Dynamo
+    makes a changing int, and any float, a graph input), and a static argument
+    must be a constant. Dynamo specializes a symbolic number used as a dict
+    key (guarding the graph on its value), so the round trip through a dict
+    makes it one; in plain Python it returns the value unchanged."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        from torch.fx.experimental.symbolic_shapes import guard_scalar
+        return guard_scalar(value)
+    if isinstance(value, (bool, int, float)):
+        return next(iter({value: None}))
+    return value
+
+
 class JaxKernel:
     """A JAX function callable on tpu tensors (see :func:`jax_kernel`)."""
 
@@ -281,8 +296,9 @@ class JaxKernel:
 
     def __call__(self, *args, **kwargs):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        statics = tuple((i, a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor))
-        statics += tuple(sorted(kwargs.items()))
+        statics = tuple((i, _concrete(a)) for i, a in enumerate(args)
+                        if not isinstance(a, torch.Tensor))
+        statics += tuple((k, _concrete(v)) for k, v in sorted(kwargs.items()))
         key = _jax_call_key(self.id, statics)
         outs = torch.ops.torchtpu.kernel_call(key, tensors)
         return _outputs(outs, _single_output(key))
