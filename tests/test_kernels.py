@@ -160,6 +160,31 @@ def test_static_number_passed_into_compiled_function():
         torch.testing.assert_close(f(x, k).cpu(), torch.arange(3.0) * k + 1)
 
 
+def test_pickle_kernels():
+    import pickle
+
+    # A decorated module-level kernel pickles by reference; one made from a
+    # function under another name by value; a StableHLO op by its text (a
+    # fresh process registers it again).
+    assert pickle.loads(pickle.dumps(_scale)) is _scale
+    again = pickle.loads(pickle.dumps(rms_norm))
+    x, w = torch.randn(2, 8), torch.randn(8)
+    torch.testing.assert_close(again(x.to("tpu"), w.to("tpu"), 1e-6).cpu(),
+                               torch_rms_norm(x, w, 1e-6))
+    neg = torchtpu.stablehlo_op("""func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = stablehlo.negate %x : tensor<3xf32>
+  return %0 : tensor<3xf32>
+}""", name="neg")
+    code = ("import pickle, sys, torch, torchtpu\n"
+            "op = pickle.loads(sys.stdin.buffer.read())\n"
+            "print(op(torch.arange(3.0).to('tpu')).cpu().tolist())")
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(neg),
+                         capture_output=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert out.stdout.decode().strip().endswith("[-0.0, -1.0, -2.0]"), out.stdout
+
+
 # ---------------------------------------------------------------- Llama
 
 

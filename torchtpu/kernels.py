@@ -26,6 +26,7 @@ without JAX installed raises ImportError naming the package
 """
 
 import functools
+import sys
 
 import torch
 
@@ -279,6 +280,19 @@ class JaxKernel:
         # Dynamo) to look through to the JAX function.
         self.__name__ = getattr(fn, "__name__", name)
         self.__doc__ = fn.__doc__
+        self.__module__ = getattr(fn, "__module__", None)
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+
+    def __reduce__(self):
+        # A decorated module-level function pickles by reference, as functions
+        # do (the id and lowerings are per process); otherwise by value: the
+        # JAX function (by reference) and the name, lowered again on use.
+        found = sys.modules.get(self.__module__)
+        for part in self.__qualname__.split("."):
+            found = getattr(found, part, None)
+        if found is self:
+            return self.__qualname__
+        return JaxKernel, (self.fn, self.name)
 
     def bind(self, statics):
         """fn with its static arguments bound: a function of the tensors only."""
@@ -357,6 +371,7 @@ class StableHloOp:
         if not isinstance(text, str):
             text = str(text)  # an MLIR module object prints as its text
         self.name = name
+        self._args = (text, out_types, name, vjp)  # for pickling: registered again on load
         handle, params, results = _C._kernel_register(name, text)
         self.params, self.results = _types(params), _types(results)
         if out_types is not None:
@@ -368,6 +383,9 @@ class StableHloOp:
                                  f"results {self.results}")
         self.key = _StableHloSpec(name, handle, self.params, self.results, vjp) \
             .register(f"stablehlo:{name}:{handle}")
+
+    def __reduce__(self):
+        return StableHloOp, self._args
 
     def __call__(self, *tensors):
         outs = torch.ops.torchtpu.kernel_call(self.key, list(tensors))
