@@ -160,6 +160,25 @@ def test_static_number_passed_into_compiled_function():
         torch.testing.assert_close(f(x, k).cpu(), torch.arange(3.0) * k + 1)
 
 
+@torchtpu.jax_kernel
+def _axpy(a, k, b, *, c, s=1.0):
+    return a * k + b - c * s
+
+
+def test_tensor_keyword_arguments():
+    # A tensor passed by keyword is a kernel input (with a gradient), not a
+    # static value; eager and under torch.compile (fullgraph).
+    a, b, c = (torch.randn(3) for _ in range(3))
+    ta, tc = a.to("tpu").requires_grad_(), c.to("tpu").requires_grad_()
+    out = _axpy(ta, 2.0, b.to("tpu"), c=tc, s=3.0)
+    torch.testing.assert_close(out.cpu(), a * 2 + b - c * 3)
+    out.sum().backward()
+    torch.testing.assert_close(ta.grad.cpu(), torch.full((3,), 2.0))
+    torch.testing.assert_close(tc.grad.cpu(), torch.full((3,), -3.0))
+    f = torch.compile(lambda a, b, c: _axpy(a, 2.0, b=b, c=c), backend="tpu", fullgraph=True)
+    torch.testing.assert_close(f(a.to("tpu"), b.to("tpu"), c.to("tpu")).cpu(), a * 2 + b - c)
+
+
 def test_pickle_kernels():
     import pickle
 

@@ -295,16 +295,20 @@ class JaxKernel:
         return JaxKernel, (self.fn, self.name)
 
     def bind(self, statics):
-        """fn with its static arguments bound: a function of the tensors only."""
+        """fn with its static arguments bound: a function of the tensors only
+        (the positional tensors in order, then the keyword tensors, whose
+        names are the statics entries keyed by a ("tensor", name) tuple)."""
         positional = {k: v for k, v in statics if isinstance(k, int)}
         keywords = {k: v for k, v in statics if isinstance(k, str)}
+        tensor_kw = [k[1] for k, _ in statics if isinstance(k, tuple)]
         fn = self.fn
 
         def bound(*arrays):
-            rest = iter(arrays)
-            n = len(arrays) + len(positional)
-            return fn(*[positional[i] if i in positional else next(rest) for i in range(n)],
-                      **keywords)
+            n_pos = len(arrays) - len(tensor_kw)
+            rest = iter(arrays[:n_pos])
+            n = n_pos + len(positional)
+            kw = dict(keywords, **dict(zip(tensor_kw, arrays[n_pos:])))
+            return fn(*[positional[i] if i in positional else next(rest) for i in range(n)], **kw)
 
         return bound
 
@@ -312,7 +316,15 @@ class JaxKernel:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         statics = tuple((i, _concrete(a)) for i, a in enumerate(args)
                         if not isinstance(a, torch.Tensor))
-        statics += tuple((k, _concrete(v)) for k, v in sorted(kwargs.items()))
+        for k in sorted(kwargs):
+            v = kwargs[k]
+            if isinstance(v, torch.Tensor):
+                # A tensor keyword argument is an input like a positional one;
+                # only its name is part of the kernel's identity.
+                tensors.append(v)
+                statics += ((("tensor", k), None),)
+            else:
+                statics += ((k, _concrete(v)),)
         key = _jax_call_key(self.id, statics)
         outs = torch.ops.torchtpu.kernel_call(key, tensors)
         return _outputs(outs, _single_output(key))
@@ -323,7 +335,8 @@ def jax_kernel(fn=None, *, name=None):
 
     Call the result with tpu tensors (any dtype JAX has, any shape, any strides)
     and Python scalars/strings/tuples (static: part of the kernel, a new value
-    lowers a new program); keyword arguments are static. Returns a tpu tensor
+    lowers a new program), positionally or by keyword (a tensor given by keyword
+    is an input like a positional one). Returns a tpu tensor
     per array the function returns (one tensor, or a tuple). The function is
     lowered with ``jax.jit(fn, keep_unused=True).lower(...)`` once per argument
     signature; gradients flow through ``jax.vjp`` of the function, with respect
