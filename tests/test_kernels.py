@@ -179,6 +179,20 @@ def test_tensor_keyword_arguments():
     torch.testing.assert_close(f(a.to("tpu"), b.to("tpu"), c.to("tpu")).cpu(), a * 2 + b - c)
 
 
+def test_array_as_static_argument_raises():
+    np = pytest.importorskip("numpy")
+
+    # The kernel key holds repr() of the statics, which elides the middle of
+    # a large array: two arrays differing there would share one kernel.
+    z = np.zeros(2000, "float32")
+    x = torch.zeros(1).to("tpu")
+    with pytest.raises(TypeError, match="kernel '_axpy': argument 1 is or holds an array"):
+        _axpy(x, z, x, c=x)
+    with pytest.raises(TypeError, match="keyword argument 's' is or holds an array"):
+        _axpy(x, 1.0, x, c=x, s=(1.0, x))
+    assert _axpy(x, np.float32(2.0), x, c=x, s=(1.0,)[0]).cpu().item() == 0.0
+
+
 def test_pickle_kernels():
     import pickle
 

@@ -236,12 +236,33 @@ def _jax_dtype(jnp, dtype):
 _JAX_KERNELS = {}  # id -> JaxKernel
 
 
+def _check_static(name, where, value):
+    """Raises TypeError for a static argument the kernel key cannot tell
+    apart by value: the key holds repr(value), and an array's repr elides its
+    middle (two different arrays would share one lowered kernel)."""
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            _check_static(name, where, v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _check_static(name, where, v)
+    elif isinstance(value, torch.Tensor) or (
+            hasattr(value, "shape") and getattr(value, "ndim", 0) > 0
+            and type(value).__module__.split(".")[0] in ("numpy", "jax", "jaxlib")):
+        what = f"argument {where}" if isinstance(where, int) else f"keyword argument {where!r}"
+        raise TypeError(f"kernel '{name}': {what} is or holds an array "
+                        f"({type(value).__name__}), which cannot be a static value; pass "
+                        "arrays as tensor arguments of their own")
+
+
 @torch.compiler.assume_constant_result
 def _jax_call_key(kernel_id: int, statics: tuple) -> str:
     """The op key of a JaxKernel called with these static arguments. Dynamo
     calls it while tracing and keeps the string, so a compiled graph holds only
     the custom op."""
     kernel = _JAX_KERNELS[kernel_id]
+    for where, value in statics:
+        _check_static(kernel.name, where, value)
     key = f"{kernel.name}#{kernel_id}{statics!r}"
     if key not in _SPECS:
         _JaxSpec(kernel.name, kernel.bind(statics)).register(key)
