@@ -377,17 +377,20 @@ def test_bad_stablehlo_raises_naming_kernel():
 
 
 def test_import_without_jax():
-    code = ("import sys; sys.modules['jax'] = None\n"
+    # One subprocess (each costs ~10 s here): a finder makes JAX absent and
+    # records every attempt to import it. Importing torchtpu works and tries
+    # nothing; jax_kernel raises ImportError naming the package.
+    code = ("import sys\n"
+            "tried = []\n"
+            "class NoJax:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('jax', 'jaxlib'):\n"
+            "            tried.append(name); raise ImportError('no ' + name)\n"
+            "sys.meta_path.insert(0, NoJax())\n"
             "import torchtpu\n"
+            "assert not tried and 'jax' not in sys.modules, tried\n"
             "try:\n    torchtpu.jax_kernel(lambda x: x)\n"
             "except ImportError as e:\n    assert \"'jax'\" in str(e), e; print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
-
-
-def test_import_torchtpu_does_not_import_jax():
-    out = subprocess.run([sys.executable, "-c", "import sys, torchtpu; print('jax' in sys.modules)"],
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert out.stdout.strip() == "False", out.stderr[-2000:]
