@@ -150,6 +150,11 @@ def _scale(x, k):
     return x * k
 
 
+@torchtpu.jax_kernel
+def _sum(x, axes):
+    return jnp.sum(x, axis=axes)
+
+
 def test_static_number_passed_into_compiled_function():
     # Dynamo makes a float argument (and an int whose value changes) a
     # symbolic graph input; as a kernel's static argument it must become a
@@ -158,6 +163,11 @@ def test_static_number_passed_into_compiled_function():
     x = torch.arange(3.0).to("tpu")
     for k in (2.0, 3.0, 2, 5):
         torch.testing.assert_close(f(x, k).cpu(), torch.arange(3.0) * k + 1)
+    # Ints inside a tuple (axes) turn symbolic the same way once they change.
+    g = torch.compile(lambda x, ax: _sum(x, ax) + 0, backend="tpu", fullgraph=True)
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    for ax in [(0, 2), (1, 2), [0, 1]]:
+        torch.testing.assert_close(g(x.to("tpu"), ax).cpu(), x.sum(tuple(ax)))
 
 
 @torchtpu.jax_kernel

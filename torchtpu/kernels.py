@@ -286,6 +286,8 @@ def _concrete(value):
         return guard_scalar(value)
     if isinstance(value, (bool, int, float)):
         return next(iter({value: None}))
+    if isinstance(value, (tuple, list)):  # e.g. axes=(0, 2): each int may be symbolic
+        return type(value)(_concrete(v) for v in value)
     return value
 
 
