@@ -26,6 +26,7 @@ without JAX installed raises ImportError naming the package
 """
 
 import functools
+import sys
 
 import torch
 
@@ -235,12 +236,33 @@ def _jax_dtype(jnp, dtype):
 _JAX_KERNELS = {}  # id -> JaxKernel
 
 
+def _check_static(name, where, value):
+    """Raises TypeError for a static argument the kernel key cannot tell
+    apart by value: the key holds repr(value), and an array's repr elides its
+    middle (two different arrays would share one lowered kernel)."""
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            _check_static(name, where, v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _check_static(name, where, v)
+    elif isinstance(value, torch.Tensor) or (
+            hasattr(value, "shape") and getattr(value, "ndim", 0) > 0
+            and type(value).__module__.split(".")[0] in ("numpy", "jax", "jaxlib")):
+        what = f"argument {where}" if isinstance(where, int) else f"keyword argument {where!r}"
+        raise TypeError(f"kernel '{name}': {what} is or holds an array "
+                        f"({type(value).__name__}), which cannot be a static value; pass "
+                        "arrays as tensor arguments of their own")
+
+
 @torch.compiler.assume_constant_result
 def _jax_call_key(kernel_id: int, statics: tuple) -> str:
     """The op key of a JaxKernel called with these static arguments. Dynamo
     calls it while tracing and keeps the string, so a compiled graph holds only
     the custom op."""
     kernel = _JAX_KERNELS[kernel_id]
+    for where, value in statics:
+        _check_static(kernel.name, where, value)
     key = f"{kernel.name}#{kernel_id}{statics!r}"
     if key not in _SPECS:
         _JaxSpec(kernel.name, kernel.bind(statics)).register(key)
@@ -250,6 +272,23 @@ def _jax_call_key(kernel_id: int, statics: tuple) -> str:
 @torch.compiler.assume_constant_result
 def _single_output(key: str) -> bool:
     return _SPECS[key].single is not False
+
+
+def _concrete(value):
+    """A number static argument as a plain Python value. Under torch.compile
+    an int or float passed into the compiled function arrives symbolic (Dynamo
+    makes a changing int, and any float, a graph input), and a static argument
+    must be a constant. Dynamo specializes a symbolic number used as a dict
+    key (guarding the graph on its value), so the round trip through a dict
+    makes it one; in plain Python it returns the value unchanged."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        from torch.fx.experimental.symbolic_shapes import guard_scalar
+        return guard_scalar(value)
+    if isinstance(value, (bool, int, float)):
+        return next(iter({value: None}))
+    if isinstance(value, (tuple, list)):  # e.g. axes=(0, 2): each int may be symbolic
+        return type(value)(_concrete(v) for v in value)
+    return value
 
 
 class JaxKernel:
@@ -264,25 +303,51 @@ class JaxKernel:
         # Dynamo) to look through to the JAX function.
         self.__name__ = getattr(fn, "__name__", name)
         self.__doc__ = fn.__doc__
+        self.__module__ = getattr(fn, "__module__", None)
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+
+    def __reduce__(self):
+        # A decorated module-level function pickles by reference, as functions
+        # do (the id and lowerings are per process); otherwise by value: the
+        # JAX function (by reference) and the name, lowered again on use.
+        found = sys.modules.get(self.__module__)
+        for part in self.__qualname__.split("."):
+            found = getattr(found, part, None)
+        if found is self:
+            return self.__qualname__
+        return JaxKernel, (self.fn, self.name)
 
     def bind(self, statics):
-        """fn with its static arguments bound: a function of the tensors only."""
+        """fn with its static arguments bound: a function of the tensors only
+        (the positional tensors in order, then the keyword tensors, whose
+        names are the statics entries keyed by a ("tensor", name) tuple)."""
         positional = {k: v for k, v in statics if isinstance(k, int)}
         keywords = {k: v for k, v in statics if isinstance(k, str)}
+        tensor_kw = [k[1] for k, _ in statics if isinstance(k, tuple)]
         fn = self.fn
 
         def bound(*arrays):
-            rest = iter(arrays)
-            n = len(arrays) + len(positional)
-            return fn(*[positional[i] if i in positional else next(rest) for i in range(n)],
-                      **keywords)
+            n_pos = len(arrays) - len(tensor_kw)
+            rest = iter(arrays[:n_pos])
+            n = n_pos + len(positional)
+            kw = dict(keywords, **dict(zip(tensor_kw, arrays[n_pos:])))
+            return fn(*[positional[i] if i in positional else next(rest) for i in range(n)], **kw)
 
         return bound
 
     def __call__(self, *args, **kwargs):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        statics = tuple((i, a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor))
-        statics += tuple(sorted(kwargs.items()))
+        statics = tuple((i, _concrete(a)) for i, a in enumerate(args)
+                        if not isinstance(a, torch.Tensor))
+        for k in sorted(kwargs):
+            v = kwargs[k]
+            if isinstance(v, torch.Tensor):
+                # A tensor keyword argument is an input like a positional one;
+                # only its name is part of the kernel's identity.
+                tensors.append(v)
+                statics += ((("tensor", k), None),)
+            else:
+                statics += ((k, _concrete(v)),)
         key = _jax_call_key(self.id, statics)
         outs = torch.ops.torchtpu.kernel_call(key, tensors)
         return _outputs(outs, _single_output(key))
@@ -293,7 +358,8 @@ def jax_kernel(fn=None, *, name=None):
 
     Call the result with tpu tensors (any dtype JAX has, any shape, any strides)
     and Python scalars/strings/tuples (static: part of the kernel, a new value
-    lowers a new program); keyword arguments are static. Returns a tpu tensor
+    lowers a new program), positionally or by keyword (a tensor given by keyword
+    is an input like a positional one). Returns a tpu tensor
     per array the function returns (one tensor, or a tuple). The function is
     lowered with ``jax.jit(fn, keep_unused=True).lower(...)`` once per argument
     signature; gradients flow through ``jax.vjp`` of the function, with respect
@@ -341,6 +407,7 @@ class StableHloOp:
         if not isinstance(text, str):
             text = str(text)  # an MLIR module object prints as its text
         self.name = name
+        self._args = (text, out_types, name, vjp)  # for pickling: registered again on load
         handle, params, results = _C._kernel_register(name, text)
         self.params, self.results = _types(params), _types(results)
         if out_types is not None:
@@ -352,6 +419,9 @@ class StableHloOp:
                                  f"results {self.results}")
         self.key = _StableHloSpec(name, handle, self.params, self.results, vjp) \
             .register(f"stablehlo:{name}:{handle}")
+
+    def __reduce__(self):
+        return StableHloOp, self._args
 
     def __call__(self, *tensors):
         outs = torch.ops.torchtpu.kernel_call(self.key, list(tensors))
