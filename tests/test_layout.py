@@ -137,6 +137,13 @@ UNTAGGED = {
     "sort_indices": lambda t: torch.sort(t, dim=0, stable=True).indices,
     "argsort": lambda t: torch.argsort(t, dim=0, stable=True),
     "masked_fill": lambda t: t.masked_fill(t > 0, 1.0),
+    "rsub": lambda t: torch.rsub(t, t * 2),
+    "huber_loss": lambda t: torch.nn.functional.huber_loss(t, t * 0.5, reduction="none"),
+    "index_put": lambda t: t.index_put((torch.tensor([0, 1], device=t.device),),
+                                       torch.tensor(5.0, device=t.device)),
+    "put": lambda t: t.put(torch.tensor([0, 2], device=t.device),
+                           torch.tensor([1.0, 2.0], device=t.device)),
+    "polar": lambda t: torch.polar(t.abs(), t),
 }
 
 

@@ -5,10 +5,11 @@
 // follows (the per-op table in result_layout.cc says which op follows which):
 // - kIterator: TensorIterator's output over the op's tensor arguments (every
 //   op tagged `pointwise`, and the TensorIterator kernels ATen leaves untagged:
-//   floor_divide, hardswish, _prelu_kernel, native_dropout).
-// - kPreserveSelf: empty_like(self) with MemoryFormat::Preserve: self's
-//   strides when it is dense, else dense in the order of self's strides (flip,
-//   sort).
+//   floor_divide, hardswish, _prelu_kernel, native_dropout, rsub, huber_loss,
+//   complex, polar).
+// - kPreserveSelf: empty_like(self) / clone with MemoryFormat::Preserve:
+//   self's strides when it is dense, else dense in the order of self's strides
+//   (flip, sort, out-of-place index_put and put).
 // - kRowMajor: contiguous (every other op, and masked_fill, tagged pointwise
 //   but computed on a contiguous clone).
 #pragma once

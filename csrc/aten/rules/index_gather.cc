@@ -20,10 +20,11 @@ std::vector<ir::Value> index_select(LoweringContext& ctx, const Args& a) {
               "index_select(): Expected dtype int32 or int64 for index");
   TORCH_CHECK(self.dim() > 0 || index.numel() == 1, "index_select(): Index to scalar can have "
               "only 1 value, got ", index.numel(), " value(s)");
-  if (self.dim() > 1 && self.numel() == 0 && index.numel() > 0) {
-    // CPU's path for an empty self of rank > 1 raises RuntimeError, not
-    // IndexError: first for a size-0 indexed dim, then for a value out of
-    // [0, size) (negative values included).
+  if (self.dim() > 1 && (self.numel() == 0 || dim == 1) && index.numel() > 0) {
+    // CPU's paths for an empty self of rank > 1 and for dim 1 of a rank > 1
+    // self (a dedicated kernel) raise RuntimeError, not IndexError: first for
+    // a size-0 indexed dim, then for a value out of [0, size) (negative values
+    // included).
     TORCH_CHECK(self.size(dim) > 0, "index_select(): self indexing axis dim should be positive");
     check_index_range(ctx, index, dim, self.size(dim), false, RangeError::kBoundsRuntime,
                       "index_select(): ");
