@@ -428,6 +428,90 @@ def group_failure(rank, world):
     dist.destroy_process_group()
 
 
+def group_mismatch(rank, world):
+    """Mismatched calls across ranks without TORCH_DISTRIBUTED_DEBUG: the tpu
+    backend's own signature check raises the same RuntimeError on every rank
+    (gloo alone aborts the process), and the group stays usable after it."""
+    short = datetime.timedelta(seconds=20)
+    dist.init_process_group("cpu:gloo,tpu:tpu", timeout=short)
+    assert os.environ.get("TORCH_DISTRIBUTED_DEBUG", "OFF") == "OFF"
+
+    def raises_on_every_rank(call, *words):
+        start = time.monotonic()
+        try:
+            call()
+            torch.tpu.synchronize()
+        except RuntimeError as e:
+            assert time.monotonic() - start < 15, f"took {time.monotonic() - start:.1f} s"
+            text = str(e)
+            for w in words:
+                assert w in text, text
+        else:
+            raise AssertionError("the mismatched call did not raise")
+        # The group is still usable: a well-formed collective follows.
+        t = torch.full((3,), float(rank + 1), device="tpu")
+        dist.all_reduce(t)
+        close(t, torch.full((3,), 3.0))
+
+    def numel():
+        t = torch.ones(4 + 2 * rank, device="tpu")
+        raises_on_every_rank(lambda: dist.all_reduce(t), "all_reduce", "rank 0 called "
+                             "all_reduce with float32 of 4 elements", "6 elements")
+    report("mismatch_all_reduce_numel", numel)
+
+    def dtype():
+        t = torch.ones(4, device="tpu", dtype=torch.float32 if rank == 0 else torch.int64)
+        raises_on_every_rank(lambda: dist.all_reduce(t), "float32", "int64")
+    report("mismatch_all_reduce_dtype", dtype)
+
+    def broadcast():
+        t = torch.ones(4 + rank, device="tpu")
+        raises_on_every_rank(lambda: dist.broadcast(t, 0), "broadcast")
+    report("mismatch_broadcast", broadcast)
+
+    def different_ops():
+        t = torch.ones(4, device="tpu")
+        op = (lambda: dist.all_reduce(t)) if rank == 0 else (lambda: dist.broadcast(t, 0))
+        raises_on_every_rank(op, "rank 0 called all_reduce", "rank 1 called broadcast")
+    report("mismatch_different_collectives", different_ops)
+
+    def local_error_on_one_rank():
+        # Rank 1's output has the wrong size: rank 1 raises its own ValueError,
+        # rank 0 learns of it instead of waiting for the timeout.
+        t = torch.ones(3, device="tpu")
+        out = torch.empty(6 if rank == 0 else 5, device="tpu")
+        if rank == 1:
+            try:
+                dist.all_gather_into_tensor(out, t)
+            except ValueError as e:
+                assert "all_gather_into_tensor output has 5 elements" in str(e), str(e)
+            else:
+                raise AssertionError("a wrong output size did not raise")
+            t2 = torch.full((3,), 2.0, device="tpu")
+            dist.all_reduce(t2)
+            close(t2, torch.full((3,), 3.0))
+        else:
+            raises_on_every_rank(lambda: dist.all_gather_into_tensor(out, t),
+                                 "failed its own argument checks")
+    report("mismatch_local_error_reaches_peer", local_error_on_one_rank)
+
+    def reduce_scatter_tensor():
+        out = torch.empty(2 + rank, device="tpu")
+        inp = torch.ones(2 * (2 + rank), device="tpu")
+        raises_on_every_rank(lambda: dist.reduce_scatter_tensor(out, inp), "reduce_scatter")
+    report("mismatch_reduce_scatter_tensor", reduce_scatter_tensor)
+
+    def uneven_all_gather_still_works():
+        t = torch.full((rank + 1,), float(rank), device="tpu")
+        outs = [torch.empty(r + 1, device="tpu") for r in range(world)]
+        dist.all_gather(outs, t)
+        close(outs[1], torch.full((2,), 1.0))
+    report("mismatch_uneven_all_gather_still_works", uneven_all_gather_still_works)
+
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def group_fsdp(rank, world):
     """FSDP2 and DTensor: need torch.tpu's stream/event API and storage resize."""
     dist.init_process_group(timeout=TIMEOUT)
@@ -534,7 +618,8 @@ def main():
     group, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
                       WORLD_SIZE=str(world))
-    {"main": group_main, "failure": group_failure, "fsdp": group_fsdp}[group](rank, world)
+    {"main": group_main, "failure": group_failure, "fsdp": group_fsdp,
+     "mismatch": group_mismatch}[group](rank, world)
 
 
 if __name__ == "__main__":

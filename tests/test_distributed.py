@@ -101,6 +101,22 @@ def test_failure(failure_group, name):
 
 
 @pytest.fixture(scope="module")
+def mismatch_group():
+    return launch("mismatch", TORCH_DISTRIBUTED_DEBUG="OFF")
+
+
+MISMATCH_CHECKS = ["mismatch_all_reduce_numel", "mismatch_all_reduce_dtype", "mismatch_broadcast",
+                   "mismatch_different_collectives", "mismatch_local_error_reaches_peer",
+                   "mismatch_reduce_scatter_tensor", "mismatch_uneven_all_gather_still_works"]
+
+
+@pytest.mark.parametrize("name", MISMATCH_CHECKS)
+def test_mismatch_across_ranks_raises_everywhere(mismatch_group, name):
+    # Without the debug wrapper gloo would abort the process (as for CPU tensors).
+    _assert_check(mismatch_group, name)
+
+
+@pytest.fixture(scope="module")
 def digits_single():
     pytest.importorskip("sklearn", reason="train_digits needs scikit-learn's digits dataset")
     from torchtpu.examples import train_digits

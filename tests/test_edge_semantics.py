@@ -211,3 +211,112 @@ def test_kthvalue_of_bool_checks_dim_and_k_first_as_cpu(shape, k, dim):
     assert type(tpu_err) is type(cpu_err)
     if cpu_err is not None:
         assert str(tpu_err).split("\n")[0] == str(cpu_err).split("\n")[0]
+
+
+L = torch.long
+# Indexing into size-0 dims or tensors with no elements (found by the fuzzer:
+# IndexError / RuntimeError swapped, gather shape errors, checks CPU skips).
+# CPU's rules: advanced indexing raises IndexError for an indexed size-0 dim
+# under a non-empty index and checks values only when the result has
+# elements; index_select of an empty self of rank > 1 raises RuntimeError;
+# index_add skips an empty self of rank > 1.
+EMPTY_INDEXING = {
+    "getitem_size0_dim": lambda d: torch.zeros(0, 1, device=d)[torch.tensor([0], device=d)],
+    "getitem_size0_dim_neg": lambda d: torch.zeros(0, 1, device=d)[torch.tensor([-1], device=d)],
+    "getitem_two_indices": lambda d: torch.zeros(0, 2, device=d)[
+        torch.tensor([0], device=d), torch.tensor([5], device=d)],
+    "getitem_inner_size0": lambda d: torch.zeros(2, 0, 3, device=d)[:, torch.tensor([0], device=d)],
+    "getitem_empty_result_oor": lambda d: torch.zeros(3, 0, device=d)[torch.tensor([5], device=d)],
+    "getitem_no_elements": lambda d: torch.zeros(1, 4, 0, device=d)[torch.tensor([1], device=d)],
+    "getitem_empty_index": lambda d: torch.zeros(0, 2, device=d)[torch.tensor([], dtype=L, device=d)],
+    "getitem_oor": lambda d: torch.zeros(2, 3, device=d)[torch.tensor([7], device=d)],
+    "index_put_size0": lambda d: torch.zeros(0, 2, device=d).index_put_(
+        (torch.tensor([0], device=d),), torch.tensor(1.0, device=d)),
+    "index_put_empty_result": lambda d: torch.zeros(3, 0, device=d).index_put_(
+        (torch.tensor([5], device=d),), torch.tensor(1.0, device=d)),
+    "index_select_size0_dim": lambda d: torch.zeros(0, 3, device=d).index_select(
+        0, torch.tensor([0], device=d)),
+    "index_select_empty_self_neg": lambda d: torch.zeros(2, 0, device=d).index_select(
+        0, torch.tensor([-1], device=d)),
+    "index_select_empty_self_big": lambda d: torch.zeros(2, 0, device=d).index_select(
+        0, torch.tensor([5], device=d)),
+    "index_select_empty_self_ok": lambda d: torch.zeros(2, 0, device=d).index_select(
+        0, torch.tensor([1], device=d)),
+    "index_select_dim1_oor": lambda d: torch.zeros(2, 4, 1, device=d).index_select(
+        1, torch.tensor([5], device=d)),
+    "index_select_dim2_oor": lambda d: torch.zeros(2, 4, 3, device=d).index_select(
+        2, torch.tensor([-1], device=d)),
+    "index_select_1d_size0": lambda d: torch.zeros(0, device=d).index_select(
+        0, torch.tensor([0], device=d)),
+    "embedding_empty_weight": lambda d: torch.nn.functional.embedding(
+        torch.tensor([0], device=d), torch.zeros(0, 2, device=d)),
+    "gather_size0_dim": lambda d: torch.zeros(0, 2, device=d).gather(
+        0, torch.zeros(1, 1, dtype=L, device=d)),
+    "index_add_empty_self": lambda d: torch.zeros(0, 2, device=d).index_add(
+        0, torch.tensor([0], device=d), torch.ones(1, 2, device=d)),
+    "index_add_empty_self_oor": lambda d: torch.zeros(3, 0, device=d).index_add(
+        0, torch.tensor([7], device=d), torch.ones(1, 0, device=d)),
+    "index_add_1d_oor": lambda d: torch.zeros(2, device=d).index_add(
+        0, torch.tensor([5], device=d), torch.ones(1, device=d)),
+    "index_add_1d_size0": lambda d: torch.zeros(0, device=d).index_add(
+        0, torch.tensor([0], device=d), torch.ones(1, device=d)),
+    "index_add_2d_oor": lambda d: torch.zeros(2, 2, device=d).index_add(
+        0, torch.tensor([5], device=d), torch.ones(1, 2, device=d)),
+    "median_empty_bool": lambda d: torch.median(torch.zeros(0, 2, dtype=torch.bool, device=d)),
+    "nanmedian_empty_bool": lambda d: torch.nanmedian(torch.zeros(0, dtype=torch.bool, device=d)),
+    "median_bool": lambda d: torch.median(torch.tensor([True, False], device=d)),
+    "copy_into_empty_dst": lambda d: torch.zeros(0, 3, device=d).copy_(torch.ones(2, 3, device=d)),
+    "copy_into_empty_dst_from_cpu": lambda d: torch.zeros(0, 3, device=d).copy_(torch.ones(2, 3)),
+    "copy_bad_broadcast": lambda d: torch.zeros(2, 3, device=d).copy_(torch.ones(4, 3, device=d)),
+    "copy_empty_from_broadcast": lambda d: torch.zeros(0, 3, device=d).copy_(torch.ones(1, 3, device=d)),
+    "copy_dst_smaller": lambda d: torch.zeros(1, 3, device=d).copy_(torch.ones(2, 3, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_INDEXING))
+def test_empty_indexing_and_copies_match_cpu(name):
+    fn = EMPTY_INDEXING[name]
+    want, want_err = outcome(lambda: fn("cpu"))
+    with no_fallback():
+        got, err = outcome(lambda: (fn("tpu"), torch.tpu.synchronize())[0])
+    if want_err is not None:
+        assert type(err) is type(want_err), f"cpu {want_err!r}, tpu {err!r}"
+    else:
+        assert err is None, repr(err)
+        assert_close_cpu(got, want)
+    # Nothing of the failed op is left pending for a later, unrelated read.
+    torch.ones(2, device="tpu").sum().item()
+
+
+def test_bool_true_division_by_false_is_nan():
+    # Found by the fuzzer (seed 0 program 1573): 0/0 after promotion is nan.
+    a = torch.tensor([False, True, False])
+    for b in (False, torch.tensor(False), torch.tensor([False, False, True])):
+        want = a / b
+        with no_fallback():
+            got = a.to("tpu") / (b.to("tpu") if isinstance(b, torch.Tensor) else b)
+        assert_close_cpu(got, want, rtol=0, atol=0)
+
+
+def test_bool_times_inf_and_nan_is_nan():
+    # Same cause as the division: XLA rewrote convert(bool) * y as a select.
+    a = torch.tensor([False, True, False])
+    for b in (math.inf, math.nan, torch.tensor([math.inf, math.nan, -math.inf])):
+        want = a * b
+        with no_fallback():
+            got = a.to("tpu") * (b.to("tpu") if isinstance(b, torch.Tensor) else b)
+        assert_close_cpu(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("exponent", [0.5, -0.5, 2.0, -1.5])
+def test_pow_scalar_special_values_as_cpu(dtype, exponent):
+    # Found by the fuzzer (seed 3 program 50): CPU computes x ** 0.5 as sqrt and
+    # x ** -0.5 as rsqrt, so (-inf) ** 0.5 is nan and (-0.0) ** -0.5 is -inf.
+    x = torch.tensor([math.nan, math.inf, -math.inf, 0.0, -0.0, 2.0, -2.0, 0.25], dtype=dtype)
+    want = x ** exponent
+    with no_fallback():
+        got = x.to("tpu") ** exponent
+    assert_close_cpu(got, want)
+    known = ~want.isnan()
+    assert torch.equal(got.cpu()[known].signbit(), want[known].signbit())

@@ -118,3 +118,51 @@ def test_nonzero_and_argwhere_are_column_major(shape):
         assert got.shape == expected.shape and got.stride() == expected.stride(), (
             f, got.stride(), expected.stride())
         assert_close_cpu(got, expected)
+
+
+# Ops whose CPU layout is not what their `pointwise` tag says: TensorIterator
+# kernels ATen leaves untagged, empty_like(self)'s Preserve (flip, sort), and
+# masked_fill, tagged pointwise but computed on a contiguous clone. The
+# fuzzer found floor_divide, flip and sort (seed 0 programs 151, 351, 1431).
+UNTAGGED = {
+    "floor_divide_scalar": lambda t: torch.floor_divide(t, 2.0),
+    "floor_divide_tensor": lambda t: torch.floor_divide(t, t + 3),
+    "div_floor": lambda t: torch.div(t, 2.0, rounding_mode="floor"),
+    "remainder": lambda t: torch.remainder(t, 2.0),
+    "hardswish": torch.nn.functional.hardswish,
+    "prelu": lambda t: torch.nn.functional.prelu(t, torch.tensor([0.25], device=t.device)),
+    "dropout_mask": lambda t: torch.native_dropout(t, 0.0, True)[1],
+    "flip": lambda t: torch.flip(t, [0]),
+    "sort_values": lambda t: torch.sort(t, 0).values,
+    "sort_indices": lambda t: torch.sort(t, dim=0, stable=True).indices,
+    "argsort": lambda t: torch.argsort(t, dim=0, stable=True),
+    "masked_fill": lambda t: t.masked_fill(t > 0, 1.0),
+    "rsub": lambda t: torch.rsub(t, t * 2),
+    "huber_loss": lambda t: torch.nn.functional.huber_loss(t, t * 0.5, reduction="none"),
+    "index_put": lambda t: t.index_put((torch.tensor([0, 1], device=t.device),),
+                                       torch.tensor(5.0, device=t.device)),
+    "put": lambda t: t.put(torch.tensor([0, 2], device=t.device),
+                           torch.tensor([1.0, 2.0], device=t.device)),
+    "polar": lambda t: torch.polar(t.abs(), t),
+}
+
+
+@pytest.mark.parametrize("layout", ["transposed", "permuted", "sliced", "channels_last"])
+@pytest.mark.parametrize("op", sorted(UNTAGGED))
+def test_untagged_ops_take_cpus_layout(layout, op):
+    t = layouts()[layout]
+    expected = UNTAGGED[op](t)
+    with no_fallback():
+        got = UNTAGGED[op](to_tpu_keep(t))
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    assert_close_cpu(got, expected)
+
+
+def test_mixed_layout_program_of_the_fuzzer():
+    # seed 0 program 1431: a flipped permuted bool against a broadcast row.
+    a = torch.tensor([[True, False, True, True], [False, False, True, False]]).t().contiguous().t()
+    b = torch.randn(1, 4)
+    expected = torch.flip(a, [1]) < b
+    got = torch.flip(to_tpu_keep(a), [1]) < b.to("tpu")
+    assert got.stride() == expected.stride()
+    assert_close_cpu(got, expected)

@@ -212,6 +212,32 @@ def test_sigint_during_a_blocking_read_raises_keyboard_interrupt(wait):
     assert r.returncode == 0 and "ok" in r.stdout, (r.stdout, r.stderr[-2000:])
 
 
+def test_sigint_during_a_debug_mode_op_raises_keyboard_interrupt():
+    # Debug mode waits at every op: a long program there must not hold Ctrl-C
+    # until it ends (issue 10's leftover).
+    r = run_py("""
+        import os, signal, threading, time, torch
+        y = torch.randn(8, 2048, 2048, device="tpu")
+        y @ y                                      # compiled before timing
+        t0 = time.monotonic()
+        y @ y
+        one = time.monotonic() - t0                # one op, waited for
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        t1 = time.monotonic()
+        try:
+            for _ in range(20):                    # each op waits here
+                y @ y
+            raise SystemExit("the ops finished before the interrupt")
+        except KeyboardInterrupt:
+            waited = time.monotonic() - t1
+        # The waits poll every 50 ms; one op takes about a second here.
+        assert waited < 0.2 + 0.6, (waited, one)
+        assert (torch.ones(3, device="tpu") + 1).sum().item() == 6.0
+        print("ok", round(waited, 3), round(one, 3))
+    """, timeout=240, env={"TORCHTPU_EAGER_MODE": "debug"})
+    assert r.returncode == 0 and "ok" in r.stdout, (r.stdout, r.stderr[-2000:])
+
+
 def test_sigint_during_an_op_loop_raises_keyboard_interrupt():
     r = run_py("""
         import os, signal, threading, torch

@@ -167,9 +167,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
               " is not supported; copy to cpu first");
   TORCH_CHECK(dst_tpu || dst.device().is_cpu(), "tpu: copy to ", dst.device(),
               " is not supported; copy to cpu first");
-  TORCH_CHECK(dst.numel() == 0 || at::is_expandable_to(self.sizes(), dst.sizes()),
-              "output with shape ", dst.sizes(), " doesn't match the broadcast shape ",
-              self.sizes());
+  // TensorIterator's check on CPU: the source broadcasts with the destination
+  // (an empty dst included: [0, 3].copy_([2, 3]) raises infer_size's message),
+  // and the broadcast shape is the destination's.
+  const std::vector<int64_t> shape = at::infer_size(dst.sizes(), self.sizes());
+  TORCH_CHECK(dst.sizes() == c10::IntArrayRef(shape), "output with shape ", dst.sizes(),
+              " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
   if (src_tpu && !dst_tpu && download_into(self, dst)) {
     // Downloaded straight into dst (no host temporary).
   } else if (src_tpu && !dst_tpu) {

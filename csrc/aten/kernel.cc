@@ -13,6 +13,7 @@
 
 #include "aten/fallback.h"
 #include "aten/lowering.h"
+#include "aten/result_layout.h"
 
 namespace ttpu::aten {
 namespace {
@@ -70,87 +71,6 @@ bool any_complex(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> a
     }
   }
   return false;
-}
-
-// The strides TensorIterator gives a pointwise op's new output of `shape`
-// (TensorIteratorBase::compute_fast_setup_type, then reorder_dimensions and
-// allocate_or_resize_outputs), or empty for row-major. Inputs of the output's
-// shape that are all contiguous give row-major, all channels-last give
-// channels-last, all dense with equal strides give those strides; otherwise
-// the dims are ordered by the inputs' strides (broadcast dims skipped, ties to
-// the smaller dim) and the output is dense in that order.
-std::vector<int64_t> pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
-  std::vector<at::Tensor> ins;
-  for (const auto& a : args) {
-    if (a.isTensor() && a.toTensor().defined()) ins.push_back(a.toTensor());
-  }
-  const int64_t nd = static_cast<int64_t>(shape.size());
-  if (nd < 2 || ins.empty()) return {};
-  bool same_shape = true;
-  for (const auto& t : ins) same_shape = same_shape && t.sizes() == shape;
-  if (same_shape) {
-    bool contiguous = true, channels_last = true, channels_last_3d = true, dense = true;
-    for (const auto& t : ins) {
-      contiguous = contiguous && t.is_contiguous();
-      channels_last = channels_last && t.is_contiguous(at::MemoryFormat::ChannelsLast);
-      channels_last_3d = channels_last_3d && t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
-      dense = dense && t.is_non_overlapping_and_dense();
-    }
-    if (contiguous) return {};
-    if (channels_last) return c10::get_channels_last_strides_2d(shape);
-    if (channels_last_3d) return c10::get_channels_last_strides_3d(shape);
-    if (dense) {
-      bool equal = true;
-      for (const auto& t : ins) equal = equal && t.strides() == ins.back().strides();
-      if (equal) return ins.back().strides().vec();
-    }
-  }
-  // Each input's strides over the output's dims; 0 where it is broadcast.
-  std::vector<std::vector<int64_t>> st;
-  for (const auto& t : ins) {
-    std::vector<int64_t> s(nd, 0);
-    const int64_t off = nd - t.dim();
-    if (off < 0) return {};  // not an input of this result's shape
-    for (int64_t d = off; d < nd; ++d) {
-      const int64_t k = d - off;
-      if (t.size(k) != 1 && t.size(k) != shape[d]) return {};
-      s[d] = (t.size(k) == 1 && shape[d] != 1) ? 0 : t.stride(k);
-    }
-    st.push_back(std::move(s));
-  }
-  auto should_swap = [&](int64_t d0, int64_t d1) {
-    for (const auto& s : st) {
-      if (s[d0] == 0 || s[d1] == 0) continue;
-      if (s[d0] < s[d1]) return -1;
-      if (s[d0] > s[d1]) return 1;
-      if (shape[d0] > shape[d1]) return 1;
-    }
-    return 0;
-  };
-  std::vector<int64_t> perm(nd);  // innermost first
-  for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
-  for (int64_t i = 1; i < nd; ++i) {
-    int64_t d1 = i;
-    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
-      const int c = should_swap(perm[d0], perm[d1]);
-      if (c > 0) {
-        std::swap(perm[d0], perm[d1]);
-        d1 = d0;
-      } else if (c < 0) {
-        break;
-      }
-    }
-  }
-  bool row_major = true;
-  for (int64_t i = 0; i < nd; ++i) row_major = row_major && perm[i] == nd - 1 - i;
-  if (row_major) return {};
-  std::vector<int64_t> strides(nd);
-  int64_t next = 1;
-  for (int64_t i = 0; i < nd; ++i) {
-    strides[perm[i]] = next;
-    next *= std::max<int64_t>(shape[perm[i]], 1);
-  }
-  return strides;
 }
 
 // TensorIterator's overlap check for an in-place or out= pointwise op: an
@@ -223,12 +143,13 @@ class LoweringKernel final : public c10::OperatorKernel {
           run_cpu_fallback(op, stack, " for complex tensors");
           return;
         }
-        // Pointwise results keep their inputs' layout (TensorIterator's rule).
-        if (op.hasTag(at::Tag::pointwise)) {
+        // New results take the layout CPU's kernel gives them (result_layout.h).
+        const ResultLayout layout = result_layout(op);
+        if (layout != ResultLayout::kRowMajor) {
           for (size_t i = 0; i < values.size(); ++i) {
             if (!values[i].valid()) continue;
             const std::vector<int64_t> dims = ctx.g().type(values[i]).dims;
-            auto strides = pointwise_strides(args, dims);
+            auto strides = result_strides(layout, args, dims);
             if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
           }
         }

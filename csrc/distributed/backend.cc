@@ -5,12 +5,17 @@
 // which DDP's bucket views and FSDP's padded buffers rely on).
 #include "distributed/backend.h"
 
+#include "distributed/agree.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 
 namespace ttpu::distributed {
 namespace {
@@ -142,6 +147,52 @@ Tensors flatten(const std::vector<Tensors>& tss) {
   return out;
 }
 
+// TORCHTPU_DIST_CHECK=0 skips the cross-rank signature check (agree.h): a
+// mismatch then aborts inside gloo, as it does for CPU tensors.
+bool signature_checks_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TORCHTPU_DIST_CHECK");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled;
+}
+
+// A rank-local argument check, run before the exchange so that its failure is
+// part of the signature: the other ranks then raise too instead of waiting in
+// a collective this rank never joins.
+template <class F>
+std::exception_ptr local_check(F check) {
+  try {
+    check();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+// The exchange of one call: started by begin() before the staging copies,
+// finished by end() after them; end() rethrows this rank's own local error.
+class Agreement {
+ public:
+  Agreement(c10d::Backend& inner, const char* name, CallSignature sig,
+            std::chrono::milliseconds timeout, std::exception_ptr local = nullptr)
+      : local_(std::move(local)) {
+    sig.valid = !local_;
+    if (signature_checks_enabled()) check_.emplace(inner, name, sig, timeout);
+    if (!check_ && local_) std::rethrow_exception(local_);
+  }
+  void end() {
+    if (check_) check_->verify();
+    if (local_) std::rethrow_exception(local_);
+  }
+
+ private:
+  std::exception_ptr local_;
+  std::optional<SignatureCheck> check_;
+};
+
+int64_t reduce_arg(const ReduceOp& op) { return static_cast<int64_t>(op.op_); }
+
 }  // namespace
 
 TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size,
@@ -174,7 +225,10 @@ WorkPtr TpuBackend::make_work(WorkPtr inner, std::function<void()> finish_fn, Te
 
 WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
   check_all(tensors, "broadcast");
+  Agreement agree(*inner_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
+                  timeout_for(opts.timeout));
   auto host = to_host(tensors);
+  agree.end();
   auto work = inner_->broadcast(host, opts);
   bool root = opts.rootRank == getRank();
   return make_work(work, [tensors, host, root] { if (!root) copy_back(tensors, host); },
@@ -184,7 +238,11 @@ WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& op
 WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
   check_all(tensors, "all_reduce");
   auto red = map_reduction(opts.reduceOp, "all_reduce");
+  Agreement agree(*inner_, "all_reduce",
+                  {OpType::ALLREDUCE, reduce_arg(opts.reduceOp), tensors},
+                  timeout_for(opts.timeout));
   auto host = to_host(tensors);
+  agree.end();
   c10d::AllreduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
   auto work = inner_->allreduce(host, inner_opts);
@@ -203,7 +261,11 @@ WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
   check_all(tensors, "all_reduce_coalesced");
   auto red = map_reduction(opts.reduceOp, "all_reduce_coalesced");
   std::vector<WorkPtr> works;
+  Agreement agree(*inner_, "all_reduce_coalesced",
+                  {OpType::ALLREDUCE_COALESCED, reduce_arg(opts.reduceOp), tensors},
+                  timeout_for(opts.timeout));
   Tensors host = to_host(tensors);
+  agree.end();
   for (auto& h : host) {
     Tensors one{h};
     c10d::AllreduceOptions o;
@@ -225,7 +287,11 @@ WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
 WorkPtr TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   check_all(tensors, "reduce");
   auto red = map_reduction(opts.reduceOp, "reduce");
+  Agreement agree(*inner_, "reduce",
+                  {OpType::REDUCE, reduce_arg(opts.reduceOp) * 65536 + opts.rootRank, tensors},
+                  timeout_for(opts.timeout));
   auto host = to_host(tensors);
+  agree.end();
   c10d::ReduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
   auto work = inner_->reduce(host, inner_opts);
@@ -244,13 +310,31 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
                               const c10d::AllgatherOptions& opts) {
   check_all(inputs, "all_gather");
   check_all(outputs, "all_gather");
-  auto host_in = to_host(inputs);
-  auto host_out = host_like(outputs);
   auto timeout = timeout_for(opts.timeout);
   bool uneven = false;
-  for (size_t i = 0; i < outputs.size(); ++i)
+  for (size_t i = 0; i < outputs.size() && i < inputs.size(); ++i)
     for (const auto& o : outputs[i]) uneven |= o.sizes() != inputs[i].sizes();
   auto flat_out = flatten(outputs);
+  // The output lists must agree across ranks (uneven inputs are allowed), and
+  // this rank's input must fit its own slot.
+  const int rank = getRank(), size = getSize();
+  auto local = local_check([&] {
+    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "torch.distributed backend 'tpu': "
+                      "all_gather needs one output list per input");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      TORCH_CHECK_VALUE(static_cast<int>(outputs[i].size()) == size,
+                        "torch.distributed backend 'tpu': all_gather needs ", size,
+                        " output tensors, got ", outputs[i].size());
+      TORCH_CHECK_VALUE(outputs[i][rank].numel() == inputs[i].numel() &&
+                            outputs[i][rank].scalar_type() == inputs[i].scalar_type(),
+                        "torch.distributed backend 'tpu': all_gather output ", rank,
+                        " must have the input's dtype and size");
+    }
+  });
+  Agreement agree(*inner_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout, local);
+  auto host_in = to_host(inputs);
+  auto host_out = host_like(outputs);
+  agree.end();
   if (!uneven || inputs.size() != 1) {
     auto work = inner_->allgather(host_out, host_in, opts);
     return make_work(work, [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); },
@@ -282,12 +366,17 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                     const c10d::AllgatherOptions& opts) {
   check_tpu(input, "all_gather_into_tensor");
   check_tpu(output, "all_gather_into_tensor");
-  TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(),
-                    "torch.distributed backend 'tpu': all_gather_into_tensor output has ",
-                    output.numel(), " elements, expected input numel * world size = ",
-                    input.numel() * getSize());
+  auto local = local_check([&] {
+    TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(),
+                      "torch.distributed backend 'tpu': all_gather_into_tensor output has ",
+                      output.numel(), " elements, expected input numel * world size = ",
+                      input.numel() * getSize());
+  });
+  Agreement agree(*inner_, "all_gather_into_tensor", {OpType::_ALLGATHER_BASE, 0, {input}},
+                  timeout_for(opts.timeout), local);
   auto host_in = to_host(input);
   auto host_out = host_like(output);
+  agree.end();
   auto work = inner_->_allgather_base(host_out, host_in, opts);
   Tensors outs{output};
   return make_work(work, [outs, host_out] { copy_back(outs, {host_out}); }, outs,
@@ -312,8 +401,11 @@ WorkPtr TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
                            const c10d::GatherOptions& opts) {
   check_all(inputs, "gather");
   check_all(outputs, "gather");
+  Agreement agree(*inner_, "gather", {OpType::GATHER, opts.rootRank, inputs},
+                  timeout_for(opts.timeout));
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
+  agree.end();
   auto work = inner_->gather(host_out, host_in, opts);
   auto flat_out = flatten(outputs);
   return make_work(work, [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); },
@@ -324,9 +416,12 @@ WorkPtr TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                             const c10d::ScatterOptions& opts) {
   check_all(outputs, "scatter");
   check_all(inputs, "scatter");
+  Agreement agree(*inner_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
+                  timeout_for(opts.timeout));
   std::vector<Tensors> host_in;
   for (const auto& ts : inputs) host_in.push_back(to_host(ts));
   auto host_out = host_like(outputs);
+  agree.end();
   auto work = inner_->scatter(host_out, host_in, opts);
   return make_work(work, [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
                    timeout_for(opts.timeout), OpType::SCATTER);
@@ -337,9 +432,13 @@ WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& input
   check_all(outputs, "reduce_scatter");
   check_all(inputs, "reduce_scatter");
   auto red = map_reduction(opts.reduceOp, "reduce_scatter");
+  Agreement agree(*inner_, "reduce_scatter",
+                  {OpType::REDUCE_SCATTER, reduce_arg(opts.reduceOp), flatten(inputs)},
+                  timeout_for(opts.timeout));
   std::vector<Tensors> host_in;
   for (const auto& ts : inputs) host_in.push_back(to_host(ts));
   auto host_out = host_like(outputs);
+  agree.end();
   c10d::ReduceScatterOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
   auto work = inner_->reduce_scatter(host_out, host_in, inner_opts);
@@ -356,13 +455,19 @@ WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                          const c10d::ReduceScatterOptions& opts) {
   check_tpu(output, "reduce_scatter_tensor");
   check_tpu(input, "reduce_scatter_tensor");
-  TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(),
-                    "torch.distributed backend 'tpu': reduce_scatter_tensor input has ",
-                    input.numel(), " elements, expected output numel * world size = ",
-                    output.numel() * getSize());
+  auto local = local_check([&] {
+    TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(),
+                      "torch.distributed backend 'tpu': reduce_scatter_tensor input has ",
+                      input.numel(), " elements, expected output numel * world size = ",
+                      output.numel() * getSize());
+  });
   auto red = map_reduction(opts.reduceOp, "reduce_scatter_tensor");
+  Agreement agree(*inner_, "reduce_scatter_tensor",
+                  {OpType::_REDUCE_SCATTER_BASE, reduce_arg(opts.reduceOp), {output}},
+                  timeout_for(opts.timeout), local);
   auto host_in = to_host(input);
   auto host_out = host_like(output);
+  agree.end();
   c10d::ReduceScatterOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
   auto work = inner_->_reduce_scatter_base(host_out, host_in, inner_opts);
@@ -396,8 +501,17 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                   const c10d::AllToAllOptions& opts) {
   check_tpu(output, "all_to_all_single");
   check_tpu(input, "all_to_all_single");
+  // Even splits: the sizes must agree. Uneven splits are not checked across
+  // ranks (each rank's splits are its own; a wrong pair still aborts in gloo).
+  const bool even = output_splits.empty() && input_splits.empty();
+  Tensors agreed = even ? Tensors{input} : Tensors{};
+  Agreement agree(*inner_, "all_to_all_single",
+                  {OpType::ALLTOALL_BASE, even ? 0 : static_cast<int64_t>(input.scalar_type()) + 1,
+                   agreed},
+                  timeout_for(opts.timeout));
   auto host_in = to_host(input);
   auto host_out = host_like(output);
+  agree.end();
   auto work = inner_->alltoall_base(host_out, host_in, output_splits, input_splits, opts);
   Tensors outs{output};
   return make_work(work, [outs, host_out] { copy_back(outs, {host_out}); }, outs,

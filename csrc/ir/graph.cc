@@ -393,6 +393,14 @@ Value Graph::clamp(Value lo, Value x, Value hi) {
 Value Graph::convert(Value x, DType to) {
   const TensorType t = operand_type("convert", x);
   if (t.dtype == to) return x;
+  if (t.dtype == DType::kBool && (is_float(to) || is_complex(to))) {
+    // Through u8: XLA's algebraic simplifier rewrites convert(pred) * y as
+    // select(pred, y, 0) (and x / broadcast(s) as a multiply first), which is
+    // 0 instead of NaN where y is inf or NaN: False / False gave 0, not
+    // PyTorch's nan. It does not look through the u8 step (measured with
+    // jax 0.10.2's XLA:CPU).
+    x = convert(x, DType::kU8);
+  }
   Attrs a;
   a.dtype = to;
   return add_node(Node{Op::kConvert, {x}, {TensorType{to, t.dims}}, std::move(a)});

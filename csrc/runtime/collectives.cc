@@ -166,7 +166,8 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::all_reduce_local(
     track({results.back()}, "all_reduce_local", devices[d]);
   }
   if (mode_ == EagerMode::kDebug) {
-    for (const auto& r : results) r->await_ready();
+    // Interruptible as every debug-mode wait (the results are tracked above).
+    for (const auto& r : results) r->await_ready(/*interruptible=*/true);
   }
   return results;
 }

@@ -292,7 +292,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
   auto outs = exe.execute(args, device);
   ++metrics_.executes;
   if (mode_ == EagerMode::kDebug) {
-    for (auto& b : outs) b->await_ready();
+    // Debug mode waits at every op: a long program there must not hold Ctrl-C
+    // until it ends. Interrupted, the results stay tracked so that a later
+    // synchronize still waits for them.
+    try {
+      for (auto& b : outs) b->await_ready(/*interruptible=*/true);
+    } catch (const pjrt::PjrtError&) {
+      throw;
+    } catch (...) {
+      track(outs, op, device);
+      throw;
+    }
   } else {
     track(outs, op, device);
   }
@@ -310,12 +320,19 @@ void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs,
     oldest.assign(in_flight_.begin(), in_flight_.begin() + half);
     in_flight_.erase(in_flight_.begin(), in_flight_.begin() + half);
   }
-  for (auto& w : oldest) {
-    if (auto b = w.buffer.lock()) {
+  for (size_t i = 0; i < oldest.size(); ++i) {
+    if (auto b = oldest[i].buffer.lock()) {
       try {
-        b->await_ready();
+        b->await_ready(/*interruptible=*/true);
       } catch (const pjrt::PjrtError&) {
         // Left for the read of that buffer to report, with its op's name.
+      } catch (...) {
+        // Interrupted (Ctrl-C while the queue is full): what was not awaited
+        // stays tracked, oldest first.
+        std::lock_guard<std::mutex> lock(mu_);
+        in_flight_.insert(in_flight_.begin(), oldest.begin() + static_cast<std::ptrdiff_t>(i),
+                          oldest.end());
+        throw;
       }
     }
   }

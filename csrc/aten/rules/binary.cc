@@ -231,6 +231,16 @@ ir::Value integer_pow(LoweringContext& ctx, ir::Value base, ir::Value exp, int e
 
 std::vector<ir::Value> pow_rule(LoweringContext& ctx, const Args& a) {
   ir::DType dt = to_ir(result_type(a[0], a[1]));
+  if (ir::is_float(dt) && a[0].isTensor() && !a[1].isTensor() && !a.scalar(1).isComplex()) {
+    // CPU's pow kernel computes x ** 0.5 as sqrt(x) and x ** -0.5 as
+    // rsqrt(x), which differ from IEEE pow at -inf (nan, not inf) and -0.0
+    // (-inf, not inf for -0.5).
+    const double e = a.scalar(1).toDouble();
+    if (e == 0.5 || e == -0.5) {
+      ir::Value x = operand(ctx, a[0], dt);
+      return {ctx.g().unary(e > 0 ? Op::kSqrt : Op::kRsqrt, x)};
+    }
+  }
   if (ir::is_float(dt) || ir::is_complex(dt)) return simple(ctx, a, Op::kPow);
   TORCH_CHECK_NOT_IMPLEMENTED(dt != ir::DType::kBool, "\"pow\" not implemented for 'Bool'");
   // pow.Tensor_Scalar: ATen refuses a negative integral exponent for an

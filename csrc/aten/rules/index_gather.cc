@@ -20,8 +20,18 @@ std::vector<ir::Value> index_select(LoweringContext& ctx, const Args& a) {
               "index_select(): Expected dtype int32 or int64 for index");
   TORCH_CHECK(self.dim() > 0 || index.numel() == 1, "index_select(): Index to scalar can have "
               "only 1 value, got ", index.numel(), " value(s)");
-  check_index_range(ctx, index, dim, self.dim() == 0 ? 1 : self.size(dim), false,
-                    RangeError::kInSelf);
+  if (self.dim() > 1 && (self.numel() == 0 || dim == 1) && index.numel() > 0) {
+    // CPU's paths for an empty self of rank > 1 and for dim 1 of a rank > 1
+    // self (a dedicated kernel) raise RuntimeError, not IndexError: first for
+    // a size-0 indexed dim, then for a value out of [0, size) (negative values
+    // included).
+    TORCH_CHECK(self.size(dim) > 0, "index_select(): self indexing axis dim should be positive");
+    check_index_range(ctx, index, dim, self.size(dim), false, RangeError::kBoundsRuntime,
+                      "index_select(): ");
+  } else {
+    check_index_range(ctx, index, dim, self.dim() == 0 ? 1 : self.size(dim), false,
+                      RangeError::kInSelf);
+  }
   auto& g = ctx.g();
   ir::Value x = ctx.tensor(self);
   if (self.dim() == 0) return {x};

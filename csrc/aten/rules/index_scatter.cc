@@ -220,8 +220,14 @@ std::vector<ir::Value> index_add(LoweringContext& ctx, const Args& a) {
   TORCH_CHECK(same_slices(self, source, dim), "source tensor shape must match self tensor "
               "shape, excluding the specified dimension. Got self.shape = ", self.sizes(),
               " source.shape = ", source.sizes());
-  check_index_range(ctx, index, dim, at::native::ensure_nonempty_size(self, dim), false,
-                    RangeError::kBoundsRuntime);
+  // As CPU: a self of rank <= 1 reports IndexError "index out of range in
+  // self"; a higher-rank self RuntimeError, and none at all when it is empty.
+  if (self.dim() <= 1) {
+    check_index_range(ctx, index, dim, at::native::ensure_nonempty_size(self, dim), false,
+                      RangeError::kInSelf);
+  } else if (self.numel() > 0) {
+    check_index_range(ctx, index, dim, self.size(dim), false, RangeError::kBoundsRuntime);
+  }
   auto& g = ctx.g();
   ir::Value x = ctx.tensor(self);
   if (index.numel() == 0 || self.numel() == 0) return {x};

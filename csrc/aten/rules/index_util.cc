@@ -127,6 +127,16 @@ void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t di
     report(l.min().item<int64_t>(), l.max().item<int64_t>());
     return;
   }
+  if (size == 0) {
+    // No value is in range: raise at the op, as CPU does. A deferred check
+    // would come too late: the op's gather/scatter over a size-0 dim cannot be
+    // built, and its shape error would be raised instead (and the check left
+    // pending for an unrelated later read). The first value is read for the
+    // message (a wait, on this error path only).
+    const int64_t first = index.reshape({-1})[0].item<int64_t>();
+    report(first, first);
+    return;
+  }
   auto [extremes, ok] = index_extremes(ctx, index, allow_negative ? -size : 0, size);
   auto check = [report](const at::Tensor& host) {
     report(host[0].item<int64_t>(), host[1].item<int64_t>());
@@ -205,6 +215,7 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self,
     ir::Value idx;
     std::vector<int64_t> shape;
     bool from_mask;
+    at::Tensor index;  // the index tensor (undefined for a mask's coordinates)
   };
   std::vector<Part> parts;
   int64_t d = 0;
@@ -219,16 +230,11 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self,
       }
       auto coords = mask_coordinates(ctx, t);
       for (int64_t j = 0; j < t.dim(); ++j) {
-        parts.push_back({d + j, coords[j], dims(ctx, coords[j]), true});
+        parts.push_back({d + j, coords[j], dims(ctx, coords[j]), true, at::Tensor()});
       }
       d += t.dim();
     } else {
-      if (check_bounds) {
-        // ATen numbers the dimension among the indexed ones, not self's.
-        const int64_t ordinal = static_cast<int64_t>(parts.size());
-        check_index_range(ctx, t, ordinal, self.size(d), true, RangeError::kBoundsIndex);
-      }
-      parts.push_back({d, read_index(ctx, t), t.sizes().vec(), false});
+      parts.push_back({d, read_index(ctx, t), t.sizes().vec(), false, t});
       ++d;
     }
   }
@@ -275,6 +281,24 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self,
   ai.result_sizes = before;
   ai.result_sizes.insert(ai.result_sizes.end(), ai.batch.begin(), ai.batch.end());
   ai.result_sizes.insert(ai.result_sizes.end(), after.begin(), after.end());
+  if (check_bounds) {
+    // ATen's order: an indexed dim of size 0 under a non-empty index shape has
+    // no valid index at all (IndexError, whatever the values); otherwise the
+    // values are checked only when the result has elements (CPU's kernel reads
+    // no index for an empty result: x[1] of a [1, 4, 0] tensor is fine). ATen
+    // numbers the dimension among the indexed ones, not self's.
+    bool empty_dim = false;
+    for (const auto& p : parts) empty_dim = empty_dim || self.size(p.dim) == 0;
+    const bool empty_batch = std::find(ai.batch.begin(), ai.batch.end(), 0) != ai.batch.end();
+    TORCH_CHECK_INDEX(!empty_dim || empty_batch, "index is out of bounds for dimension with size 0");
+    if (ai.result_numel() > 0) {
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (parts[i].from_mask) continue;
+        check_index_range(ctx, parts[i].index, static_cast<int64_t>(i), self.size(parts[i].dim),
+                          true, RangeError::kBoundsIndex);
+      }
+    }
+  }
   const int64_t nbefore = static_cast<int64_t>(before.size());
   for (int64_t k = 0; k < nbefore; ++k) ai.offset_dims.push_back(k);
   for (size_t k = 0; k < after.size(); ++k) {

@@ -180,11 +180,14 @@ ValueList median_dim(LoweringContext& ctx, const Args& a, bool ignore_nan) {
 // (as CPU: for integral dtypes NaN cast, i.e. the dtype's lowest value).
 ValueList median_all(LoweringContext& ctx, const Args& a, bool ignore_nan) {
   const at::Tensor& self = a.tensor(0);
+  DType dt = to_ir(self.scalar_type());
+  auto& g = ctx.g();
+  // CPU answers an empty input before its dtype dispatch: an empty bool gives
+  // NaN cast to bool, true; a non-empty one is refused.
+  if (self.numel() == 0 && dt == DType::kBool) return {g.constant_int(1, {dt, {}})};
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"",
                               ignore_nan ? "nanmedian" : "median",
                               "_cpu\" not implemented for 'Bool'");
-  DType dt = to_ir(self.scalar_type());
-  auto& g = ctx.g();
   if (self.numel() == 0) {
     if (ir::is_float(dt)) return {ctx.constant(std::numeric_limits<double>::quiet_NaN(), dt)};
     int64_t bits = 8 * ir::byte_size(dt);

@@ -1,0 +1,125 @@
+// The signature exchange of agree.h: 8 int64 per rank, all-gathered on gloo.
+#include "distributed/agree.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <sstream>
+
+namespace ttpu::distributed {
+namespace {
+
+// Header layout (int64): a tag that tells a signature from a payload (a rank
+// that called another collective sends different bytes), then the call.
+enum Field : int64_t {
+  kTag, kOp, kArg, kCount, kDtype, kNumel, kHash, kValid, kFields
+};
+constexpr int64_t kSignatureTag = 0x74707573'69676e31;  // "tpusign1"
+
+// FNV-1a over the dtype and element count of every tensor: lists of several
+// tensors (all_reduce_coalesced, reduce_scatter's input list) agree when their
+// hashes do; the first tensor is also sent in the clear for the message.
+int64_t hash_tensors(const std::vector<at::Tensor>& ts) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint64_t>(v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const auto& t : ts) {
+    mix(static_cast<int64_t>(t.scalar_type()));
+    mix(t.numel());
+  }
+  return static_cast<int64_t>(h);
+}
+
+// The torch.distributed name of a collective (what the user called).
+std::string op_name(int64_t code) {
+  using c10d::OpType;
+  switch (static_cast<OpType>(code)) {
+    case OpType::BROADCAST: return "broadcast";
+    case OpType::ALLREDUCE: return "all_reduce";
+    case OpType::ALLREDUCE_COALESCED: return "all_reduce_coalesced";
+    case OpType::REDUCE: return "reduce";
+    case OpType::ALLGATHER: return "all_gather";
+    case OpType::_ALLGATHER_BASE: return "all_gather_into_tensor";
+    case OpType::GATHER: return "gather";
+    case OpType::SCATTER: return "scatter";
+    case OpType::REDUCE_SCATTER: return "reduce_scatter";
+    case OpType::_REDUCE_SCATTER_BASE: return "reduce_scatter_tensor";
+    case OpType::ALLTOALL_BASE: return "all_to_all_single";
+    default: return c10d::opTypeToString(static_cast<OpType>(code));
+  }
+}
+
+std::string describe(const int64_t* f) {
+  std::ostringstream os;
+  if (f[kTag] != kSignatureTag) return "a different kind of call (not a tpu collective)";
+  os << op_name(f[kOp]);
+  if (f[kValid] == 0) {
+    os << " that failed its own argument checks (see that rank's error)";
+    return os.str();
+  }
+  if (f[kCount] == 0) return os.str();
+  os << " with " << c10::getDtypeNames(static_cast<c10::ScalarType>(f[kDtype])).first << " of "
+     << f[kNumel] << " elements";
+  if (f[kCount] > 1) os << " (+" << f[kCount] - 1 << " more tensors)";
+  return os.str();
+}
+
+}  // namespace
+
+SignatureCheck::SignatureCheck(c10d::Backend& inner, const char* name,
+                               const CallSignature& sig, std::chrono::milliseconds timeout)
+    : name_(name), rank_(inner.getRank()), timeout_(timeout) {
+  const auto options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
+  mine_ = at::empty({kFields}, options);
+  int64_t* f = mine_.data_ptr<int64_t>();
+  f[kTag] = kSignatureTag;
+  f[kOp] = static_cast<int64_t>(sig.op);
+  f[kArg] = sig.arg;
+  f[kCount] = static_cast<int64_t>(sig.tensors.size());
+  f[kDtype] = sig.tensors.empty() ? -1 : static_cast<int64_t>(sig.tensors[0].scalar_type());
+  f[kNumel] = sig.tensors.empty() ? 0 : sig.tensors[0].numel();
+  f[kHash] = hash_tensors(sig.tensors);
+  f[kValid] = sig.valid ? 1 : 0;
+  all_.resize(1);
+  for (int r = 0; r < inner.getSize(); ++r) all_[0].push_back(at::empty({kFields}, options));
+  std::vector<at::Tensor> in{mine_};
+  c10d::AllgatherOptions opts;
+  opts.timeout = timeout;
+  work_ = inner.allgather(all_, in, opts);
+}
+
+void SignatureCheck::verify() {
+  work_->wait(timeout_);
+  const int size = static_cast<int>(all_[0].size());
+  bool same = true, valid = true;
+  for (int r = 0; r < size; ++r) {
+    const int64_t* f = all_[0][r].data_ptr<int64_t>();
+    const int64_t* first = all_[0][0].data_ptr<int64_t>();
+    valid = valid && f[kValid] == 1;
+    for (int64_t k = 0; k < kFields; ++k) same = same && f[k] == first[k];
+  }
+  if (same && valid) return;
+  // This rank's own invalid call raises its own error (the caller rethrows
+  // it); the others learn which rank failed.
+  if (mine_.data_ptr<int64_t>()[kValid] == 0) return;
+  std::ostringstream os;
+  os << "torch.distributed backend 'tpu': " << name_
+     << (valid ? " called with different tensors on different ranks"
+               : ": another rank's call failed its own argument checks")
+     << " (every rank must make the same collective call with tensors of the same dtype "
+        "and number of elements):";
+  for (int r = 0; r < size; ++r) {
+    os << (r ? ";" : "") << " rank " << r << " called " << describe(all_[0][r].data_ptr<int64_t>());
+    const int64_t* f = all_[0][r].data_ptr<int64_t>();
+    if (f[kTag] == kSignatureTag && f[kArg] != all_[0][0].data_ptr<int64_t>()[kArg]) {
+      os << " (root / reduce op " << f[kArg] << ")";
+    }
+  }
+  TORCH_CHECK(false, os.str());
+}
+
+}  // namespace ttpu::distributed
