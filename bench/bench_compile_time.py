@@ -134,7 +134,12 @@ def per_op(rounds):
     run = {kind: {k: statistics.median(r["run_ms"][k] for r in rs) for k in rs[0]["run_ms"]}
            for kind, rs in runs.items()}
     ratio = {k: round(run["quick"][k] / run["full"][k], 2) for k in run["full"]}
-    return {"compile": summary, "run_ms": {k: {kind: round(run[kind][k], 3) for kind in run}
+    by_op = {k: {kind: round(statistics.median(r["compile_ms"][k] for r in rs
+                                               if k in r["compile_ms"]), 1)
+                 for kind, rs in runs.items()}
+             for k in runs["full"][0]["compile_ms"]
+             if all(k in r["compile_ms"] for rs in runs.values() for r in rs)}
+    return {"compile": summary, "compile_ms_by_op": by_op, "run_ms": {k: {kind: round(run[kind][k], 3) for kind in run}
                                             for k in ratio},
             "run_quick_over_full": ratio}
 
