@@ -253,3 +253,65 @@ def test_sigint_during_an_op_loop_raises_keyboard_interrupt():
         print("ok")
     """, timeout=120)
     assert r.returncode == 0 and "ok" in r.stdout, (r.stdout, r.stderr[-2000:])
+
+
+# A 64x64 determinant lowers to an LU factorisation unrolled over its columns:
+# one program that XLA:CPU compiles for several seconds on this machine. Each
+# run gets an empty compile cache, so the compile really happens.
+SLOW_COMPILE = """
+import os, signal, sys, threading, time, torch, torchtpu
+torch.manual_seed(0)
+a = torch.eye(64) + 0.05 * torch.randn(64, 64)
+at = a.to("tpu")
+assert torch.ones(2, device="tpu").sum().item() == 2.0   # plugin started, small programs built
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+t0 = time.monotonic()
+try:
+    torch.linalg.det(at).item()
+    raise SystemExit("det compiled before the interrupt: make the program bigger")
+except KeyboardInterrupt:
+    late = time.monotonic() - t0 - 0.5
+print("late", round(late, 3), flush=True)
+"""
+
+
+def test_sigint_during_a_compile_raises_keyboard_interrupt_and_the_compile_is_kept(tmp_path):
+    # Ctrl-C half a second into a multi-second XLA compile raises at once; the
+    # compile finishes in the background: asking for the same program again
+    # waits for that compile (no second one), and it lands in the disk cache.
+    env = {"TORCHTPU_CACHE_DIR": str(tmp_path)}
+    r = run_py(SLOW_COMPILE + """
+assert late < 1.0, late
+assert (torch.ones(3, device="tpu") + 1).sum().item() == 6.0     # still usable
+# det is one program: the second call joins its compile (no new cache miss;
+# the compile count moves by one, when that compile ends, if it had not yet).
+before = torchtpu.metrics.metrics()
+d = torch.linalg.det(at).item()
+assert abs(d - torch.linalg.det(a).item()) < 1e-3 * abs(d), d
+after = torchtpu.metrics.metrics()
+assert after["cache_misses"] == before["cache_misses"], (before, after)
+assert after["compiles"] - before["compiles"] <= 1, (before, after)
+print("ok")
+""", env=env, timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.stdout, r.stderr[-2000:])
+    # A fresh process loads det's program from the cache instead of compiling.
+    r = run_py("""
+import torch, torchtpu
+a = torch.eye(64, device="tpu")
+torchtpu.metrics.reset()
+assert torch.linalg.det(a).item() == 1.0
+m = torchtpu.metrics.metrics()
+assert m["compiles"] == 0 and m["persistent_hits"] >= 1, m
+print("ok")
+""", env=env, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.stdout, r.stderr[-2000:])
+
+
+def test_exit_right_after_sigint_during_a_compile_exits_cleanly(tmp_path):
+    # The script ends while the interrupted compile still runs: the exit hook
+    # waits for it (XLA's static destructors would crash under it: exit 134 or
+    # 139 without the wait), and the program is cached for the next run.
+    r = run_py(SLOW_COMPILE + "sys.exit(3)\n", env={"TORCHTPU_CACHE_DIR": str(tmp_path)},
+               timeout=300)
+    assert r.returncode == 3 and "late" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert len(list(tmp_path.rglob("*"))) >= 2, list(tmp_path.rglob("*"))

@@ -60,6 +60,7 @@ def _at_exit():
     """
     if not _C._is_initialized() or _C._is_in_bad_fork():
         return
+    _wait_for_compiles()
     try:
         _C._synchronize()
     except BaseException as e:  # noqa: BLE001  (KeyboardInterrupt at exit included)
@@ -75,6 +76,35 @@ def _at_exit():
         _C._drain_autograd_threads()
     except Exception:  # noqa: BLE001  (best effort: exit must go on)
         pass
+
+
+def _wait_for_compiles():
+    """Waits for XLA compiles that a Ctrl-C left running in the background.
+
+    The process must not exit under them: XLA's static destructors run at exit
+    and a compile still using them crashes it (exit 134 or 139). Their programs
+    go to the persistent cache, so the next run does not compile them again. A
+    second Ctrl-C here exits at once (status 130, stdout and stderr flushed).
+    """
+    import os
+    import time
+
+    told = time.monotonic() + 1.0
+    try:
+        while _C._compiles_running():
+            if told is not None and time.monotonic() > told:
+                print(f"torchtpu: waiting for {_C._compiles_running()} XLA compile(s) still "
+                      "running (their programs will be cached); press Ctrl-C again to exit now",
+                      file=sys.stderr, flush=True)
+                told = None
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001  (a closed stream: nothing to flush)
+                pass
+        os._exit(130)
 
 
 import atexit  # noqa: E402

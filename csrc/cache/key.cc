@@ -139,6 +139,15 @@ Key KeyBuilder::key(std::string_view program_text) const {
   return Key(std::move(parts));
 }
 
+Key KeyBuilder::key(std::string_view program_text, std::string_view compile_options) const {
+  Key base = key(program_text);
+  std::vector<KeyPart> parts = base.parts();
+  for (auto& p : parts) {
+    if (p.name == "compile_options") p.value = sha256_tag(compile_options);
+  }
+  return Key(std::move(parts));
+}
+
 std::string plugin_identity(const std::string& path) { return compute_plugin_identity(path); }
 
 const std::string& host_cpu_features() {

@@ -49,6 +49,9 @@ class KeyBuilder {
   KeyBuilder(const std::string& plugin_path, int api_major, int api_minor,
              std::string_view compile_options);
   Key key(std::string_view program_text) const;
+  // The same with other compile options than the builder's (their SHA-256
+  // replaces the "compile_options" part): strict mode's quick per-op programs.
+  Key key(std::string_view program_text, std::string_view compile_options) const;
   // The parts shared by every key of this builder (all but "program").
   const std::vector<KeyPart>& process_parts() const { return process_parts_; }
 

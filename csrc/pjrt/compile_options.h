@@ -30,11 +30,19 @@ struct MultiDeviceOptions {
   std::vector<int64_t> device_ids;
 };
 
+// How much XLA optimizes a program. kQuick is for strict mode's per-op
+// programs: tiny, compiled once per shape and run a few times, so compile time
+// is most of their cost. It sets XLA debug options through
+// CompileOptionsProto.env_option_overrides (applied by PJRT on top of the
+// plugin's defaults, unlike a DebugOptions message, which would replace them
+// all): see quick_overrides() in compile_options.cc for which and why.
+enum class Optimization { kFull, kQuick };
+
 // Options for a portable single-device program: one replica, one partition, the
 // device chosen at execute time (PJRT_LoadedExecutable_Execute.execute_device).
 // Never empty: an empty options string makes the CPU plugin abort (it reads
 // num_replicas = 0 and fails a CHECK).
-std::string compile_options_bytes();
+std::string compile_options_bytes(Optimization level = Optimization::kFull);
 
 // Options for a multi-device program. The caller validates `options` first
 // (Client::compile does): counts >= 1, device_ids empty or of size N.

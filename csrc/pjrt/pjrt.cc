@@ -195,6 +195,12 @@ const char* fork_message() {
 
 void set_wait_poll(std::function<void()> poll) { wait_poll() = std::move(poll); }
 
+bool has_wait_poll() { return static_cast<bool>(wait_poll()); }
+
+void poll_wait() {
+  if (wait_poll()) wait_poll()();
+}
+
 PjrtError::PjrtError(std::string method, std::string message, int code)
     : std::runtime_error(method + ": " + message),
       method_(std::move(method)),
@@ -458,8 +464,9 @@ std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType t
   return buffer;
 }
 
-std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text) {
-  return compile_bytes(stablehlo_text, compile_options_bytes());
+std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text,
+                                            Optimization level) {
+  return compile_bytes(stablehlo_text, compile_options_bytes(level));
 }
 
 

@@ -64,6 +64,11 @@ const char* fork_message();
 // abandons the wait, leaving the computation running. Not thread-safe to set
 // while waits are in progress: set once at start.
 void set_wait_poll(std::function<void()> poll);
+// Whether a poll is installed (the Python bindings install one; C++ tests do not).
+bool has_wait_poll();
+// Calls the installed poll, if any, for a wait done outside this layer (the
+// runtime's wait on a compile running on another thread). May throw.
+void poll_wait();
 
 // Element types we move across the C API. Values match PJRT_Buffer_Type so a cast
 // is exact; anything else is rejected before calling the plugin (an invalid type
@@ -169,7 +174,9 @@ class Client : public std::enable_shared_from_this<Client> {
 
   // Compiles StableHLO text (MLIR, entry @main) for one replica, one partition.
   // Throws PjrtError (method "PJRT_Client_Compile") with the plugin's message.
-  std::shared_ptr<Executable> compile(const std::string& stablehlo_text);
+  // `level`: see Optimization in compile_options.h.
+  std::shared_ptr<Executable> compile(const std::string& stablehlo_text,
+                                      Optimization level = Optimization::kFull);
   // Compiles one program over num_replicas x num_partitions devices (not
   // portable), run with Executable::execute_multi. Checked before calling the
   // plugin (PjrtError, code -1): counts >= 1; without device_ids, N at most

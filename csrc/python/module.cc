@@ -144,6 +144,10 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_ensure_initialized", [] { guarded([] { Runtime::get(); return 0; }); });
   m.def("_is_initialized", &Runtime::initialized);
+  // Compiles still running on their own threads (the exit hook waits for them).
+  m.def("_compiles_running", [] {
+    return Runtime::initialized() ? Runtime::get().compiles_running() : 0;
+  });
   m.def("_resolve_plugin_path", [] { return guarded([] { return Runtime::resolve_plugin_path(); }); });
   m.def("_plugin_path", [] { return guarded([] { return Runtime::get().plugin_path(); }); });
   m.def("_platform_name", [] { return guarded([] { return Runtime::get().client().platform_name(); }); });

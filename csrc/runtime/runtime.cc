@@ -149,140 +149,23 @@ Runtime::Runtime(std::string plugin_path, int cpu_device_count)
   const char* dot = std::getenv("TORCHTPU_CPU_DOT_TRANSPOSE");
   emit_options_.materialize_transposed_rhs =
       client_->platform_name() == "cpu" && !(dot != nullptr && std::strcmp(dot, "0") == 0);
+  if (const char* quick = std::getenv("TORCHTPU_QUICK_COMPILE")) {
+    quick_compile_ = std::strcmp(quick, "0") != 0;
+  }
   const char* mode = std::getenv("TORCHTPU_EAGER_MODE");
   if (mode != nullptr && std::strcmp(mode, "debug") == 0) mode_ = EagerMode::kDebug;
   if (mode != nullptr && std::strcmp(mode, "fused") == 0) mode_ = EagerMode::kFused;
 }
 
-std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
-                                                   const std::string& op,
-                                                   const std::string* fingerprint) {
-  std::string key = fingerprint != nullptr ? *fingerprint : graph.fingerprint();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = programs_.find(key);
-    if (it != programs_.end()) {
-      ++metrics_.cache_hits;
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
-      return it->second.exe;
-    }
-  }
-  ++metrics_.cache_misses;
-  std::string text = stablehlo::emit(graph, "torchtpu", emit_options_);
-  std::shared_ptr<pjrt::Executable> exe;
-  if (disk_cache_ != nullptr) {
-    cache::Key disk_key = cache_keys_->key(text);
-    exe = load_from_disk(disk_key, op);
-    if (exe == nullptr) {
-      exe = compile_text(text, op);
-      store_to_disk(disk_key, *exe);
-    }
-  } else {
-    exe = compile_text(text, op);
-  }
-  // Two threads may compile the same program at once: the first one stored wins.
-  std::lock_guard<std::mutex> lock(mu_);
-  seen_.insert(std::hash<std::string>{}(key));
-  auto [it, inserted] = programs_.emplace(std::move(key), Program{exe, {}});
-  if (!inserted) return it->second.exe;
-  lru_.push_front(&it->first);
-  it->second.lru = lru_.begin();
-  while (programs_.size() > max_programs_) {
-    // Executables still referenced (a running program, a compiled-graph
-    // capture) live on through their other owners.
-    programs_.erase(*lru_.back());
-    lru_.pop_back();
-  }
-  return exe;
-}
-
-void Runtime::open_disk_cache(const pjrt::Plugin& plugin) {
-  const char* log = std::getenv("TORCHTPU_CACHE_LOG");
-  cache_log_ = log != nullptr && std::strcmp(log, "1") == 0;
-  std::string dir = cache::cache_dir_from_env();
-  if (dir.empty()) return;
-  try {
-    cache_keys_ = std::make_unique<cache::KeyBuilder>(plugin.path(), plugin.api_major(),
-                                                      plugin.api_minor(),
-                                                      pjrt::compile_options_bytes());
-    disk_cache_ = std::make_unique<cache::DiskStore>(dir);
-  } catch (const std::exception& e) {
-    // The cache only saves time: without it every program is compiled.
-    std::fprintf(stderr, "torchtpu: warning: persistent compile cache disabled: %s\n", e.what());
-    cache_keys_.reset();
-    disk_cache_.reset();
-  }
-}
-
-std::shared_ptr<pjrt::Executable> Runtime::load_from_disk(const cache::Key& key,
-                                                          const std::string& op) {
-  auto start = std::chrono::steady_clock::now();
-  cache::LoadResult entry = disk_cache_->load(key);
-  if (entry.status == cache::LoadStatus::kHit) {
-    try {
-      auto exe = client_->deserialize(entry.payload);
-      ++metrics_.persistent_hits;
-      metrics_.persistent_load_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now() - start).count();
-      return exe;
-    } catch (const pjrt::PjrtError& e) {
-      entry.status = cache::LoadStatus::kCorrupt;
-      entry.reason = std::string("the plugin refused the executable: ") + e.what();
-    }
-  }
-  ++metrics_.persistent_misses;
-  if (entry.status != cache::LoadStatus::kAbsent) ++metrics_.persistent_rejected;
-  if (cache_log_) {
-    std::string parts;
-    for (const auto& p : key.parts()) parts += " " + p.name + "=" + p.value + ";";
-    std::fprintf(stderr, "torchtpu: compile cache miss for %s (%s): %s\n  key:%s\n", op.c_str(),
-                 key.digest().c_str(), entry.reason.c_str(), parts.c_str());
-  }
-  return nullptr;
-}
-
-void Runtime::store_to_disk(const cache::Key& key, const pjrt::Executable& exe) {
-  std::string error;
-  try {
-    error = disk_cache_->store(key, exe.serialize());
-  } catch (const pjrt::PjrtError& e) {
-    error = std::string("the plugin cannot serialize the executable: ") + e.what();
-  }
-  static std::atomic<bool> warned{false};
-  if (!error.empty() && !warned.exchange(true)) {
-    std::fprintf(stderr, "torchtpu: warning: cannot write to the compile cache (%s); "
-                 "programs still compile, they are just not saved (warned once)\n",
-                 error.c_str());
-  }
-}
-
-std::shared_ptr<pjrt::Executable> Runtime::compile_text(const std::string& text,
-                                                        const std::string& op) {
-  auto start = std::chrono::steady_clock::now();
-  std::shared_ptr<pjrt::Executable> exe;
-  try {
-    exe = client_->compile(text);
-  } catch (const pjrt::PjrtError& e) {
-    throw pjrt::PjrtError(e.method(),
-                          "XLA rejected the program lowered for " + op + ": " + e.what(),
-                          e.code());
-  }
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::steady_clock::now() - start).count();
-  ++metrics_.compiles;
-  metrics_.compile_ns += ns;
-  return exe;
-}
-
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(
     const ir::Graph& graph, const std::vector<pjrt::Buffer*>& args, int device,
-    const std::string& op, const std::string* fingerprint) {
+    const std::string& op, const std::string* fingerprint, pjrt::Optimization level) {
   if (args.size() != graph.parameters().size()) {
     throw std::runtime_error("internal: " + op + " bound " + std::to_string(args.size()) +
                              " buffers to a program of " +
                              std::to_string(graph.parameters().size()) + " parameters");
   }
-  auto exe = compile(graph, op, fingerprint);
+  auto exe = compile(graph, op, fingerprint, level);
   return execute(*exe, args, device, op);
 }
 

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <exception>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -117,22 +119,40 @@ class Runtime {
   std::vector<std::shared_ptr<pjrt::Buffer>> run(const ir::Graph& graph,
                                                  const std::vector<pjrt::Buffer*>& args,
                                                  int device, const std::string& op,
-                                                 const std::string* fingerprint = nullptr);
+                                                 const std::string* fingerprint = nullptr,
+                                                 pjrt::Optimization level = pjrt::Optimization::kFull);
   // Enqueues a compiled program (as run() does after compiling); `op` names it
   // in an asynchronous failure that synchronize() reports.
   std::vector<std::shared_ptr<pjrt::Buffer>> execute(pjrt::Executable& exe,
                                                      const std::vector<pjrt::Buffer*>& args,
                                                      int device, const std::string& op = "");
+  // Returns the program for `graph`, compiling it on a miss (compile.cc).
+  // Where the bindings installed a wait poll, the compile runs on its own
+  // thread and the wait polls: an exception from the poll (KeyboardInterrupt)
+  // leaves here at once while the compile finishes and is cached. Callers
+  // asking for a program that is still compiling wait for that compile.
+  // `level`: kQuick for strict mode's per-op programs (pjrt/compile_options.h;
+  // TORCHTPU_QUICK_COMPILE=0 turns it off). Programs are cached in memory by
+  // fingerprint alone: a one-op fused graph may reuse a per-op program.
   std::shared_ptr<pjrt::Executable> compile(const ir::Graph& graph, const std::string& op,
-                                            const std::string* fingerprint = nullptr);
+                                            const std::string* fingerprint = nullptr,
+                                            pjrt::Optimization level = pjrt::Optimization::kFull);
   // Whether a program with this fingerprint was compiled (or loaded) in this
   // process, evicted since or not: the recompile guard's "new graph".
+  // A program still compiling (one a Ctrl-C left running) counts as compiled.
   bool has_program(const std::string& fingerprint) const {
     std::lock_guard<std::mutex> lock(mu_);
-    return seen_.count(std::hash<std::string>{}(fingerprint)) != 0;
+    return seen_.count(std::hash<std::string>{}(fingerprint)) != 0 ||
+           compiling_.count(fingerprint) != 0;
   }
+  // Compiles running on their own threads (one a Ctrl-C left running, or one
+  // being waited for). The process must not exit while any runs: XLA's static
+  // destructors would pull its state from under it (exit 134 or 139, measured),
+  // so torchtpu's exit hook waits for this to reach 0.
+  int compiles_running() const { return compiles_running_.load(); }
   // Compiles StableHLO text (uncached); a rejection is a PjrtError naming `op`.
-  std::shared_ptr<pjrt::Executable> compile_text(const std::string& text, const std::string& op);
+  std::shared_ptr<pjrt::Executable> compile_text(const std::string& text, const std::string& op,
+                                                pjrt::Optimization level = pjrt::Optimization::kFull);
 
   // Host -> device copy of dense row-major data.
   std::shared_ptr<pjrt::Buffer> upload(const void* data, ir::DType dtype,
@@ -195,6 +215,14 @@ class Runtime {
   Runtime(std::string plugin_path, int cpu_device_count);
   void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, const std::string& op,
              int device);
+  struct CompileJob;
+  std::shared_ptr<pjrt::Executable> await(CompileJob& job);
+  // Publishes a job's result: into the program cache (on success) and to its waiters.
+  void finish(const std::string& key, CompileJob& job, std::shared_ptr<pjrt::Executable> exe,
+              std::exception_ptr error);
+  void remember(const std::string& key, const std::shared_ptr<pjrt::Executable>& exe);  // mu_ held
+  std::shared_ptr<pjrt::Executable> load_or_compile(const std::string& text, const std::string& op,
+                                                    pjrt::Optimization level);
   void open_disk_cache(const pjrt::Plugin& plugin);
   std::shared_ptr<pjrt::Executable> load_from_disk(const cache::Key& key, const std::string& op);
   void store_to_disk(const cache::Key& key, const pjrt::Executable& exe);
@@ -205,6 +233,7 @@ class Runtime {
   Metrics metrics_;
   std::unique_ptr<cache::KeyBuilder> cache_keys_;   // null iff disk_cache_ is
   std::unique_ptr<cache::DiskStore> disk_cache_;
+  bool quick_compile_ = true;  // TORCHTPU_QUICK_COMPILE=0: every program at full optimization
   bool cache_log_ = false;  // TORCHTPU_CACHE_LOG=1: one stderr line per disk miss
   // Guards the maps and in_flight_ below (ops may come from several threads;
   // never held while compiling or calling out).
@@ -223,6 +252,9 @@ class Runtime {
   std::list<const std::string*> lru_;  // keys of programs_, most recent first
   size_t max_programs_ = 2048;
   std::unordered_set<size_t> seen_;  // hashes of every fingerprint compiled
+  // Compiles in progress by fingerprint (compile.cc).
+  std::unordered_map<std::string, std::shared_ptr<CompileJob>> compiling_;
+  std::atomic<int> compiles_running_{0};
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
   // all_reduce_local programs by text + device ids (few: one per op, dtype,
   // shape and device set); cleared past kMaxCollectivePrograms.

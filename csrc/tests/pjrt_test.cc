@@ -192,6 +192,26 @@ TEST(Executable, CompileAndExecuteAdd) {
   }
 }
 
+// Strict mode's quick per-op settings (env_option_overrides): the plugin
+// accepts them, and the program computes the same on every device.
+TEST(Executable, QuickOptimizationCompilesAndRuns) {
+  const std::string full = compile_options_bytes(Optimization::kFull);
+  const std::string quick = compile_options_bytes(Optimization::kQuick);
+  EXPECT_EQ(quick.compare(0, full.size(), full), 0);  // the same options, plus overrides
+  EXPECT_NE(quick.find("xla_backend_optimization_level"), std::string::npos);
+  auto exe = client()->compile(kAdd, Optimization::kQuick);
+  std::vector<float> a = {1, 2, 3}, b = {10, 20, 30};
+  for (int device = 0; device < client()->device_count(); ++device) {
+    auto ba = client()->buffer_from_host(a.data(), ElementType::kF32, {3}, device);
+    auto bb = client()->buffer_from_host(b.data(), ElementType::kF32, {3}, device);
+    auto outs = exe->execute({ba.get(), bb.get()}, device);
+    ASSERT_EQ(outs.size(), 1u);
+    std::vector<float> out(3);
+    outs[0]->to_host(out.data(), 12);
+    EXPECT_EQ(out, (std::vector<float>{11, 22, 33})) << "device " << device;
+  }
+}
+
 TEST(Executable, MalformedStableHloIsCompileError) {
   try {
     client()->compile("module @m { func.func public @main( this is not mlir");
