@@ -14,6 +14,12 @@ if "TORCHTPU_CACHE_DIR" not in os.environ:
     os.environ["TORCHTPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchtpu-test-cache-")
     atexit.register(shutil.rmtree, os.environ["TORCHTPU_CACHE_DIR"], ignore_errors=True)
 
+# The fused-mode pass (TORCHTPU_TEST_MODE=fused) is there to prove fused
+# graphs: a test line that loops over shapes must not stop fusing (the storm
+# detector, torchtpu.config.fused_storm_threshold; its own tests set it).
+if os.environ.get("TORCHTPU_TEST_MODE") == "fused":
+    os.environ.setdefault("TORCHTPU_FUSED_STORM", "none")
+
 import torch  # noqa: E402
 
 import torchtpu  # noqa: E402,F401

@@ -14,7 +14,7 @@ import warnings
 
 import torch
 
-from torchtpu import config
+from torchtpu import _C, config
 
 
 class RecompileWarning(UserWarning):
@@ -72,17 +72,34 @@ def user_line():
     return ""
 
 
-def on_new_graph(start, count, difference):
-    """Warns (or raises) once ``count`` distinct graphs started at ``start``
-    exceed ``config.recompile_warn_threshold``."""
-    threshold = config.recompile_warn_threshold
-    if threshold is None or count <= threshold:
-        return
+def on_new_graph(start, count, difference, shape_changes=0):
+    """Called before a new fused graph compiles. At
+    ``config.fused_storm_threshold`` shape changes, marks ``start`` as a line
+    that stops fusing (one warning; this graph still compiles, later new ones
+    from there run op by op); otherwise warns (or raises) once ``count``
+    distinct graphs started at ``start`` exceed ``config.recompile_warn_threshold``."""
     compared = (
         f"Against the closest earlier graph from that line: {difference}."
         if difference
         else "It is the first graph from that line."
     )
+    storm = config.fused_storm_threshold
+    if storm is not None and shape_changes >= storm and _C._stop_fusing(start):
+        _warn(start, (
+            f"torchtpu fused mode: the code starting at {start} keeps changing shape: its "
+            f"distinct graph #{count}, {shape_changes} of them new shapes "
+            f"(torchtpu.config.fused_storm_threshold = {storm}). {compared} From now on "
+            f"it stops fusing: a graph starting there that is not compiled yet is not "
+            f"compiled, its ops run as strict per-op programs (same results; small compiles "
+            f"for the ops whose shapes are new; slower steps); shapes already compiled still "
+            f"run fused. For the fused speed, "
+            f"keep shapes static (pad to a fixed length, e.g. cache_implementation=\"static\" "
+            f"in Hugging Face generate) or bucket them (pad to a few sizes, such as powers "
+            f"of two); set the threshold to None to keep compiling every shape."))
+        return
+    threshold = config.recompile_warn_threshold
+    if threshold is None or count <= threshold:
+        return
     message = (
         f"torchtpu fused mode: the code starting at {start} produced its distinct graph "
         f"#{count} (torchtpu.config.recompile_warn_threshold = {threshold}). {compared} "
@@ -91,8 +108,12 @@ def on_new_graph(start, count, difference):
     )
     if config.recompile == "error":
         raise RecompileError(message)
+    _warn(start, message)
+
+
+def _warn(start, message):
     filename, _, lineno = start.rpartition(":")
     if filename and lineno.isdigit():
         warnings.warn_explicit(message, RecompileWarning, filename, int(lineno))
     else:
-        warnings.warn(message, RecompileWarning, stacklevel=2)
+        warnings.warn(message, RecompileWarning, stacklevel=3)

@@ -12,25 +12,37 @@ from the closest graph compiled before from it (shape, dtype, op sequence).
 ``"error"``, the graph past the threshold raises :class:`torchtpu.RecompileError`
 (a ``RuntimeError``) instead of compiling; the values it would have computed
 raise at their next read.
+
+``fused_storm_threshold`` (int or None, default 4, env ``TORCHTPU_FUSED_STORM``):
+in fused eager mode, once this many new graphs from one Python line (the line
+that issued a graph's first op) have differed from an earlier graph from that
+line by shape (a growing sequence, a varying batch), that line stops fusing:
+a later graph starting there that is not compiled yet is not compiled; its ops
+run one by one as strict mode's programs (cached per op, so a new shape
+recompiles only the few small programs it reaches). Graphs already compiled
+still run fused. One :class:`torchtpu.RecompileWarning` says so, naming the
+line. Results are the same either way. ``None`` keeps compiling every shape.
+:func:`torchtpu.metrics.reset` forgets which lines stopped fusing; the
+``fused_strict_ops`` metric counts the ops run one by one this way.
 """
 
 import os
 
 
-def _env_threshold():
-    value = os.environ.get("TORCHTPU_RECOMPILE_WARN", "")
+def _env_threshold(name, default):
+    value = os.environ.get(name, "")
     if value == "":
-        return 8
+        return default
     if value.lower() == "none":
         return None
     try:
         n = int(value)
     except ValueError:
         raise ValueError(
-            f"TORCHTPU_RECOMPILE_WARN must be a non-negative integer or 'none', got {value!r}"
+            f"{name} must be a non-negative integer or 'none', got {value!r}"
         ) from None
     if n < 0:
-        raise ValueError(f"TORCHTPU_RECOMPILE_WARN must be a non-negative integer, got {value!r}")
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     return n
 
 
@@ -41,5 +53,6 @@ def _env_recompile():
     return value
 
 
-recompile_warn_threshold = _env_threshold()
+recompile_warn_threshold = _env_threshold("TORCHTPU_RECOMPILE_WARN", 8)
 recompile = _env_recompile()
+fused_storm_threshold = _env_threshold("TORCHTPU_FUSED_STORM", 4)

@@ -9,7 +9,11 @@ seconds reading and deserializing hits), ``bytes_to_device`` /
 ``bytes_to_host`` (bytes copied by transfers), ``donations`` / ``donated_bytes``
 (fused mode: buffers of tensors overwritten in place whose memory a program
 reused for the new value, see :func:`torchtpu.set_eager_mode`),
-``fused_flushes`` (fused mode: pending graphs run as programs), ``cached_programs``.
+``fused_flushes`` (fused mode: pending graphs run as programs),
+``fused_strict_ops`` (fused mode: ops run one by one as strict programs in place
+of compiling a new graph from a line that stopped fusing, see
+``torchtpu.config.fused_storm_threshold``),
+``cached_programs``.
 """
 
 from torchtpu import _C
@@ -40,7 +44,8 @@ def recompile_counts():
 
 
 def reset():
-    """Zeroes every counter, the fallback counts and the recompile counts."""
+    """Zeroes every counter, the fallback counts and the recompile counts, and
+    forgets which lines stopped fusing (they fuse again)."""
     _C._reset_metrics()
     _C._reset_recompile_counts()
 

@@ -78,7 +78,8 @@ void install_recompile_hooks() {
     if (python_unavailable()) return;
     py::gil_scoped_acquire gil;
     py::module_::import("torchtpu._recompile").attr("on_new_graph")(g.start, g.count,
-                                                                    g.difference);
+                                                                    g.difference,
+                                                                    g.shape_changes);
   });
 }
 
@@ -219,6 +220,7 @@ PYBIND11_MODULE(_C, m) {
     d["donations"] = mt.donations.load();
     d["donated_bytes"] = mt.donated_bytes.load();
     d["fused_flushes"] = mt.fused_flushes.load();
+    d["fused_strict_ops"] = mt.fused_strict_ops.load();
     d["cached_programs"] = Runtime::get().cached_programs();
     return d;
   });
@@ -273,6 +275,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_counts", &ttpu::aten::fallback_counts);
   m.def("_recompile_counts", [] { return ttpu::runtime::recompile_guard().counts(); });
   m.def("_reset_recompile_counts", [] { ttpu::runtime::recompile_guard().reset(); });
+  m.def("_stop_fusing", [](const std::string& start) {
+    return ttpu::runtime::recompile_guard().stop_fusing(start);
+  });
   m.def("_lowered_ops", [] {
     std::vector<std::string> names;
     for (const auto& [k, v] : ttpu::aten::lowering_table()) names.push_back(k);

@@ -8,14 +8,30 @@
 namespace ttpu::runtime {
 namespace {
 
-// A pending graph past this many IR nodes is flushed: XLA's compile time grows
-// with program size, and a step rarely needs more. TORCHTPU_FUSION_MAX_NODES
-// overrides it.
+// A pending graph past this many IR nodes is flushed: XLA's compile time per
+// node grows with program size. TORCHTPU_FUSION_MAX_NODES overrides it.
+//
+// The default comes from this curve (bench/bench_fusion_size.py: one fused
+// graph per fresh process, XLA:CPU plugin, 2 shared cores; CPU seconds of the
+// whole run, best of 2; RSS growth; about 6 IR nodes per op):
+//
+//   ops (nodes)      elementwise chain        mixed (matmul, reduce, pointwise)
+//     250 ( 1.5k)    0.25 s  1.0 ms/op   8 MB   0.24 s  0.95 ms/op 17 MB
+//     500 (   3k)    0.54 s  1.1 ms/op  20 MB   0.28 s  0.55 ms/op 21 MB
+//    1000 (   6k)    1.41 s  1.4 ms/op  46 MB   0.45 s  0.45 ms/op 32 MB
+//    2000 (  12k)    3.56 s  1.8 ms/op 205 MB   1.01 s  0.50 ms/op 62 MB
+//    4000 (  24k)    11.5 s  2.9 ms/op 749 MB   2.39 s  0.60 ms/op 134 MB
+//
+// An elementwise chain (which XLA fuses into one loop) costs a flat ~1 ms per
+// op up to ~3k nodes, then time and memory per op grow; mixed graphs stay
+// near-linear further. The old default (20000 nodes) sat deep in the growth
+// (a 50,000-op chain: over 7 minutes, 2.6 GB). 4000 keeps every piece near the
+// flat part, and equal pieces of a repeating chain hit the program cache.
 size_t max_nodes() {
   static const size_t n = [] {
     const char* v = std::getenv("TORCHTPU_FUSION_MAX_NODES");
     long parsed = v ? std::strtol(v, nullptr, 10) : 0;
-    return parsed > 0 ? static_cast<size_t>(parsed) : size_t{20000};
+    return parsed > 0 ? static_cast<size_t>(parsed) : size_t{4000};
   }();
   return n;
 }
@@ -84,7 +100,11 @@ void Fusion::record(const ir::Graph& op_graph, const std::vector<RecordedArg>& a
   FusionLock lock(*this);
   // The user's line is looked up before anything else, so a flush the op
   // triggers cannot start the next graph without it.
-  if (ops_ == 0) start_ = locate_source();
+  if (ops_ == 0) {
+    start_ = locate_source();
+    // A torch.compile graph (capture) is always one program.
+    per_op_ = !capture_.active && recompile_guard().stops_fusing(start_);
+  }
   std::vector<ir::Value> bound;
   bound.reserve(args.size());
   for (size_t k = 0; k < args.size(); ++k) {
@@ -99,6 +119,7 @@ void Fusion::record(const ir::Graph& op_graph, const std::vector<RecordedArg>& a
     }
   }
   std::vector<ir::Value> mapped = graph_.append(op_graph, bound, values);
+  if (per_op_) keep_op(op_graph, args, bound, values, mapped, op);
   for (size_t i = 0; i < out_slots.size(); ++i) {
     Slot* s = out_slots[i];
     if (!s->pending) live_.push_back(s);
@@ -120,6 +141,9 @@ void Fusion::reset() {
   ops_ = 0;
   first_op_.clear();
   start_.clear();
+  per_op_ = false;
+  per_op_ops_.clear();
+  producers_.clear();
   summary_.clear();
 }
 
@@ -167,6 +191,9 @@ void Fusion::flush() {
   std::vector<Slot*> live = std::move(live_);
   std::string start = std::move(start_);
   GraphSummary summary{std::move(summary_), {}, {}};
+  std::vector<OpProgram> per_op = std::move(per_op_ops_);
+  auto producers = std::move(producers_);
+  const bool can_run_per_op = per_op_ && per_op.size() == ops_;
   reset();
   // Listed while this frame runs, so that forget() can reach `live`.
   struct Flushing {
@@ -190,11 +217,22 @@ void Fusion::flush() {
     }
   };
   const std::string key = graph.fingerprint();
+  if (can_run_per_op && !rt.has_program(key)) {
+    // A storm: not compiled, run op by op (see fusion.h).
+    try {
+      run_per_op(start, per_op, producers, outs, live);
+    } catch (const std::exception& e) {
+      std::string message = name + " (run op by op) failed: " + e.what();
+      fail(message);
+      throw pjrt::PjrtError("fused execution", message, -1);
+    }
+    return;
+  }
   if (!rt.has_program(key)) {
     for (int32_t p : graph.parameters()) summary.parameters.push_back(graph.type({p, 0}));
     summary.donations = graph.donations();
     try {
-      recompile_guard().on_new_graph(start, std::move(summary));
+      recompile_guard().on_new_graph(start, std::move(summary), !capture_.active);
     } catch (const std::exception& e) {
       // The handler refused the graph (TORCHTPU_RECOMPILE=error): its own
       // exception goes on unchanged, so Python sees a RecompileError.

@@ -13,6 +13,16 @@
 // for XLA to eliminate. While a slot is pending, `slot.buffer` still holds its
 // previous value, which the graph may read as a parameter.
 //
+// Recompile storms: when the recompile guard has marked a Python line as one
+// that stops fusing (fusion_guard.h: its graphs kept changing shape), a graph
+// that starts at that line keeps, next to the fused graph, each op's own
+// program and where its inputs come from. At the flush, a fused program
+// already compiled (an earlier shape) still runs as one program; a new one is
+// not compiled: the ops run as strict mode's per-op programs, except that
+// runs of ops unchanged since the line's previous such graph go as one cached
+// segment program (fusion_per_op.cc). So a growing dimension recompiles only
+// the few small programs of the ops it reaches. Same boundaries, same results.
+//
 // Buffer donation: at a flush, a live slot whose previous buffer the graph read
 // and that nothing else holds (no other storage shares it, see Slot) donates
 // that buffer to the program, aliased to the slot's own output, so an in-place
@@ -22,9 +32,11 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -104,6 +116,41 @@ class Fusion {
   size_t ops_ = 0;
   std::string first_op_;
   std::string start_;               // user's "file:line" of the first op
+  // Storms (see the top): the recorded ops of a graph whose start line
+  // stopped fusing, to run one by one instead of compiling the fused graph.
+  // A buffer input is a raw pointer: args_ (then the flush's `args`) owns
+  // every buffer the graph binds, and an extra owner would stop donation.
+  struct OpInput {
+    pjrt::Buffer* buffer;       // a buffer, or else (null):
+    size_t op = 0, result = 0;  // a result of an earlier op
+  };
+  struct OpProgram {
+    ir::Graph graph;  // outputs set: as strict mode runs it
+    std::vector<OpInput> inputs;
+    std::string op;
+  };
+  struct Producer {
+    size_t op, result;
+  };
+  bool per_op_ = false;  // start_ stopped fusing: ops_ are kept in per_op_ops_
+  std::vector<OpProgram> per_op_ops_;
+  std::map<std::pair<int32_t, int32_t>, Producer> producers_;  // graph_ value -> op result
+  // Per start line: the signature of each op of the last graph run op by op
+  // (fusion_per_op.cc: an op unchanged since then joins a cached segment).
+  std::map<std::string, std::vector<size_t>> last_per_op_;
+  // (fusion_per_op.cc) Keeps the op just appended to graph_ in per_op_ops_.
+  void keep_op(const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
+               const std::vector<ir::Value>& bound, const std::vector<ir::Value>& values,
+               const std::vector<ir::Value>& mapped, const std::string& op);
+  // Runs `ops` (a graph from `start`) without compiling the graph and gives
+  // each of `live` (whose values are `outputs` of the fused graph) its
+  // buffer. Throws pjrt::PjrtError (or ir::IrError).
+  void run_per_op(const std::string& start, const std::vector<OpProgram>& ops,
+                  const std::map<std::pair<int32_t, int32_t>, Producer>& producers,
+                  const std::vector<ir::Value>& outputs, const std::vector<Slot*>& live);
+  // Runs ops [begin, end) as one program; fills their `results`.
+  void run_segment(const std::vector<OpProgram>& ops, size_t begin, size_t end,
+                   std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>>& results);
   std::vector<OpSummary> summary_;  // one per recorded op
   // The live slots of the graphs being flushed (innermost last). The
   // recompile handler runs Python, which may free a storage whose value such

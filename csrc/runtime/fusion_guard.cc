@@ -124,7 +124,8 @@ std::string describe_difference(const GraphSummary& now, const GraphSummary& bef
          "are wired (views, constants or where the graph was cut)";
 }
 
-void RecompileGuard::on_new_graph(const std::string& start, GraphSummary summary) {
+void RecompileGuard::on_new_graph(const std::string& start, GraphSummary summary,
+                                  bool may_stop_fusing) {
   NewGraph event;
   event.start = start.empty() ? "<unknown>" : start;
   {
@@ -142,7 +143,11 @@ void RecompileGuard::on_new_graph(const std::string& start, GraphSummary summary
         best = p;
       }
     }
-    if (closest != nullptr) event.difference = describe_difference(summary, *closest);
+    if (closest != nullptr) {
+      event.difference = describe_difference(summary, *closest);
+      if (event.difference.rfind("shape", 0) == 0) ++line.shape_changes;
+    }
+    event.shape_changes = may_stop_fusing ? line.shape_changes : 0;
     line.recent.push_back(std::move(summary));
     if (line.recent.size() > kKeptPerLine) line.recent.pop_front();
   }
@@ -159,6 +164,20 @@ std::map<std::string, int> RecompileGuard::counts() const {
   std::map<std::string, int> out;
   for (const auto& [start, line] : lines_) out[start] = line.count;
   return out;
+}
+
+bool RecompileGuard::stop_fusing(const std::string& start) {
+  if (start.empty() || start == "<unknown>") return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  lines_[start].strict = true;
+  return true;
+}
+
+bool RecompileGuard::stops_fusing(const std::string& start) const {
+  if (start.empty()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = lines_.find(start);
+  return it != lines_.end() && it->second.strict;
 }
 
 void RecompileGuard::reset() {

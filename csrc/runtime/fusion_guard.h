@@ -41,6 +41,9 @@ struct NewGraph {
   std::string start;       // "file:line" of the first op, or "<unknown>"
   int count = 0;           // distinct graphs compiled from `start`, this one included
   std::string difference;  // from the closest earlier graph from `start`; "" if first
+  // Graphs from `start` (this one included) that differed from their closest
+  // earlier graph by shape ("shape: ..."): a growing or varying dimension.
+  int shape_changes = 0;
 };
 
 // "file:line" of the user code issuing the current op ("" if unknown).
@@ -60,10 +63,19 @@ std::string describe_difference(const GraphSummary& now, const GraphSummary& bef
 class RecompileGuard {
  public:
   // Records a new graph started at `start` and calls the handler (if any)
-  // outside the lock. Throws whatever the handler throws.
-  void on_new_graph(const std::string& start, GraphSummary summary);
+  // outside the lock. Throws whatever the handler throws. `may_stop_fusing`
+  // false (a torch.compile graph, always one program) reports no shape
+  // changes, so the handler never marks the line for it.
+  void on_new_graph(const std::string& start, GraphSummary summary,
+                    bool may_stop_fusing = true);
   // Distinct graphs compiled per start line.
   std::map<std::string, int> counts() const;
+  // A storm: graphs starting at `start` run strict from now on (fusion.h);
+  // the handler decides. "" and "<unknown>" are never marked (they would
+  // cover unrelated code): returns whether `start` was marked.
+  bool stop_fusing(const std::string& start);
+  bool stops_fusing(const std::string& start) const;
+  // Forgets counts and marks.
   void reset();
 
  private:
@@ -72,6 +84,8 @@ class RecompileGuard {
   static constexpr size_t kKeptPerLine = 16;
   struct Line {
     int count = 0;
+    int shape_changes = 0;
+    bool strict = false;
     std::deque<GraphSummary> recent;
   };
   mutable std::mutex mu_;

@@ -50,6 +50,7 @@ void Metrics::reset() {
   donations = 0;
   donated_bytes = 0;
   fused_flushes = 0;
+  fused_strict_ops = 0;
 }
 
 pjrt::ElementType element_type(ir::DType t) {

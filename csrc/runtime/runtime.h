@@ -58,6 +58,9 @@ struct Metrics {
   // Fused mode: pending graphs run (each is one program; more than one per
   // step means something cut the step: a read, a fallback, the size cap).
   std::atomic<int64_t> fused_flushes{0};
+  // Fused mode: ops run as strict programs because the Python line that
+  // started their region stopped fusing (a recompile storm, fusion.h).
+  std::atomic<int64_t> fused_strict_ops{0};
   void reset();
 };
 

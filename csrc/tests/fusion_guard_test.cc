@@ -100,5 +100,28 @@ TEST(Guard, AHandlerMayRefuseTheGraph) {
   EXPECT_EQ(guard.counts()["l:1"], 2);  // still counted: the next one is #3
 }
 
+TEST(Guard, CountsShapeChangesAndMarksLinesThatStopFusing) {
+  RecompileGuard guard;
+  std::vector<int> changes;
+  set_recompile_handler([&](const NewGraph& g) { changes.push_back(g.shape_changes); });
+  guard.on_new_graph("gen.py:7", step(4));
+  guard.on_new_graph("gen.py:7", step(5));                          // shape
+  guard.on_new_graph("gen.py:7", step(5, DType::kF32, "aten::gelu"));  // op sequence
+  guard.on_new_graph("gen.py:7", step(6));                          // shape
+  guard.on_new_graph("gen.py:7", step(7), /*may_stop_fusing=*/false);  // a compiled graph
+  set_recompile_handler(nullptr);
+  EXPECT_EQ(changes, (std::vector<int>{0, 1, 1, 2, 0}));
+  EXPECT_FALSE(guard.stops_fusing("gen.py:7"));
+  EXPECT_TRUE(guard.stop_fusing("gen.py:7"));
+  EXPECT_TRUE(guard.stops_fusing("gen.py:7"));
+  EXPECT_FALSE(guard.stops_fusing("gen.py:8"));
+  // Code with no user line is never marked: it would cover unrelated code.
+  EXPECT_FALSE(guard.stop_fusing("<unknown>"));
+  EXPECT_FALSE(guard.stop_fusing(""));
+  EXPECT_FALSE(guard.stops_fusing("<unknown>"));
+  guard.reset();
+  EXPECT_FALSE(guard.stops_fusing("gen.py:7"));
+}
+
 }  // namespace
 }  // namespace ttpu::runtime

@@ -1,0 +1,149 @@
+// Fused mode in a recompile storm (fusion.h): the ops of a graph whose start
+// line stopped fusing, kept next to the fused graph, and run without compiling
+// that graph. An op whose program is the same as the op at the same position
+// of the previous such graph from the line ("stable": its shapes did not move)
+// joins its stable neighbours in one segment program, compiled once and then
+// cached; an op whose shapes moved (the few a growing dimension reaches) runs
+// as its own program, strict mode's. Results are the same either way: each
+// value is computed by the same op program or by a copy of it in a segment.
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/fusion.h"
+
+namespace ttpu::runtime {
+
+void Fusion::keep_op(const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
+                     const std::vector<ir::Value>& bound, const std::vector<ir::Value>& values,
+                     const std::vector<ir::Value>& mapped, const std::string& op) {
+  OpProgram p{op_graph, {}, op};
+  p.graph.set_outputs(values);
+  for (size_t k = 0; k < args.size(); ++k) {
+    if (args[k].slot != nullptr && args[k].slot->pending) {
+      auto it = producers_.find({bound[k].node, bound[k].index});
+      if (it == producers_.end()) {
+        // Not an op's result (cannot happen: every pending value is one): the
+        // graph then compiles as usual rather than run on a wrong input.
+        per_op_ = false;
+        per_op_ops_.clear();
+        producers_.clear();
+        return;
+      }
+      p.inputs.push_back({nullptr, it->second.op, it->second.result});
+    } else {
+      p.inputs.push_back({args[k].slot != nullptr ? args[k].slot->buffer.get()
+                                                  : args[k].buffer.get()});
+    }
+  }
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    producers_[{mapped[i].node, mapped[i].index}] = {per_op_ops_.size(), i};
+  }
+  per_op_ops_.push_back(std::move(p));
+}
+
+using Results = std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>>;
+
+// One program for ops [begin, end): an input from outside the range is a
+// parameter (one per buffer of one type, one per earlier result), and every
+// result of every op is an output, so the segment's structure depends only on
+// its ops' programs and how they are wired.
+void Fusion::run_segment(const std::vector<OpProgram>& ops, size_t begin, size_t end,
+                         Results& results) {
+  ir::Graph g;
+  std::vector<pjrt::Buffer*> raw;
+  std::map<std::pair<size_t, size_t>, ir::Value> inside, outside;
+  std::vector<std::pair<pjrt::Buffer*, ir::Value>> buffers;
+  std::vector<ir::Value> outs;
+  for (size_t m = begin; m < end; ++m) {
+    const ir::Graph& og = ops[m].graph;
+    std::vector<ir::Value> bound;
+    for (size_t q = 0; q < ops[m].inputs.size(); ++q) {
+      const OpInput& in = ops[m].inputs[q];
+      const ir::TensorType& type = og.type(ir::Value{og.parameters()[q], 0});
+      if (in.buffer == nullptr && in.op >= begin) {
+        bound.push_back(inside.at({in.op, in.result}));
+        continue;
+      }
+      ir::Value* known = nullptr;
+      if (in.buffer != nullptr) {
+        for (auto& [b, v] : buffers) {
+          if (b == in.buffer && g.type(v) == type) known = &v;
+        }
+      } else if (auto it = outside.find({in.op, in.result}); it != outside.end()) {
+        known = &it->second;
+      }
+      if (known != nullptr) {
+        bound.push_back(*known);
+        continue;
+      }
+      ir::Value p = g.parameter(type);
+      if (in.buffer != nullptr) {
+        buffers.push_back({in.buffer, p});
+        raw.push_back(in.buffer);
+      } else {
+        outside[{in.op, in.result}] = p;
+        raw.push_back(results[in.op][in.result].get());
+      }
+      bound.push_back(p);
+    }
+    std::vector<ir::Value> mapped = g.append(og, bound, og.outputs());
+    for (size_t i = 0; i < mapped.size(); ++i) {
+      inside[{m, i}] = mapped[i];
+      outs.push_back(mapped[i]);
+    }
+  }
+  g.set_outputs(outs);
+  std::string name = "fused segment of " + std::to_string(end - begin) + " ops (first: " +
+                     ops[begin].op + ")";
+  std::vector<std::shared_ptr<pjrt::Buffer>> got = Runtime::get().run(g, raw, device_, name);
+  size_t k = 0;
+  for (size_t m = begin; m < end; ++m) {
+    results[m].assign(got.begin() + k, got.begin() + k + ops[m].graph.outputs().size());
+    k += ops[m].graph.outputs().size();
+  }
+}
+
+void Fusion::run_per_op(const std::string& start, const std::vector<OpProgram>& ops,
+                        const std::map<std::pair<int32_t, int32_t>, Producer>& producers,
+                        const std::vector<ir::Value>& outputs, const std::vector<Slot*>& live) {
+  Runtime& rt = Runtime::get();
+  std::vector<size_t> sigs(ops.size());
+  // A hash is enough: equal hashes of different programs only put an op in a
+  // segment that then compiles anew; results come from the ops either way.
+  for (size_t j = 0; j < ops.size(); ++j) {
+    sigs[j] = std::hash<std::string>{}(ops[j].graph.fingerprint());
+  }
+  std::vector<size_t>& previous = last_per_op_[start];
+  auto stable = [&](size_t j) { return j < previous.size() && previous[j] == sigs[j]; };
+  Results results(ops.size());
+  size_t j = 0;
+  while (j < ops.size()) {
+    size_t end = j + 1;
+    while (stable(j) && end < ops.size() && stable(end)) ++end;
+    if (end - j > 1) {
+      run_segment(ops, j, end, results);
+    } else {
+      std::vector<pjrt::Buffer*> raw;
+      raw.reserve(ops[j].inputs.size());
+      for (const OpInput& in : ops[j].inputs) {
+        raw.push_back(in.buffer != nullptr ? in.buffer : results[in.op][in.result].get());
+      }
+      results[j] = rt.run(ops[j].graph, raw, device_, ops[j].op);
+    }
+    j = end;
+  }
+  previous = std::move(sigs);
+  rt.metrics().fused_strict_ops += static_cast<int64_t>(ops.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (live[i] == nullptr) continue;
+    const Producer& p = producers.at({outputs[i].node, outputs[i].index});
+    live[i]->buffer = results[p.op][p.result];
+    live[i]->pending = false;
+    live[i]->producer = ops[p.op].op;
+  }
+}
+
+}  // namespace ttpu::runtime
