@@ -315,3 +315,18 @@ def test_exit_right_after_sigint_during_a_compile_exits_cleanly(tmp_path):
                timeout=300)
     assert r.returncode == 3 and "late" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
     assert len(list(tmp_path.rglob("*"))) >= 2, list(tmp_path.rglob("*"))
+
+
+def test_sigint_during_a_fused_compile_raises_keyboard_interrupt(tmp_path):
+    # Fused mode: the read flushes the graph and waits for its compile; Ctrl-C
+    # raises KeyboardInterrupt itself (not a RuntimeError about the graph), the
+    # graph's values are lost, and the device goes on working.
+    env = {"TORCHTPU_CACHE_DIR": str(tmp_path), "TORCHTPU_EAGER_MODE": "fused"}
+    r = run_py(SLOW_COMPILE + """
+assert late < 1.0, late
+assert (torch.ones(3, device="tpu") + 1).sum().item() == 6.0
+d = torch.linalg.det(at).item()
+assert abs(d - torch.linalg.det(a).item()) < 1e-3 * abs(d), d
+print("ok")
+""", env=env, timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.stdout, r.stderr[-2000:])

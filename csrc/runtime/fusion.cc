@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 
 namespace ttpu::runtime {
 namespace {
@@ -221,10 +222,13 @@ void Fusion::flush() {
     // A storm: not compiled, run op by op (see fusion.h).
     try {
       run_per_op(start, per_op, producers, outs, live);
-    } catch (const std::exception& e) {
+    } catch (const std::runtime_error& e) {
       std::string message = name + " (run op by op) failed: " + e.what();
       fail(message);
       throw pjrt::PjrtError("fused execution", message, -1);
+    } catch (...) {
+      fail(name + " was interrupted before it ran; its values are lost");
+      throw;  // KeyboardInterrupt from an interruptible wait goes on unchanged
     }
     return;
   }
@@ -242,10 +246,15 @@ void Fusion::flush() {
   }
   try {
     buffers = rt.run(graph, raw, device_, name, &key);
-  } catch (const std::exception& e) {
+  } catch (const std::runtime_error& e) {
     std::string message = name + " failed: " + e.what();
     fail(message);
     throw pjrt::PjrtError("fused execution", message, -1);
+  } catch (...) {
+    // Ctrl-C during the compile (the bindings' poll throws a Python error, not
+    // a runtime_error): the compile goes on into the caches, the values are lost.
+    fail(name + " was interrupted before it ran; its values are lost");
+    throw;
   }
   // From here on the donated buffers are consumed: the slots drop them for
   // their outputs, and `args` (their last owner) dies with this frame.
