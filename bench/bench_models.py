@@ -107,6 +107,11 @@ def _gpt2_setup():
     return model, make_opt, batches, loss_fn
 
 
+def _cross_entropy_loss(forward, batch):
+    x, y = batch
+    return F.cross_entropy(forward(x), y)
+
+
 def _resnet18_setup():
     timm = timm_compat.import_timm()
     model = timm.create_model("resnet18", pretrained=False, num_classes=RESNET_CLASSES)
@@ -115,14 +120,10 @@ def _resnet18_setup():
                 torch.randint(0, RESNET_CLASSES, (RESNET_BATCH,), generator=g))
                for _ in range(BATCHES)]
 
-    def loss_fn(forward, batch):
-        x, y = batch
-        return F.cross_entropy(forward(x), y)
-
     def make_opt(params):
         return torch.optim.SGD(params, lr=0.01, momentum=0.9)
 
-    return model, make_opt, batches, loss_fn
+    return model, make_opt, batches, _cross_entropy_loss
 
 
 def _mlp_setup():
@@ -135,14 +136,10 @@ def _mlp_setup():
                 torch.randint(0, MLP_CLASSES, (MLP_BATCH,), generator=g))
                for _ in range(BATCHES)]
 
-    def loss_fn(forward, batch):
-        x, y = batch
-        return F.cross_entropy(forward(x), y)
-
     def make_opt(params):
         return torch.optim.AdamW(params, lr=MLP_LR, weight_decay=MLP_WEIGHT_DECAY)
 
-    return model, make_opt, batches, loss_fn
+    return model, make_opt, batches, _cross_entropy_loss
 
 
 WORKLOADS = {"gpt2": _gpt2_setup, "resnet18": _resnet18_setup, "mlp": _mlp_setup}

@@ -24,21 +24,6 @@ using namespace detail;  // NOLINT: the internal text helpers
 
 constexpr int kRegionIndent = 6;
 
-// `@name` when `name` is a bare MLIR identifier, else a quoted symbol.
-std::string symbol(const std::string& name) {
-  bool bare = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
-  for (char c : name) {
-    bare = bare && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.');
-  }
-  if (bare) return "@" + name;
-  std::string s = "@\"";
-  for (char c : name) {
-    if (c == '"' || c == '\\') s += '\\';
-    s += c;
-  }
-  return s + "\"";
-}
-
 // An MLIR string attribute: quotes and backslashes escaped, other
 // non-printable bytes as \XX hex escapes.
 std::string string_literal(const std::string& v) {

@@ -1,6 +1,7 @@
 // Attribute text and the region bodies (reducers, sort comparators, select) of
 // the StableHLO emitter.
 #include <cinttypes>
+#include <cctype>
 #include <cstdio>
 
 #include "stablehlo/emit_util.h"
@@ -11,6 +12,20 @@ using ir::Cmp;
 using ir::DType;
 using ir::IrError;
 using ir::Reducer;
+
+std::string symbol(const std::string& name) {
+  bool bare = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  for (char c : name) {
+    bare = bare && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.');
+  }
+  if (bare) return "@" + name;
+  std::string s = "@\"";
+  for (char c : name) {
+    if (c == '"' || c == '\\') s += '\\';
+    s += c;
+  }
+  return s + "\"";
+}
 
 std::string i64_array(const std::vector<int64_t>& v) {
   std::string s = "array<i64";

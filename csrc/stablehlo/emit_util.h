@@ -1,5 +1,5 @@
-// Text pieces shared by emit.cc and emit_regions.cc. Internal to the stablehlo
-// layer: nothing outside csrc/stablehlo includes this.
+// Text pieces shared by emit.cc, emit_regions.cc and kernel_module.cc. Internal
+// to the stablehlo layer: nothing outside csrc/stablehlo includes this.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,10 @@
 #include "ir/graph.h"
 
 namespace ttpu::stablehlo::detail {
+
+// `@name` when `name` is a bare MLIR identifier, else `@"..."` with quotes and
+// backslashes escaped (symbol names of modules and functions).
+std::string symbol(const std::string& name);
 
 // "array<i64: 1, 2>" (the DenseI64ArrayAttr syntax current StableHLO uses for
 // dimensions, permutations, slice bounds and window attributes).

@@ -13,6 +13,8 @@
 #include <set>
 #include <vector>
 
+#include "stablehlo/emit_util.h"
+
 namespace ttpu::stablehlo {
 
 using ir::DType;
@@ -183,18 +185,6 @@ struct Func {
   std::string body;                  // between the braces, verbatim
 };
 
-std::string quoted_symbol(const std::string& name) {
-  bool bare = !name.empty() && ident_start(name[0]);
-  for (char c : name) bare = bare && ident_char(c);
-  if (bare) return "@" + name;
-  std::string s = "@\"";
-  for (char c : name) {
-    if (c == '"' || c == '\\') s += '\\';
-    s += c;
-  }
-  return s + "\"";
-}
-
 // `text` with every @reference to a name in `names` prefixed; string literals
 // and comments are copied untouched.
 std::string rename(const std::string& text, const std::set<std::string>& names,
@@ -227,7 +217,7 @@ std::string rename(const std::string& text, const std::set<std::string>& names,
       } else {
         while (e < text.size() && ident_char(text[e])) name += text[e++];
       }
-      out += names.count(name) ? quoted_symbol(prefix + name) : text.substr(i, e - i);
+      out += names.count(name) ? detail::symbol(prefix + name) : text.substr(i, e - i);
       i = e;
     } else {
       out += c;
@@ -417,7 +407,7 @@ ir::UserFunction prepare_kernel(const std::string& original, const std::string& 
   out.name = name;
   out.key = key;
   const std::string prefix = "ttpu_k" + key.substr(0, 16) + "_";
-  out.entry = quoted_symbol(prefix + entry->name).substr(1);
+  out.entry = detail::symbol(prefix + entry->name).substr(1);
   for (const std::string& a : entry->args) {
     out.params.push_back(parse_tensor_type(a.substr(a.find(':') + 1), what + " argument"));
   }
@@ -425,7 +415,7 @@ ir::UserFunction prepare_kernel(const std::string& original, const std::string& 
     out.results.push_back(parse_tensor_type(r, what + " result"));
   }
   for (const Func& f : funcs) {
-    std::string s = "  func.func private " + quoted_symbol(prefix + f.name) + "(";
+    std::string s = "  func.func private " + detail::symbol(prefix + f.name) + "(";
     for (size_t i = 0; i < f.args.size(); ++i) s += (i ? ", " : "") + f.args[i];
     s += ") -> (";
     for (size_t i = 0; i < f.results.size(); ++i) s += (i ? ", " : "") + f.results[i];

@@ -175,14 +175,13 @@ TEST(Buffer, EmptyArray) {
   buf->to_host(nullptr, 0);
 }
 
-TEST(Executable, CompileAndExecuteAdd) {
-  auto exe = client()->compile(kAdd);
-  EXPECT_EQ(exe->num_outputs(), 1);
+// kAdd compiled as `exe` adds [1, 2, 3] and [10, 20, 30] on every device.
+void expect_add_on_every_device(Executable& exe) {
   std::vector<float> a = {1, 2, 3}, b = {10, 20, 30};
   for (int device = 0; device < client()->device_count(); ++device) {
     auto ba = client()->buffer_from_host(a.data(), ElementType::kF32, {3}, device);
     auto bb = client()->buffer_from_host(b.data(), ElementType::kF32, {3}, device);
-    auto outs = exe->execute({ba.get(), bb.get()}, device);
+    auto outs = exe.execute({ba.get(), bb.get()}, device);
     ASSERT_EQ(outs.size(), 1u);
     outs[0]->await_ready();
     EXPECT_EQ(outs[0]->dims(), std::vector<int64_t>{3});
@@ -190,6 +189,12 @@ TEST(Executable, CompileAndExecuteAdd) {
     outs[0]->to_host(out.data(), 12);
     EXPECT_EQ(out, (std::vector<float>{11, 22, 33})) << "device " << device;
   }
+}
+
+TEST(Executable, CompileAndExecuteAdd) {
+  auto exe = client()->compile(kAdd);
+  EXPECT_EQ(exe->num_outputs(), 1);
+  expect_add_on_every_device(*exe);
 }
 
 // Strict mode's quick per-op settings (env_option_overrides): the plugin
@@ -200,16 +205,7 @@ TEST(Executable, QuickOptimizationCompilesAndRuns) {
   EXPECT_EQ(quick.compare(0, full.size(), full), 0);  // the same options, plus overrides
   EXPECT_NE(quick.find("xla_backend_optimization_level"), std::string::npos);
   auto exe = client()->compile(kAdd, Optimization::kQuick);
-  std::vector<float> a = {1, 2, 3}, b = {10, 20, 30};
-  for (int device = 0; device < client()->device_count(); ++device) {
-    auto ba = client()->buffer_from_host(a.data(), ElementType::kF32, {3}, device);
-    auto bb = client()->buffer_from_host(b.data(), ElementType::kF32, {3}, device);
-    auto outs = exe->execute({ba.get(), bb.get()}, device);
-    ASSERT_EQ(outs.size(), 1u);
-    std::vector<float> out(3);
-    outs[0]->to_host(out.data(), 12);
-    EXPECT_EQ(out, (std::vector<float>{11, 22, 33})) << "device " << device;
-  }
+  expect_add_on_every_device(*exe);
 }
 
 TEST(Executable, MalformedStableHloIsCompileError) {
