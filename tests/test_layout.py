@@ -166,3 +166,101 @@ def test_mixed_layout_program_of_the_fuzzer():
     got = torch.flip(to_tpu_keep(a), [1]) < b.to("tpu")
     assert got.stride() == expected.stride()
     assert_close_cpu(got, expected)
+
+
+def _spd(*shape):
+    torch.manual_seed(1)
+    a = torch.randn(*shape, dtype=torch.float64)
+    return a @ a.mT + shape[-1] * torch.eye(shape[-1], dtype=torch.float64)
+
+
+# LAPACK writes these results in place in Fortran order, so CPU returns them
+# column-major whatever the input's layout; pivots, info, tau, eigenvalues and
+# linalg.lu's P, L, U stay row-major. `exact` compares values too (the others
+# are defined up to signs and are compared by test_ops_linalg).
+LINALG = {
+    "cholesky": (lambda a: torch.linalg.cholesky(a), True),
+    "cholesky_ex_upper": (lambda a: torch.linalg.cholesky_ex(a, upper=True), True),
+    "cholesky_inverse": (lambda a: torch.cholesky_inverse(torch.linalg.cholesky(a)), True),
+    "cholesky_solve": (lambda a: torch.cholesky_solve(a[..., :2], torch.linalg.cholesky(a)), True),
+    "qr": (lambda a: torch.linalg.qr(a), False),
+    "qr_wide": (lambda a: torch.linalg.qr(a[..., :2, :]), False),
+    "geqrf": (lambda a: torch.geqrf(a), False),
+    "lu_factor": (lambda a: torch.linalg.lu_factor(a), True),
+    "lu": (lambda a: torch.linalg.lu(a), True),
+    "lu_solve": (lambda a: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), a[..., :2]), True),
+    "lu_solve_right": (lambda a: torch.linalg.lu_solve(*torch.linalg.lu_factor(a),
+                                                       a[..., :2, :], left=False), True),
+    "inv": (lambda a: torch.linalg.inv(a), True),
+    "inv_ex": (lambda a: torch.linalg.inv_ex(a), True),
+    "solve": (lambda a: torch.linalg.solve(a, a[..., :2]), True),
+    "solve_vector": (lambda a: torch.linalg.solve(a, a[..., 0]), True),
+    "solve_right": (lambda a: torch.linalg.solve(a, a[..., :2, :], left=False), True),
+    "eigh": (lambda a: torch.linalg.eigh(a), False),
+    "eigvalsh": (lambda a: torch.linalg.eigvalsh(a), True),
+    "lstsq": (lambda a: torch.linalg.lstsq(a, a[..., :2]).solution, True),
+    "triangular_solve": (lambda a: torch.triangular_solve(a[..., :2], a), True),
+    "solve_triangular": (lambda a: torch.linalg.solve_triangular(a, a[..., :2], upper=True), True),
+    "solve_triangular_right": (lambda a: torch.linalg.solve_triangular(
+        a, a[..., :2, :], upper=True, left=False), True),
+    "svd": (lambda a: torch.linalg.svd(a), False),
+    "slogdet": (lambda a: torch.linalg.slogdet(a), True),
+    "matrix_exp": (lambda a: torch.linalg.matrix_exp(a * 0.1), True),
+    "householder_product": (lambda a: torch.linalg.householder_product(*torch.geqrf(a)), False),
+}
+
+
+def _strides(r):
+    return [t.stride() for t in (r if isinstance(r, (tuple, list)) else [r])]
+
+
+@pytest.mark.parametrize("batch", [(), (2,)])
+@pytest.mark.parametrize("order", ["row_major", "column_major"])
+@pytest.mark.parametrize("op", sorted(LINALG))
+def test_linalg_results_take_cpus_column_major_layout(op, order, batch):
+    a = _spd(*batch, 4, 4)
+    if order == "column_major":
+        a = a.mT.contiguous().mT
+    f, exact = LINALG[op]
+    expected = f(a)
+    with no_fallback():
+        got = f(to_tpu_keep(a))
+    assert _strides(got) == _strides(expected), (_strides(got), _strides(expected))
+    if exact:
+        assert_close_cpu(got, expected)
+
+
+def _fft_inputs():
+    torch.manual_seed(2)
+    x = torch.randn(3, 4, 6)
+    return {"contiguous": x, "column_major": x.permute(2, 1, 0).contiguous().permute(2, 1, 0),
+            "permuted": x.transpose(0, 1).contiguous().transpose(0, 1)}
+
+
+FFT = {
+    "fft_dim0": lambda t: torch.fft.fft(t, dim=0),
+    "fft_last": lambda t: torch.fft.fft(t),
+    "fft_complex_dim1": lambda t: torch.fft.fft(t.to(torch.complex64), dim=1),
+    "ifft_complex": lambda t: torch.fft.ifft(t.to(torch.complex64), dim=0),
+    "fft2": lambda t: torch.fft.fft2(t.to(torch.complex64), dim=(0, 2)),
+    "fftn": lambda t: torch.fft.fftn(t.to(torch.complex64)),
+    "rfft_dim0": lambda t: torch.fft.rfft(t, dim=0),
+    "rfft_last": lambda t: torch.fft.rfft(t),
+    "rfft2": lambda t: torch.fft.rfft2(t),
+    "rfftn_02": lambda t: torch.fft.rfftn(t, dim=(2, 0)),
+    "irfft_dim1": lambda t: torch.fft.irfft(t.to(torch.complex64), dim=1),
+    "irfft2": lambda t: torch.fft.irfft2(t.to(torch.complex64), dim=(0, 1)),
+    "irfftn": lambda t: torch.fft.irfftn(t.to(torch.complex64)),
+    "hfft_dim0": lambda t: torch.fft.hfft(t.to(torch.complex64), dim=0),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(_fft_inputs()))
+@pytest.mark.parametrize("op", sorted(FFT))
+def test_fft_results_take_cpus_layout(op, layout):
+    t = _fft_inputs()[layout]
+    expected = FFT[op](t)
+    with no_fallback():
+        got = FFT[op](to_tpu_keep(t))
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    assert_close_cpu(got, expected, rtol=1e-4, atol=1e-4)

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/MemoryFormat.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -94,8 +95,9 @@ std::vector<int64_t> pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::Int
 
 // Ops whose layout is not what their `pointwise` tag says (found by comparing
 // result strides with CPU over permuted, transposed and sliced inputs).
-const std::unordered_map<std::string, ResultLayout>& layout_table() {
-  static const auto* table = new std::unordered_map<std::string, ResultLayout>{
+const std::unordered_map<std::string, LayoutRule>& layout_table() {
+  constexpr auto kF = ResultLayout::kColumnMajor;
+  static const auto* table = new std::unordered_map<std::string, LayoutRule>{
       {"aten::floor_divide", ResultLayout::kIterator},
       {"aten::floor_divide.Scalar", ResultLayout::kIterator},
       {"aten::hardswish", ResultLayout::kIterator},
@@ -110,24 +112,139 @@ const std::unordered_map<std::string, ResultLayout>& layout_table() {
       {"aten::flip", ResultLayout::kPreserveSelf},
       {"aten::sort.stable", ResultLayout::kPreserveSelf},
       {"aten::masked_fill.Scalar", ResultLayout::kRowMajor},
+      // LAPACK's in-place results (checked against CPU with row- and
+      // column-major inputs; the pivots, info, tau and eigenvalues are
+      // row-major, and so are linalg_lu's P, L, U, lu_unpack's and
+      // linalg_matrix_exp's results).
+      {"aten::cholesky", {kF, 0b1}},
+      {"aten::linalg_cholesky_ex", {kF, 0b1}},
+      {"aten::cholesky_inverse", {kF, 0b1}},
+      {"aten::_cholesky_solve_helper", {kF, 0b1}},
+      {"aten::triangular_solve", {kF, 0b11}},
+      {"aten::linalg_solve_triangular", {kF, 0b1}},
+      {"aten::geqrf", {kF, 0b1}},
+      {"aten::linalg_qr", {kF, 0b11}},
+      {"aten::linalg_householder_product", {kF, 0b1}},
+      {"aten::ormqr", {kF, 0b1}},
+      {"aten::linalg_lstsq", {kF, 0b1}},
+      {"aten::linalg_lu_factor_ex", {kF, 0b1}},
+      {"aten::linalg_lu_solve", {kF, 0b1, 3}},
+      {"aten::_linalg_det", {kF, 0b10}},
+      {"aten::_linalg_slogdet", {kF, 0b100}},
+      {"aten::linalg_inv_ex", {kF, 0b1}},
+      {"aten::_linalg_solve_ex", {kF, 0b11, 2}},
+      {"aten::_linalg_eigh", {kF, 0b10}},
+      {"aten::_linalg_svd", {kF, 0b101}},
+      {"aten::_fft_c2c", ResultLayout::kFftC2C},
+      {"aten::_fft_r2c", ResultLayout::kFftR2C},
+      {"aten::_fft_c2r", ResultLayout::kFftC2R},
   };
   return *table;
 }
 
+// Batched column-major: each matrix in Fortran order, the batches row-major.
+std::vector<int64_t> column_major_strides(c10::IntArrayRef shape) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  if (nd < 2) return {};
+  std::vector<int64_t> strides(nd);
+  strides[nd - 2] = 1;
+  strides[nd - 1] = std::max<int64_t>(shape[nd - 2], 1);
+  int64_t next = strides[nd - 1] * std::max<int64_t>(shape[nd - 1], 1);
+  for (int64_t d = nd - 3; d >= 0; --d) {
+    strides[d] = next;
+    next *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
+}
+
+// Dims sorted by decreasing input stride; the sort is stable as libstdc++'s
+// std::sort is on the few dims a tensor has (an insertion sort below 16).
+void sort_by_stride(std::vector<int64_t>::iterator b, std::vector<int64_t>::iterator e,
+                    c10::IntArrayRef in_strides) {
+  std::stable_sort(b, e, [&](int64_t x, int64_t y) { return in_strides[x] > in_strides[y]; });
+}
+
+// The strides _exec_fft gives its result of `out_sizes` for an input with
+// `in_strides`, transforming `dims` in that order.
+std::vector<int64_t> exec_fft_strides(c10::IntArrayRef in_strides, c10::IntArrayRef out_sizes,
+                                      const std::vector<int64_t>& dims) {
+  const int64_t nd = static_cast<int64_t>(out_sizes.size());
+  std::vector<bool> transformed(nd, false);
+  for (int64_t d : dims) transformed[d] = true;
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!transformed[d]) perm.push_back(d);
+  }
+  const size_t batch_dims = perm.size();
+  sort_by_stride(perm.begin(), perm.end(), in_strides);
+  perm.insert(perm.end(), dims.begin(), dims.end());
+  // A contiguous [batch, signal...] buffer, then the batch dims unflattened.
+  std::vector<int64_t> signal_strides(dims.size());
+  int64_t next = 1;
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 1; i >= 0; --i) {
+    signal_strides[i] = next;
+    next *= std::max<int64_t>(out_sizes[dims[i]], 1);
+  }
+  std::vector<int64_t> strides(nd);
+  int64_t batch_numel = 1;
+  for (int64_t i = static_cast<int64_t>(batch_dims) - 1; i >= 0; --i) {
+    strides[perm[i]] = batch_numel * next;
+    batch_numel *= out_sizes[perm[i]];
+  }
+  for (size_t i = 0; i < dims.size(); ++i) strides[dims[i]] = signal_strides[i];
+  return strides;
+}
+
+std::vector<int64_t> fft_strides(ResultLayout kind, c10::ArrayRef<c10::IValue> args,
+                                 c10::IntArrayRef shape) {
+  if (args.size() < 2 || !args[0].isTensor() || !args[1].isIntList()) return {};
+  const at::Tensor& self = args[0].toTensor();
+  const int64_t nd = self.dim();
+  if (nd != static_cast<int64_t>(shape.size()) || nd == 0) return {};
+  std::vector<int64_t> dims = args[1].toIntVector();
+  if (dims.empty()) return {};
+  for (auto& d : dims) {
+    if (d < 0) d += nd;
+    if (d < 0 || d >= nd) return {};
+  }
+  switch (kind) {
+    case ResultLayout::kFftC2C:
+      sort_by_stride(dims.begin(), dims.end(), self.strides());
+      return exec_fft_strides(self.strides(), shape, dims);
+    case ResultLayout::kFftR2C:
+      sort_by_stride(dims.begin(), dims.end() - 1, self.strides());
+      return exec_fft_strides(self.strides(), shape, dims);
+    case ResultLayout::kFftC2R: {
+      // All but the last dim go through a c2c transform first; the c2r
+      // step then reads that result's layout.
+      std::vector<int64_t> in_strides = self.strides().vec();
+      if (dims.size() > 1) {
+        std::vector<int64_t> c2c(dims.begin(), dims.end() - 1);
+        sort_by_stride(c2c.begin(), c2c.end(), self.strides());
+        in_strides = exec_fft_strides(self.strides(), self.sizes(), c2c);
+      }
+      return exec_fft_strides(in_strides, shape, {dims.back()});
+    }
+    default:
+      return {};
+  }
+}
+
 }  // namespace
 
-ResultLayout result_layout(const c10::OperatorHandle& op) {
+LayoutRule result_layout(const c10::OperatorHandle& op) {
   const auto& name = op.operator_name();
   std::string key = name.name;
   if (!name.overload_name.empty()) key += "." + name.overload_name;
   auto it = layout_table().find(key);
   if (it != layout_table().end()) return it->second;
-  return op.hasTag(at::Tag::pointwise) ? ResultLayout::kIterator : ResultLayout::kRowMajor;
+  return {op.hasTag(at::Tag::pointwise) ? ResultLayout::kIterator : ResultLayout::kRowMajor};
 }
 
-std::vector<int64_t> result_strides(ResultLayout layout, c10::ArrayRef<c10::IValue> args,
-                                    c10::IntArrayRef shape) {
-  switch (layout) {
+std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::IValue> args,
+                                    c10::IntArrayRef shape, size_t index) {
+  if (index >= 32 || !((rule.results >> index) & 1u)) return {};
+  switch (rule.kind) {
     case ResultLayout::kRowMajor:
       return {};
     case ResultLayout::kIterator:
@@ -136,6 +253,18 @@ std::vector<int64_t> result_strides(ResultLayout layout, c10::ArrayRef<c10::IVal
       // empty_like(self, Preserve) is TensorIterator's rule over self alone.
       if (args.empty() || !args[0].isTensor() || args[0].toTensor().sizes() != shape) return {};
       return pointwise_strides(args.slice(0, 1), shape);
+    case ResultLayout::kColumnMajor:
+      // A solve from the right (X A = B) is computed transposed and comes
+      // back row-major.
+      if (index == 0 && rule.left_arg >= 0 && rule.left_arg < static_cast<int>(args.size()) &&
+          args[rule.left_arg].isBool() && !args[rule.left_arg].toBool()) {
+        return {};
+      }
+      return column_major_strides(shape);
+    case ResultLayout::kFftC2C:
+    case ResultLayout::kFftR2C:
+    case ResultLayout::kFftC2R:
+      return fft_strides(rule.kind, args, shape);
   }
   return {};
 }
