@@ -7,6 +7,7 @@ values, so a view() that CPU refuses is refused on tpu too.
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from _util import assert_close_cpu, no_fallback
 
@@ -264,3 +265,76 @@ def test_fft_results_take_cpus_layout(op, layout):
         got = FFT[op](to_tpu_keep(t))
     assert got.stride() == expected.stride(), (got.stride(), expected.stride())
     assert_close_cpu(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def _cl1d(t):
+    return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def _cl(t):
+    return t.to(memory_format=torch.channels_last)
+
+
+# Convolutions and pools: channels-last in, channels-last out (the input or,
+# for a convolution, the weight suggesting it); a 1d conv reads the weight's
+# layout only, a 1d pool runs as a 2d pool over [N, C, 1, L].
+NN = {
+    "conv1d_weight_cl": (lambda: torch.randn(2, 3, 8), lambda x, w: F.conv1d(x, w),
+                         lambda: _cl1d(torch.randn(4, 3, 3))),
+    "conv1d_input_cl": (lambda: _cl1d(torch.randn(2, 3, 8)), lambda x, w: F.conv1d(x, w),
+                        lambda: torch.randn(4, 3, 3)),
+    "conv_transpose1d_weight_cl": (lambda: torch.randn(2, 3, 8),
+                                   lambda x, w: F.conv_transpose1d(x, w),
+                                   lambda: _cl1d(torch.randn(3, 4, 3))),
+    "conv2d_input_cl": (lambda: _cl(torch.randn(2, 3, 6, 8)), lambda x, w: F.conv2d(x, w),
+                        lambda: torch.randn(4, 3, 3, 3)),
+    "conv2d_weight_cl": (lambda: torch.randn(2, 3, 6, 8), lambda x, w: F.conv2d(x, w, padding=1),
+                         lambda: _cl(torch.randn(4, 3, 3, 3))),
+    "conv_transpose2d_input_cl": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                                  lambda x, w: F.conv_transpose2d(x, w),
+                                  lambda: torch.randn(3, 4, 3, 3)),
+    "avg_pool1d": (lambda: _cl1d(torch.randn(2, 3, 8)), lambda x, w: F.avg_pool1d(x, 2), None),
+    "avg_pool2d": (lambda: _cl(torch.randn(2, 3, 6, 8)), lambda x, w: F.avg_pool2d(x, 2), None),
+    "adaptive_avg_pool1d": (lambda: _cl1d(torch.randn(2, 3, 8)),
+                            lambda x, w: F.adaptive_avg_pool1d(x, 3), None),
+    "adaptive_avg_pool2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                            lambda x, w: F.adaptive_avg_pool2d(x, (3, 5)), None),
+    "adaptive_max_pool2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                            lambda x, w: F.adaptive_max_pool2d(x, (3, 5), return_indices=True),
+                            None),
+    "max_pool2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                   lambda x, w: F.max_pool2d(x, 2, return_indices=True), None),
+    "max_pool3d": (lambda: torch.randn(2, 3, 4, 4, 4).to(memory_format=torch.channels_last_3d),
+                   lambda x, w: F.max_pool3d(x, 2), None),
+    "area_2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                lambda x, w: F.interpolate(x, size=(3, 5), mode="area"), None),
+    "area_1d": (lambda: _cl1d(torch.randn(2, 3, 8)),
+                lambda x, w: F.interpolate(x, size=5, mode="area"), None),
+    "avg_pool2d_contiguous": (lambda: torch.randn(2, 3, 6, 8), lambda x, w: F.avg_pool2d(x, 2),
+                              None),
+}
+
+
+@pytest.mark.parametrize("op", sorted(NN))
+def test_conv_and_pool_results_take_cpus_layout(op):
+    torch.manual_seed(3)
+    make_x, f, make_w = NN[op]
+    x = make_x()
+    w = make_w() if make_w else None
+    expected = f(x, w)
+    with no_fallback():
+        got = f(to_tpu_keep(x), to_tpu_keep(w) if w is not None else None)
+    assert _strides(got) == _strides(expected), (_strides(got), _strides(expected))
+    assert_close_cpu(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_max_pool1d_takes_the_with_indices_path_layout():
+    # CPU's max_pool1d has a contiguous fast path for inputs without grad;
+    # off CPU (CUDA too) and with grad it runs max_pool2d_with_indices over
+    # [N, C, 1, L], whose result keeps a channels-last input's layout.
+    x = _cl1d(torch.randn(2, 3, 8)).requires_grad_()
+    expected = F.max_pool1d(x, 2)
+    with no_fallback():
+        got = F.max_pool1d(to_tpu_keep(x.detach()).requires_grad_(), 2)
+    assert got.stride() == expected.stride() == (12, 1, 3)
+    assert_close_cpu(got, expected)

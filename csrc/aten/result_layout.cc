@@ -135,6 +135,12 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::_linalg_solve_ex", {kF, 0b11, 2}},
       {"aten::_linalg_eigh", {kF, 0b10}},
       {"aten::_linalg_svd", {kF, 0b101}},
+      {"aten::avg_pool2d", ResultLayout::kInputChannelsLast},
+      {"aten::_adaptive_avg_pool2d", ResultLayout::kInputChannelsLast},
+      {"aten::adaptive_max_pool2d", ResultLayout::kInputChannelsLast},
+      {"aten::max_pool2d_with_indices", ResultLayout::kInputChannelsLast},
+      {"aten::max_pool3d_with_indices", ResultLayout::kInputChannelsLast},
+      {"aten::convolution_overrideable", ResultLayout::kConvolution},
       {"aten::_fft_c2c", ResultLayout::kFftC2C},
       {"aten::_fft_r2c", ResultLayout::kFftR2C},
       {"aten::_fft_c2r", ResultLayout::kFftC2R},
@@ -230,6 +236,51 @@ std::vector<int64_t> fft_strides(ResultLayout kind, c10::ArrayRef<c10::IValue> a
   }
 }
 
+bool suggests_channels_last(const at::Tensor& t) {
+  return t.dim() == 4 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast;
+}
+
+bool suggests_channels_last_3d(const at::Tensor& t) {
+  return t.dim() == 5 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast3d;
+}
+
+std::vector<int64_t> pool_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  if (args.empty() || !args[0].isTensor()) return {};
+  const at::Tensor& in = args[0].toTensor();
+  if (shape.size() == 4 && suggests_channels_last(in)) {
+    return c10::get_channels_last_strides_2d(shape);
+  }
+  if (shape.size() == 5 && suggests_channels_last_3d(in)) {
+    return c10::get_channels_last_strides_3d(shape);
+  }
+  return {};
+}
+
+std::vector<int64_t> conv_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  if (args.size() < 2 || !args[0].isTensor() || !args[1].isTensor()) return {};
+  const at::Tensor& in = args[0].toTensor();
+  const at::Tensor& w = args[1].toTensor();
+  if (shape.size() == 3 && w.dim() == 3) {
+    // Run as a 2d conv over [N, C, 1, L] with the weight unsqueezed likewise.
+    const std::vector<int64_t> ws{w.size(0), w.size(1), 1, w.size(2)};
+    const std::vector<int64_t> wst{w.stride(0), w.stride(1), w.size(2) * w.stride(2),
+                                   w.stride(2)};
+    if (!c10::is_channels_last_strides_2d(c10::IntArrayRef(ws), c10::IntArrayRef(wst))) {
+      return {};
+    }
+    const int64_t c = shape[1], l = shape[2];
+    return {c * l, 1, std::max<int64_t>(c, 1)};
+  }
+  if (shape.size() == 4 && (suggests_channels_last(in) || suggests_channels_last(w))) {
+    return c10::get_channels_last_strides_2d(shape);
+  }
+  if (shape.size() == 5 && in.scalar_type() != at::kDouble &&
+      (suggests_channels_last_3d(in) || suggests_channels_last_3d(w))) {
+    return c10::get_channels_last_strides_3d(shape);
+  }
+  return {};
+}
+
 }  // namespace
 
 LayoutRule result_layout(const c10::OperatorHandle& op) {
@@ -265,6 +316,11 @@ std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::I
     case ResultLayout::kFftR2C:
     case ResultLayout::kFftC2R:
       return fft_strides(rule.kind, args, shape);
+    case ResultLayout::kInputChannelsLast:
+      return pool_strides(args, shape);
+    case ResultLayout::kConvolution:
+      // Its gradients (empty when not asked for) are row-major.
+      return index == 0 ? conv_strides(args, shape) : std::vector<int64_t>{};
   }
   return {};
 }

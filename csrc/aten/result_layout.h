@@ -20,6 +20,11 @@
 //   batch dims first, ordered by the input's strides, then the transformed
 //   dims (sorted by the input's strides, the last one kept last for the
 //   one-sided transforms), row-major in that order.
+// - kInputChannelsLast: the 2d pools (and interpolate's area mode, an
+//   adaptive pool), max_pool3d: channels-last when the input suggests it.
+// - kConvolution: channels-last when the input or the weight suggests it
+//   (ConvUtils' backend memory format); a 1d conv reads only the weight
+//   (its input is made contiguous first), a 3d conv in double is contiguous.
 // - kRowMajor: contiguous (every other op, and masked_fill, tagged pointwise
 //   but computed on a contiguous clone).
 #pragma once
@@ -32,7 +37,8 @@
 namespace ttpu::aten {
 
 enum class ResultLayout {
-  kRowMajor, kIterator, kPreserveSelf, kColumnMajor, kFftC2C, kFftR2C, kFftC2R
+  kRowMajor, kIterator, kPreserveSelf, kColumnMajor, kFftC2C, kFftR2C, kFftC2R,
+  kInputChannelsLast, kConvolution
 };
 
 struct LayoutRule {
