@@ -338,3 +338,46 @@ def test_max_pool1d_takes_the_with_indices_path_layout():
         got = F.max_pool1d(to_tpu_keep(x.detach()).requires_grad_(), 2)
     assert got.stride() == expected.stride() == (12, 1, 3)
     assert_close_cpu(got, expected)
+
+
+def _layouts_2d():
+    torch.manual_seed(4)
+    t = torch.randn(4, 6)
+    return {"contiguous": t, "column_major": t.t().contiguous().t(),
+            "permuted_3d": torch.randn(4, 6, 2).permute(2, 0, 1)}
+
+
+# TensorIterator over the operands the CPU kernel builds: addr over self,
+# vec1[:, None], vec2[None]; glu over its two halves; indexing over the source
+# restrided to the index shape and the broadcast indices.
+def _index(t, *index):
+    return t[tuple(i.to(t.device) if isinstance(i, torch.Tensor) else i for i in index)]
+
+
+ITER_BUILT = {
+    "addr": lambda t: torch.addr(t[..., :4, :5] if t.dim() == 2 else t[0, :4, :5],
+                                 torch.arange(4.0, device=t.device),
+                                 torch.arange(5.0, device=t.device)),
+    "addr_broadcast_self": lambda t: torch.addr(t[0, :5] if t.dim() == 2 else t[0, 0, :5],
+                                                torch.arange(4.0, device=t.device),
+                                                torch.arange(5.0, device=t.device)),
+    "glu_last": lambda t: F.glu(t, -1),
+    "glu_first": lambda t: F.glu(t, 0) if t.shape[0] % 2 == 0 else F.glu(t, 1),
+    "index_first": lambda t: _index(t, torch.tensor([1, 0, 1])),
+    "index_last": lambda t: _index(t, Ellipsis, torch.tensor([0, 2])),
+    "index_2d_index": lambda t: _index(t, slice(None), torch.tensor([[0, 1], [2, 0]]).t()),
+    "index_non_adjacent": lambda t: (_index(t, torch.tensor([0, 1]), slice(None), torch.tensor([1, 0]))
+                                     if t.dim() == 3 else _index(t, torch.tensor([0, 1]),
+                                                                 torch.tensor([1, 0]))),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(_layouts_2d()))
+@pytest.mark.parametrize("op", sorted(ITER_BUILT))
+def test_ops_built_on_tensor_iterator_take_cpus_layout(op, layout):
+    t = _layouts_2d()[layout]
+    expected = ITER_BUILT[op](t)
+    with no_fallback():
+        got = ITER_BUILT[op](to_tpu_keep(t))
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    assert_close_cpu(got, expected)

@@ -3,7 +3,9 @@
 #include "aten/result_layout.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ExpandUtils.h>
 #include <c10/core/MemoryFormat.h>
+#include <c10/core/WrapDimMinimal.h>
 
 #include <algorithm>
 #include <string>
@@ -141,6 +143,9 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::max_pool2d_with_indices", ResultLayout::kInputChannelsLast},
       {"aten::max_pool3d_with_indices", ResultLayout::kInputChannelsLast},
       {"aten::convolution_overrideable", ResultLayout::kConvolution},
+      {"aten::addr", ResultLayout::kAddr},
+      {"aten::glu", ResultLayout::kGlu},
+      {"aten::index.Tensor", ResultLayout::kIndex},
       {"aten::_fft_c2c", ResultLayout::kFftC2C},
       {"aten::_fft_r2c", ResultLayout::kFftR2C},
       {"aten::_fft_c2r", ResultLayout::kFftC2R},
@@ -281,6 +286,105 @@ std::vector<int64_t> conv_strides(c10::ArrayRef<c10::IValue> args, c10::IntArray
   return {};
 }
 
+// Views only (no device work): the operands' strides are what matters.
+std::vector<int64_t> iterator_over(std::vector<at::Tensor> ins, c10::IntArrayRef shape) {
+  std::vector<c10::IValue> vals(ins.begin(), ins.end());
+  return pointwise_strides(vals, shape);
+}
+
+std::vector<int64_t> addr_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  if (args.size() < 3 || shape.size() != 2) return {};
+  for (int i = 0; i < 3; ++i) {
+    if (!args[i].isTensor()) return {};
+  }
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& v1 = args[1].toTensor();
+  const at::Tensor& v2 = args[2].toTensor();
+  if (v1.dim() != 1 || v2.dim() != 1 || self.dim() > 2) return {};
+  return iterator_over({self.expand(shape), v1.unsqueeze(1), v2.unsqueeze(0)}, shape);
+}
+
+std::vector<int64_t> glu_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  if (args.size() < 2 || !args[0].isTensor() || !args[1].isInt()) return {};
+  const at::Tensor& self = args[0].toTensor();
+  if (self.dim() == 0) return {};
+  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), self.dim());
+  const int64_t half = self.size(dim) / 2;
+  return iterator_over({self.narrow(dim, 0, half), self.narrow(dim, half, half)}, shape);
+}
+
+std::vector<int64_t> index_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  if (args.size() < 2 || !args[0].isTensor() || !args[1].isList()) return {};
+  at::Tensor src = args[0].toTensor();
+  std::vector<at::Tensor> idx;  // undefined where the dim is not indexed
+  for (const auto& v : args[1].toListRef()) {
+    if (v.isNone()) {
+      idx.emplace_back();
+      continue;
+    }
+    if (!v.isTensor()) return {};
+    const at::Tensor& t = v.toTensor();
+    // Masks become long indices first (nonzero): leave those row-major.
+    if (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) return {};
+    idx.push_back(t);
+  }
+  if (idx.size() > static_cast<size_t>(src.dim())) return {};
+  idx.resize(src.dim());
+  std::vector<int64_t> index_shape;
+  bool first = true;
+  for (const auto& t : idx) {
+    if (!t.defined()) continue;
+    index_shape = first ? t.sizes().vec() : at::infer_size(index_shape, t.sizes());
+    first = false;
+  }
+  if (first) return {};
+  // Non-adjacent indexed dims go to the front, as AdvancedIndex does.
+  int64_t lo = -1, hi = -1;
+  bool adjacent = true;
+  for (int64_t d = 0; d < src.dim(); ++d) {
+    if (!idx[d].defined()) continue;
+    if (lo < 0) lo = d;
+    if (hi >= 0 && d != hi + 1) adjacent = false;
+    hi = d;
+  }
+  if (!adjacent) {
+    std::vector<int64_t> perm;
+    std::vector<at::Tensor> moved;
+    for (int64_t d = 0; d < src.dim(); ++d) {
+      if (idx[d].defined()) perm.push_back(d), moved.push_back(idx[d]);
+    }
+    for (int64_t d = 0; d < src.dim(); ++d) {
+      if (!idx[d].defined()) perm.push_back(d), moved.emplace_back();
+    }
+    src = src.permute(perm);
+    idx = moved;
+    lo = 0;
+    hi = 0;
+    while (hi + 1 < src.dim() && idx[hi + 1].defined()) ++hi;
+  }
+  const int64_t before = lo, after = src.dim() - hi - 1;
+  const int64_t ni = static_cast<int64_t>(index_shape.size());
+  if (static_cast<int64_t>(shape.size()) != before + ni + after) return {};
+  std::vector<int64_t> sizes, strides;
+  for (int64_t d = 0; d < before; ++d) sizes.push_back(src.size(d)), strides.push_back(src.stride(d));
+  for (int64_t d = 0; d < ni; ++d) sizes.push_back(index_shape[d]), strides.push_back(0);
+  for (int64_t d = hi + 1; d < src.dim(); ++d) {
+    sizes.push_back(src.size(d));
+    strides.push_back(src.stride(d));
+  }
+  if (c10::IntArrayRef(sizes) != shape) return {};
+  std::vector<at::Tensor> ins{src.as_strided(sizes, strides)};
+  for (const auto& t : idx) {
+    if (!t.defined()) continue;
+    at::Tensor e = t.expand(index_shape);
+    std::vector<int64_t> isz(before, 1), ist(before, 0);
+    for (int64_t d = 0; d < ni; ++d) isz.push_back(index_shape[d]), ist.push_back(e.stride(d));
+    for (int64_t d = 0; d < after; ++d) isz.push_back(1), ist.push_back(0);
+    ins.push_back(e.as_strided(isz, ist));
+  }
+  return iterator_over(ins, shape);
+}
+
 }  // namespace
 
 LayoutRule result_layout(const c10::OperatorHandle& op) {
@@ -318,6 +422,12 @@ std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::I
       return fft_strides(rule.kind, args, shape);
     case ResultLayout::kInputChannelsLast:
       return pool_strides(args, shape);
+    case ResultLayout::kAddr:
+      return addr_strides(args, shape);
+    case ResultLayout::kGlu:
+      return glu_strides(args, shape);
+    case ResultLayout::kIndex:
+      return index_strides(args, shape);
     case ResultLayout::kConvolution:
       // Its gradients (empty when not asked for) are row-major.
       return index == 0 ? conv_strides(args, shape) : std::vector<int64_t>{};

@@ -25,6 +25,10 @@
 // - kConvolution: channels-last when the input or the weight suggests it
 //   (ConvUtils' backend memory format); a 1d conv reads only the weight
 //   (its input is made contiguous first), a 3d conv in double is contiguous.
+// - kAddr, kGlu, kIndex: TensorIterator's rule over the operands the CPU
+//   kernel builds: addr's self, vec1[:, None], vec2[None]; glu's two halves;
+//   index's source with the indexed dims restrided to the index shape
+//   (stride 0) and the broadcast index tensors (AdvancedIndex).
 // - kRowMajor: contiguous (every other op, and masked_fill, tagged pointwise
 //   but computed on a contiguous clone).
 #pragma once
@@ -38,7 +42,7 @@ namespace ttpu::aten {
 
 enum class ResultLayout {
   kRowMajor, kIterator, kPreserveSelf, kColumnMajor, kFftC2C, kFftR2C, kFftC2R,
-  kInputChannelsLast, kConvolution
+  kInputChannelsLast, kConvolution, kAddr, kGlu, kIndex
 };
 
 struct LayoutRule {
