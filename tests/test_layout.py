@@ -381,3 +381,19 @@ def test_ops_built_on_tensor_iterator_take_cpus_layout(op, layout):
         got = ITER_BUILT[op](to_tpu_keep(t))
     assert got.stride() == expected.stride(), (got.stride(), expected.stride())
     assert_close_cpu(got, expected)
+
+
+@pytest.mark.parametrize("memory_format", [None, torch.contiguous_format, torch.preserve_format])
+def test_resize_as_to_the_same_shape_keeps_strides(memory_format):
+    # CPU's resize_ leaves an unchanged shape's strides alone; only an asked-for
+    # memory format restrides.
+    kw = {} if memory_format is None else {"memory_format": memory_format}
+    for self_, template in [(torch.zeros(6, 4).t(), torch.randn(4, 6)),
+                            (torch.zeros(2, 3, 4, 5).to(memory_format=torch.channels_last),
+                             torch.randn(2, 3, 4, 5)),
+                            (torch.zeros(2, 3), torch.randn(6, 4).t())]:
+        expected = self_.clone().resize_as_(template, **kw)
+        with no_fallback():
+            got = to_tpu_keep(self_).resize_as_(to_tpu_keep(template), **kw)
+        assert got.shape == expected.shape and got.stride() == expected.stride(), (
+            got.stride(), expected.stride())
