@@ -312,6 +312,18 @@ NN = {
                 lambda x, w: F.interpolate(x, size=5, mode="area"), None),
     "avg_pool2d_contiguous": (lambda: torch.randn(2, 3, 6, 8), lambda x, w: F.avg_pool2d(x, 2),
                               None),
+    "nearest_2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                   lambda x, w: F.interpolate(x, scale_factor=2, mode="nearest"), None),
+    "bilinear_2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                    lambda x, w: F.interpolate(x, scale_factor=2, mode="bilinear"), None),
+    "trilinear_3d": (lambda: torch.randn(2, 3, 4, 4, 4).to(memory_format=torch.channels_last_3d),
+                     lambda x, w: F.interpolate(x, scale_factor=2, mode="trilinear"), None),
+    "constant_pad": (lambda: _cl(torch.randn(2, 3, 6, 8)), lambda x, w: F.pad(x, (1, 1, 2, 0)),
+                     None),
+    "reflect_pad": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                    lambda x, w: F.pad(x, (1, 1, 1, 1), mode="reflect"), None),
+    "batch_norm": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                   lambda x, w: F.batch_norm(x, None, None, training=True), None),
 }
 
 

@@ -21,7 +21,8 @@
 //   dims (sorted by the input's strides, the last one kept last for the
 //   one-sided transforms), row-major in that order.
 // - kInputChannelsLast: the 2d pools (and interpolate's area mode, an
-//   adaptive pool), max_pool3d: channels-last when the input suggests it.
+//   adaptive pool), max_pool3d, upsampling, padding, batch norm:
+//   channels-last (3d) when the input suggests it.
 // - kConvolution: channels-last when the input or the weight suggests it
 //   (ConvUtils' backend memory format); a 1d conv reads only the weight
 //   (its input is made contiguous first), a 3d conv in double is contiguous.
