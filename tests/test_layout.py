@@ -7,6 +7,7 @@ values, so a view() that CPU refuses is refused on tpu too.
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from _util import assert_close_cpu, no_fallback
 
@@ -166,3 +167,242 @@ def test_mixed_layout_program_of_the_fuzzer():
     got = torch.flip(to_tpu_keep(a), [1]) < b.to("tpu")
     assert got.stride() == expected.stride()
     assert_close_cpu(got, expected)
+
+
+def _spd(*shape):
+    torch.manual_seed(1)
+    a = torch.randn(*shape, dtype=torch.float64)
+    return a @ a.mT + shape[-1] * torch.eye(shape[-1], dtype=torch.float64)
+
+
+# LAPACK writes these results in place in Fortran order, so CPU returns them
+# column-major whatever the input's layout; pivots, info, tau, eigenvalues and
+# linalg.lu's P, L, U stay row-major. `exact` compares values too (the others
+# are defined up to signs and are compared by test_ops_linalg).
+LINALG = {
+    "cholesky": (lambda a: torch.linalg.cholesky(a), True),
+    "cholesky_ex_upper": (lambda a: torch.linalg.cholesky_ex(a, upper=True), True),
+    "cholesky_inverse": (lambda a: torch.cholesky_inverse(torch.linalg.cholesky(a)), True),
+    "cholesky_solve": (lambda a: torch.cholesky_solve(a[..., :2], torch.linalg.cholesky(a)), True),
+    "qr": (lambda a: torch.linalg.qr(a), False),
+    "qr_wide": (lambda a: torch.linalg.qr(a[..., :2, :]), False),
+    "geqrf": (lambda a: torch.geqrf(a), False),
+    "lu_factor": (lambda a: torch.linalg.lu_factor(a), True),
+    "lu": (lambda a: torch.linalg.lu(a), True),
+    "lu_solve": (lambda a: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), a[..., :2]), True),
+    "lu_solve_right": (lambda a: torch.linalg.lu_solve(*torch.linalg.lu_factor(a),
+                                                       a[..., :2, :], left=False), True),
+    "inv": (lambda a: torch.linalg.inv(a), True),
+    "inv_ex": (lambda a: torch.linalg.inv_ex(a), True),
+    "solve": (lambda a: torch.linalg.solve(a, a[..., :2]), True),
+    "solve_vector": (lambda a: torch.linalg.solve(a, a[..., 0]), True),
+    "solve_right": (lambda a: torch.linalg.solve(a, a[..., :2, :], left=False), True),
+    "eigh": (lambda a: torch.linalg.eigh(a), False),
+    "lstsq": (lambda a: torch.linalg.lstsq(a, a[..., :2]).solution, True),
+    "triangular_solve": (lambda a: torch.triangular_solve(a[..., :2], a), True),
+    "solve_triangular": (lambda a: torch.linalg.solve_triangular(a, a[..., :2], upper=True), True),
+    "solve_triangular_right": (lambda a: torch.linalg.solve_triangular(
+        a, a[..., :2, :], upper=True, left=False), True),
+    "svd": (lambda a: torch.linalg.svd(a), False),
+    "slogdet": (lambda a: torch.linalg.slogdet(a), True),
+}
+
+
+def _strides(r):
+    return [t.stride() for t in (r if isinstance(r, (tuple, list)) else [r])]
+
+
+@pytest.mark.parametrize("order", ["row_major", "column_major"])
+@pytest.mark.parametrize("op", sorted(LINALG))
+def test_linalg_results_take_cpus_column_major_layout(op, order):
+    # Batched: the batch strides are checked too (unbatched is the same rule).
+    a = _spd(2, 4, 4)
+    if order == "column_major":
+        a = a.mT.contiguous().mT
+    f, exact = LINALG[op]
+    expected = f(a)
+    with no_fallback():
+        got = f(to_tpu_keep(a))
+    assert _strides(got) == _strides(expected), (_strides(got), _strides(expected))
+    if exact:
+        assert_close_cpu(got, expected)
+
+
+def _fft_inputs():
+    torch.manual_seed(2)
+    x = torch.randn(3, 4, 6)
+    return {"contiguous": x, "column_major": x.permute(2, 1, 0).contiguous().permute(2, 1, 0),
+            "permuted": x.transpose(0, 1).contiguous().transpose(0, 1)}
+
+
+FFT = {
+    "fft_dim0": lambda t: torch.fft.fft(t, dim=0),
+    "fft_last": lambda t: torch.fft.fft(t),
+    "fft_complex_dim1": lambda t: torch.fft.fft(t.to(torch.complex64), dim=1),
+    "ifft_complex": lambda t: torch.fft.ifft(t.to(torch.complex64), dim=0),
+    "fft2": lambda t: torch.fft.fft2(t.to(torch.complex64), dim=(0, 2)),
+    "fftn": lambda t: torch.fft.fftn(t.to(torch.complex64)),
+    "rfft_dim0": lambda t: torch.fft.rfft(t, dim=0),
+    "rfft_last": lambda t: torch.fft.rfft(t),
+    "rfft2": lambda t: torch.fft.rfft2(t),
+    "rfftn_02": lambda t: torch.fft.rfftn(t, dim=(2, 0)),
+    "irfft_dim1": lambda t: torch.fft.irfft(t.to(torch.complex64), dim=1),
+    "irfft2": lambda t: torch.fft.irfft2(t.to(torch.complex64), dim=(0, 1)),
+    "irfftn": lambda t: torch.fft.irfftn(t.to(torch.complex64)),
+    "hfft_dim0": lambda t: torch.fft.hfft(t.to(torch.complex64), dim=0),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(_fft_inputs()))
+@pytest.mark.parametrize("op", sorted(FFT))
+def test_fft_results_take_cpus_layout(op, layout):
+    t = _fft_inputs()[layout]
+    expected = FFT[op](t)
+    with no_fallback():
+        got = FFT[op](to_tpu_keep(t))
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    assert_close_cpu(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def _cl1d(t):
+    return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def _cl(t):
+    return t.to(memory_format=torch.channels_last)
+
+
+# Convolutions and pools: channels-last in, channels-last out (the input or,
+# for a convolution, the weight suggesting it); a 1d conv reads the weight's
+# layout only, a 1d pool runs as a 2d pool over [N, C, 1, L].
+NN = {
+    "conv1d_weight_cl": (lambda: torch.randn(2, 3, 8), lambda x, w: F.conv1d(x, w),
+                         lambda: _cl1d(torch.randn(4, 3, 3))),
+    "conv1d_input_cl": (lambda: _cl1d(torch.randn(2, 3, 8)), lambda x, w: F.conv1d(x, w),
+                        lambda: torch.randn(4, 3, 3)),
+    "conv_transpose1d_weight_cl": (lambda: torch.randn(2, 3, 8),
+                                   lambda x, w: F.conv_transpose1d(x, w),
+                                   lambda: _cl1d(torch.randn(3, 4, 3))),
+    "conv2d_input_cl": (lambda: _cl(torch.randn(2, 3, 6, 8)), lambda x, w: F.conv2d(x, w),
+                        lambda: torch.randn(4, 3, 3, 3)),
+    "conv2d_weight_cl": (lambda: torch.randn(2, 3, 6, 8), lambda x, w: F.conv2d(x, w, padding=1),
+                         lambda: _cl(torch.randn(4, 3, 3, 3))),
+    "conv_transpose2d_input_cl": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                                  lambda x, w: F.conv_transpose2d(x, w),
+                                  lambda: torch.randn(3, 4, 3, 3)),
+    "avg_pool1d": (lambda: _cl1d(torch.randn(2, 3, 8)), lambda x, w: F.avg_pool1d(x, 2), None),
+    "avg_pool2d": (lambda: _cl(torch.randn(2, 3, 6, 8)), lambda x, w: F.avg_pool2d(x, 2), None),
+    "adaptive_avg_pool1d": (lambda: _cl1d(torch.randn(2, 3, 8)),
+                            lambda x, w: F.adaptive_avg_pool1d(x, 3), None),
+    "adaptive_avg_pool2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                            lambda x, w: F.adaptive_avg_pool2d(x, (3, 5)), None),
+    "adaptive_max_pool2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                            lambda x, w: F.adaptive_max_pool2d(x, (3, 5), return_indices=True),
+                            None),
+    "max_pool2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                   lambda x, w: F.max_pool2d(x, 2, return_indices=True), None),
+    "max_pool3d": (lambda: torch.randn(2, 3, 4, 4, 4).to(memory_format=torch.channels_last_3d),
+                   lambda x, w: F.max_pool3d(x, 2), None),
+    "area_2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                lambda x, w: F.interpolate(x, size=(3, 5), mode="area"), None),
+    "area_1d": (lambda: _cl1d(torch.randn(2, 3, 8)),
+                lambda x, w: F.interpolate(x, size=5, mode="area"), None),
+    "avg_pool2d_contiguous": (lambda: torch.randn(2, 3, 6, 8), lambda x, w: F.avg_pool2d(x, 2),
+                              None),
+    "nearest_2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                   lambda x, w: F.interpolate(x, scale_factor=2, mode="nearest"), None),
+    "bilinear_2d": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                    lambda x, w: F.interpolate(x, scale_factor=2, mode="bilinear"), None),
+    "trilinear_3d": (lambda: torch.randn(2, 3, 4, 4, 4).to(memory_format=torch.channels_last_3d),
+                     lambda x, w: F.interpolate(x, scale_factor=2, mode="trilinear"), None),
+    "constant_pad": (lambda: _cl(torch.randn(2, 3, 6, 8)), lambda x, w: F.pad(x, (1, 1, 2, 0)),
+                     None),
+    "reflect_pad": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                    lambda x, w: F.pad(x, (1, 1, 1, 1), mode="reflect"), None),
+    "batch_norm": (lambda: _cl(torch.randn(2, 3, 6, 8)),
+                   lambda x, w: F.batch_norm(x, None, None, training=True), None),
+}
+
+
+@pytest.mark.parametrize("op", sorted(NN))
+def test_conv_and_pool_results_take_cpus_layout(op):
+    torch.manual_seed(3)
+    make_x, f, make_w = NN[op]
+    x = make_x()
+    w = make_w() if make_w else None
+    expected = f(x, w)
+    with no_fallback():
+        got = f(to_tpu_keep(x), to_tpu_keep(w) if w is not None else None)
+    assert _strides(got) == _strides(expected), (_strides(got), _strides(expected))
+    assert_close_cpu(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_max_pool1d_takes_the_with_indices_path_layout():
+    # CPU's max_pool1d has a contiguous fast path for inputs without grad;
+    # off CPU (CUDA too) and with grad it runs max_pool2d_with_indices over
+    # [N, C, 1, L], whose result keeps a channels-last input's layout.
+    x = _cl1d(torch.randn(2, 3, 8)).requires_grad_()
+    expected = F.max_pool1d(x, 2)
+    with no_fallback():
+        got = F.max_pool1d(to_tpu_keep(x.detach()).requires_grad_(), 2)
+    assert got.stride() == expected.stride() == (12, 1, 3)
+    assert_close_cpu(got, expected)
+
+
+def _layouts_2d():
+    torch.manual_seed(4)
+    t = torch.randn(4, 6)
+    return {"contiguous": t, "column_major": t.t().contiguous().t(),
+            "permuted_3d": torch.randn(4, 6, 2).permute(2, 0, 1)}
+
+
+# TensorIterator over the operands the CPU kernel builds: addr over self,
+# vec1[:, None], vec2[None]; glu over its two halves; indexing over the source
+# restrided to the index shape and the broadcast indices.
+def _index(t, *index):
+    return t[tuple(i.to(t.device) if isinstance(i, torch.Tensor) else i for i in index)]
+
+
+ITER_BUILT = {
+    "addr": lambda t: torch.addr(t[..., :4, :5] if t.dim() == 2 else t[0, :4, :5],
+                                 torch.arange(4.0, device=t.device),
+                                 torch.arange(5.0, device=t.device)),
+    "addr_broadcast_self": lambda t: torch.addr(t[0, :5] if t.dim() == 2 else t[0, 0, :5],
+                                                torch.arange(4.0, device=t.device),
+                                                torch.arange(5.0, device=t.device)),
+    "glu_last": lambda t: F.glu(t, -1),
+    "glu_first": lambda t: F.glu(t, 0) if t.shape[0] % 2 == 0 else F.glu(t, 1),
+    "index_first": lambda t: _index(t, torch.tensor([1, 0, 1])),
+    "index_last": lambda t: _index(t, Ellipsis, torch.tensor([0, 2])),
+    "index_2d_index": lambda t: _index(t, slice(None), torch.tensor([[0, 1], [2, 0]]).t()),
+    "index_non_adjacent": lambda t: (_index(t, torch.tensor([0, 1]), slice(None), torch.tensor([1, 0]))
+                                     if t.dim() == 3 else _index(t, torch.tensor([0, 1]),
+                                                                 torch.tensor([1, 0]))),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(_layouts_2d()))
+@pytest.mark.parametrize("op", sorted(ITER_BUILT))
+def test_ops_built_on_tensor_iterator_take_cpus_layout(op, layout):
+    t = _layouts_2d()[layout]
+    expected = ITER_BUILT[op](t)
+    with no_fallback():
+        got = ITER_BUILT[op](to_tpu_keep(t))
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    assert_close_cpu(got, expected)
+
+
+@pytest.mark.parametrize("memory_format", [None, torch.contiguous_format, torch.preserve_format])
+def test_resize_as_to_the_same_shape_keeps_strides(memory_format):
+    # CPU's resize_ leaves an unchanged shape's strides alone; only an asked-for
+    # memory format restrides.
+    kw = {} if memory_format is None else {"memory_format": memory_format}
+    for self_, template in [(torch.zeros(6, 4).t(), torch.randn(4, 6)),
+                            (torch.zeros(2, 3, 4, 5).to(memory_format=torch.channels_last),
+                             torch.randn(2, 3, 4, 5)),
+                            (torch.zeros(2, 3), torch.randn(6, 4).t())]:
+        expected = self_.clone().resize_as_(template, **kw)
+        with no_fallback():
+            got = to_tpu_keep(self_).resize_as_(to_tpu_keep(template), **kw)
+        assert got.shape == expected.shape and got.stride() == expected.stride(), (
+            got.stride(), expected.stride())

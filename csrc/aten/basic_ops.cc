@@ -65,7 +65,9 @@ void ensure_storage(const at::Tensor& self, int64_t needed_bytes) {
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
+  // As CPU's resize_: an unchanged shape keeps its strides (resize_as_ of a
+  // transposed or channels-last tensor to its own shape is no restride).
+  if (self.sizes() != size) impl->set_sizes_contiguous(size);
   int64_t needed = (impl->numel() + impl->storage_offset()) *
                    static_cast<int64_t>(self.element_size());
   if (impl->numel() > 0) ensure_storage(self, needed);

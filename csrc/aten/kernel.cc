@@ -144,12 +144,12 @@ class LoweringKernel final : public c10::OperatorKernel {
           return;
         }
         // New results take the layout CPU's kernel gives them (result_layout.h).
-        const ResultLayout layout = result_layout(op);
-        if (layout != ResultLayout::kRowMajor) {
+        const LayoutRule layout = result_layout(op);
+        if (layout.kind != ResultLayout::kRowMajor) {
           for (size_t i = 0; i < values.size(); ++i) {
             if (!values[i].valid()) continue;
             const std::vector<int64_t> dims = ctx.g().type(values[i]).dims;
-            auto strides = result_strides(layout, args, dims);
+            auto strides = result_strides(layout, args, dims, i);
             if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
           }
         }

@@ -10,23 +10,55 @@
 // - kPreserveSelf: empty_like(self) / clone with MemoryFormat::Preserve:
 //   self's strides when it is dense, else dense in the order of self's strides
 //   (flip, sort, out-of-place index_put and put).
+// - kColumnMajor: batched column-major (Fortran order per matrix, batches
+//   row-major) for the matrix results LAPACK writes in place: cholesky, qr,
+//   lu_factor, inv, solve, eigh's vectors, lstsq, svd's U and Vh,
+//   triangular_solve (BatchLinearAlgebra's batched_matrix_contiguous_strides).
+//   Which results, and for solves the `left` flag that turns it off, are
+//   per op in the table.
+// - kFftC2C, kFftR2C, kFftC2R: MKL's FFT (SpectralOps.cpp's _exec_fft): the
+//   batch dims first, ordered by the input's strides, then the transformed
+//   dims (sorted by the input's strides, the last one kept last for the
+//   one-sided transforms), row-major in that order.
+// - kInputChannelsLast: the 2d pools (and interpolate's area mode, an
+//   adaptive pool), max_pool3d, upsampling, padding, batch norm:
+//   channels-last (3d) when the input suggests it.
+// - kConvolution: channels-last when the input or the weight suggests it
+//   (ConvUtils' backend memory format); a 1d conv reads only the weight
+//   (its input is made contiguous first), a 3d conv in double is contiguous.
+// - kAddr, kGlu, kIndex: TensorIterator's rule over the operands the CPU
+//   kernel builds: addr's self, vec1[:, None], vec2[None]; glu's two halves;
+//   index's source with the indexed dims restrided to the index shape
+//   (stride 0) and the broadcast index tensors (AdvancedIndex).
 // - kRowMajor: contiguous (every other op, and masked_fill, tagged pointwise
 //   but computed on a contiguous clone).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace ttpu::aten {
 
-enum class ResultLayout { kRowMajor, kIterator, kPreserveSelf };
+enum class ResultLayout {
+  kRowMajor, kIterator, kPreserveSelf, kColumnMajor, kFftC2C, kFftR2C, kFftC2R,
+  kInputChannelsLast, kConvolution, kAddr, kGlu, kIndex
+};
 
-ResultLayout result_layout(const c10::OperatorHandle& op);
+struct LayoutRule {
+  LayoutRule(ResultLayout k = ResultLayout::kRowMajor, uint32_t r = ~0u, int left = -1)
+      : kind(k), results(r), left_arg(left) {}
+  ResultLayout kind;
+  uint32_t results;  // bit i: result i takes `kind`; the others are row-major
+  int left_arg;      // kColumnMajor: result 0 is row-major when this bool argument is false
+};
 
-// The strides of a new result of `shape` under `layout`, given the op's
+LayoutRule result_layout(const c10::OperatorHandle& op);
+
+// The strides of new result `index` of `shape` under `rule`, given the op's
 // arguments; empty for row-major.
-std::vector<int64_t> result_strides(ResultLayout layout, c10::ArrayRef<c10::IValue> args,
-                                    c10::IntArrayRef shape);
+std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::IValue> args,
+                                    c10::IntArrayRef shape, size_t index);
 
 }  // namespace ttpu::aten
