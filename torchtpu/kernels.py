@@ -255,7 +255,6 @@ def _check_static(name, where, value):
                         "arrays as tensor arguments of their own")
 
 
-@torch.compiler.assume_constant_result
 def _jax_call_key(kernel_id: int, statics: tuple) -> str:
     """The op key of a JaxKernel called with these static arguments. Dynamo
     calls it while tracing and keeps the string, so a compiled graph holds only
@@ -269,9 +268,20 @@ def _jax_call_key(kernel_id: int, statics: tuple) -> str:
     return key
 
 
-@torch.compiler.assume_constant_result
 def _single_output(key: str) -> bool:
     return _SPECS[key].single is not False
+
+
+def _mark_constant_results():
+    """Marks the two key functions as constant for Dynamo (it calls them while
+    tracing and keeps their results). Done when the first JaxKernel is made,
+    not at import: the marker imports torch._dynamo, and `import torchtpu`
+    keeps torch light."""
+    global _jax_call_key, _single_output
+    if not getattr(_jax_call_key, "_ttpu_marked", False):
+        _jax_call_key = torch.compiler.assume_constant_result(_jax_call_key)
+        _single_output = torch.compiler.assume_constant_result(_single_output)
+        _jax_call_key._ttpu_marked = True
 
 
 def _concrete(value):
@@ -295,6 +305,7 @@ class JaxKernel:
     """A JAX function callable on tpu tensors (see :func:`jax_kernel`)."""
 
     def __init__(self, fn, name):
+        _mark_constant_results()
         self.fn = fn
         self.name = name
         self.id = len(_JAX_KERNELS)
