@@ -38,14 +38,15 @@ def chain(x, n):
 
 
 def test_long_chain_flushes_in_pieces_with_default_settings(fused):
-    # 1500 x 3 ops, about 6 IR nodes each (~27k nodes): past the default cap
-    # (4000 nodes), which the measured compile-time curve puts where XLA:CPU's
-    # time per node starts to grow (see csrc/runtime/fusion.cc).
+    # 1500 x 3 ops, about 2 IR nodes each (an op's scalar is a constant node;
+    # a whole-storage input needs no slice node): ~9k nodes, past the default
+    # cap (4000 nodes), which the measured compile-time curve puts where
+    # XLA:CPU's time per node starts to grow (see csrc/runtime/fusion.cc).
     x = torch.linspace(-2, 2, 257)
     with no_fallback():
         got = chain(x.to("tpu"), 1500).cpu()
         m = torchtpu.metrics.metrics()
-    assert m["fused_flushes"] >= 5, m
+    assert m["fused_flushes"] >= 3, m
     # Pieces cut at the same op of the repeating pattern are the same program:
     # at most one per phase of the 3-op pattern, plus the last, shorter piece.
     assert m["compiles"] <= 4, m

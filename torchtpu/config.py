@@ -13,7 +13,7 @@ from the closest graph compiled before from it (shape, dtype, op sequence).
 (a ``RuntimeError``) instead of compiling; the values it would have computed
 raise at their next read.
 
-``fused_storm_threshold`` (int or None, default 4, env ``TORCHTPU_FUSED_STORM``):
+``fused_storm_threshold`` (int or None, default None, env ``TORCHTPU_FUSED_STORM``):
 in fused eager mode, once this many new graphs from one Python line (the line
 that issued a graph's first op) have differed from an earlier graph from that
 line by shape (a growing sequence, a varying batch), that line stops fusing:
@@ -21,7 +21,11 @@ a later graph starting there that is not compiled yet is not compiled; its ops
 run one by one as strict mode's programs (cached per op, so a new shape
 recompiles only the few small programs it reaches). Graphs already compiled
 still run fused. One :class:`torchtpu.RecompileWarning` says so, naming the
-line. Results are the same either way. ``None`` keeps compiling every shape.
+line. Results are the same either way. ``None`` (the default) keeps compiling
+every shape: measured here, switching costs more compiles than it saves on
+small graphs (GPT-2 2-layer generate, 20 tokens: 218 programs with 4 vs 25
+fused graphs with None; ten sizes of a 3-op graph: 30 vs 10), because per-op
+programs are shared only across repeated layers of a large model.
 :func:`torchtpu.metrics.reset` forgets which lines stopped fusing; the
 ``fused_strict_ops`` metric counts the ops run one by one this way.
 """
@@ -55,4 +59,4 @@ def _env_recompile():
 
 recompile_warn_threshold = _env_threshold("TORCHTPU_RECOMPILE_WARN", 8)
 recompile = _env_recompile()
-fused_storm_threshold = _env_threshold("TORCHTPU_FUSED_STORM", 4)
+fused_storm_threshold = _env_threshold("TORCHTPU_FUSED_STORM", None)
