@@ -388,12 +388,16 @@ PJRT_Device* Client::device(int index) const {
   return devices_[index];
 }
 
-std::string Client::device_kind(int index) const {
+PJRT_DeviceDescription* Client::description(int index) const {
   auto desc = TTPU_ARGS(PJRT_Device_GetDescription_Args);
   desc.device = device(index);
   TTPU_CALL(api_, PJRT_Device_GetDescription, &desc);
+  return desc.device_description;
+}
+
+std::string Client::device_kind(int index) const {
   auto args = TTPU_ARGS(PJRT_DeviceDescription_Kind_Args);
-  args.device_description = desc.device_description;
+  args.device_description = description(index);
   TTPU_CALL(api_, PJRT_DeviceDescription_Kind, &args);
   return std::string(args.device_kind, args.device_kind_size);
 }
@@ -412,11 +416,8 @@ bool Client::memory_stats(int index, MemoryStats* out) const {
 }
 
 int64_t Client::device_id(int index) const {
-  auto desc = TTPU_ARGS(PJRT_Device_GetDescription_Args);
-  desc.device = device(index);
-  TTPU_CALL(api_, PJRT_Device_GetDescription, &desc);
   auto args = TTPU_ARGS(PJRT_DeviceDescription_Id_Args);
-  args.device_description = desc.device_description;
+  args.device_description = description(index);
   TTPU_CALL(api_, PJRT_DeviceDescription_Id, &args);
   return args.id;
 }

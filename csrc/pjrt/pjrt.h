@@ -25,6 +25,7 @@
 struct PJRT_Api;
 struct PJRT_Client;
 struct PJRT_Device;
+struct PJRT_DeviceDescription;
 struct PJRT_Buffer;
 struct PJRT_LoadedExecutable;
 struct PJRT_Event;
@@ -195,6 +196,8 @@ class Client : public std::enable_shared_from_this<Client> {
          std::shared_ptr<KeyValueStore> kv_store = nullptr);
 
  private:
+  // PJRT_Device_GetDescription of addressable device `index`.
+  PJRT_DeviceDescription* description(int index) const;
   std::shared_ptr<Executable> compile_bytes(const std::string& stablehlo_text,
                                             const std::string& options);
   // Declared first so it is destroyed last: the plugin may call the store
