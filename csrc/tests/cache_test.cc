@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cache/key.h"
+#include "tests/test_plugin.h"
 #include "cache/sha256.h"
 #include "cache/store.h"
 #include "pjrt/compile_options.h"
@@ -31,10 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string plugin_path() {
-  const char* env = std::getenv("TORCHTPU_TEST_PLUGIN");
-  return (env && *env) ? env : TORCHTPU_TEST_PLUGIN;
-}
+using ttpu::testing::plugin_path;
 
 // A fresh directory under the system temp dir, removed with the object.
 class TempDir {

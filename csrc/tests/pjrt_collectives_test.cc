@@ -11,15 +11,13 @@
 #include <vector>
 
 #include "pjrt/pjrt.h"
+#include "tests/test_plugin.h"
 #include "pjrt/signature.h"
 
 namespace ttpu::pjrt {
 namespace {
 
-std::string plugin_path() {
-  const char* env = std::getenv("TORCHTPU_TEST_PLUGIN");
-  return (env && *env) ? env : TORCHTPU_TEST_PLUGIN;
-}
+using ttpu::testing::plugin_path;
 
 std::shared_ptr<Client> client() {
   static std::shared_ptr<Client> c = load_plugin(plugin_path())->create_client(4);

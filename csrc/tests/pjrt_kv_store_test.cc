@@ -12,15 +12,13 @@
 #include <thread>
 
 #include "pjrt/kv_callbacks.h"
+#include "tests/test_plugin.h"
 #include "pjrt/pjrt.h"
 
 namespace ttpu::pjrt {
 namespace {
 
-std::string plugin_path() {
-  const char* env = std::getenv("TORCHTPU_TEST_PLUGIN");
-  return (env && *env) ? env : TORCHTPU_TEST_PLUGIN;
-}
+using ttpu::testing::plugin_path;
 
 // What a plugin's PJRT_CallbackError makes: here a heap record standing in
 // for its opaque PJRT_Error, so the test can read the code and message back.

@@ -13,14 +13,12 @@
 #include <vector>
 
 #include "pjrt/pjrt.h"
+#include "tests/test_plugin.h"
 
 namespace ttpu::pjrt {
 namespace {
 
-std::string plugin_path() {
-  const char* env = std::getenv("TORCHTPU_TEST_PLUGIN");
-  return (env && *env) ? env : TORCHTPU_TEST_PLUGIN;
-}
+using ttpu::testing::plugin_path;
 
 // One client for the whole suite: each client starts thread pools, and the C
 // API wants one per process.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "tests/test_plugin.h"
 #include "pjrt/pjrt.h"
 #include "stablehlo/emit.h"
 
@@ -104,10 +105,7 @@ inline pjrt::ElementType element_type(ir::DType t) {
   throw std::runtime_error("element_type: unknown dtype");
 }
 
-inline std::string plugin_path() {
-  const char* env = std::getenv("TORCHTPU_TEST_PLUGIN");
-  return (env && *env) ? env : TORCHTPU_TEST_PLUGIN;
-}
+using ttpu::testing::plugin_path;
 
 // One client per process (each starts thread pools).
 inline std::shared_ptr<pjrt::Client> client() {
