@@ -297,7 +297,7 @@ bool unary_kinds(Op op, Kinds* k) {
     case Op::kNot: *k = Kinds::kBoolOrInt; return true;
     case Op::kPopcnt: *k = Kinds::kInt; return true;
     // StableHLO defines these on complex values too (the aten layer uses them
-    // only where checked against CPU: rules/complex.cc).
+    // only where checked against CPU: rules/elementwise/complex.cc).
     case Op::kExp: case Op::kExpm1: case Op::kLog: case Op::kLog1p: case Op::kSqrt:
     case Op::kRsqrt: case Op::kTanh: case Op::kSin: case Op::kCos:
       *k = Kinds::kFloatOrComplex;

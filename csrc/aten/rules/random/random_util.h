@@ -1,0 +1,28 @@
+// What the random lowerings share (random.cc, random_sample.cc):
+// the generator argument, the THREE_FRY state of one draw, uniform floats.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "aten/ops_util.h"
+
+namespace ttpu::aten {
+
+// Argument `i` of a random op's schema (`Generator? generator`).
+std::optional<at::Generator> generator(const Args& a, size_t i);
+
+// One draw of `gen` (the device's default when empty) as a ui64[2] THREE_FRY
+// state for rng_bit_generator: the generator's offset advances by one, and
+// draws never share counters (see random.cc).
+ir::Value three_fry_state(LoweringContext& ctx, const std::optional<at::Generator>& gen);
+
+// Significand bits of a float dtype (std::numeric_limits<T>::digits).
+int digits_of(ir::DType dt);
+
+// Uniform values in [0, 1) of float dtype `dt` shaped `shape`, from `state`,
+// with `digits` random bits (0: dt's own), so 1 is never drawn.
+ir::Value uniform01(LoweringContext& ctx, ir::Value state, const std::vector<int64_t>& shape,
+                    ir::DType dt, int digits = 0);
+
+}  // namespace ttpu::aten

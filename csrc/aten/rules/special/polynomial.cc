@@ -1,0 +1,155 @@
+// Lowerings of the orthogonal polynomials of torch.special: Chebyshev T/U/V/W
+// (plain and shifted to [0, 1]), Hermite H/He, Laguerre L and Legendre P, each
+// evaluated at x for a per-element degree n (a tensor, truncated to an integer).
+//
+// ATen's scalar code (aten/src/ATen/native/Math.h, *_polynomial_*_forward)
+// runs the three-term recurrence n times per element, and for Chebyshev with
+// |x| < 1 and a large n uses the trigonometric form instead. Here the
+// recurrence is unrolled to the largest degree present, which is read on the
+// host first (a sync; the count is rounded up to a multiple of 8 so nearby
+// degrees share one program), and each element keeps the term of its own
+// degree. Degrees above kMaxDegree are evaluated as kMaxDegree would be for
+// the non-Chebyshev families: a documented limit of this lowering.
+#include <cmath>
+
+#include "aten/copy.h"
+#include "aten/rules/elementwise/unary_util.h"
+
+namespace ttpu::aten {
+namespace {
+
+using ir::Cmp;
+using ir::DType;
+using ir::Op;
+using ValueList = std::vector<ir::Value>;
+
+constexpr int64_t kMaxDegree = 256;
+
+enum class Family { kChebT, kChebU, kChebV, kChebW, kHermiteH, kHermiteHe, kLaguerre, kLegendre };
+
+struct Poly {
+  const char* kernel;  // CPU kernel name, for the dtype error
+  Family family;
+  bool shifted;        // Chebyshev on [0, 1]: evaluated at 2x - 1
+  int64_t trig_above;  // Chebyshev: trigonometric form for n > this and |y| < 1
+};
+
+// The largest degree of `n`, read on the host.
+int64_t max_degree(LoweringContext& ctx, const at::Tensor& n) {
+  if (n.numel() == 0) return 0;
+  double m;
+  if (n.device().is_cpu()) {
+    m = n.max().to(at::kDouble).item<double>();
+  } else {
+    LoweringContext probe(ctx.op() + " (max degree)", ctx.device());
+    ir::Value v = probe.g().reshape(probe.g().convert(probe.tensor(n), DType::kF64), {n.numel()});
+    m = to_host(probe.run({reduce(probe, v, {0}, false, ir::Reducer::kMax)})[0]).item<double>();
+  }
+  return std::isnan(m) ? 0 : static_cast<int64_t>(std::max(0.0, std::min<double>(m, kMaxDegree)));
+}
+
+ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
+  DType dt = pointwise::float_result(to_ir(result_type(a[0], a[1])));
+  if (dt != DType::kF32 && dt != DType::kF64) pointwise::not_implemented(p.kernel, dt);
+  auto& g = ctx.g();
+  auto [x, nf] = broadcast_pair(ctx, operand(ctx, a[0], dt), operand(ctx, a[1], dt));
+  // n as an integer, truncated as ATen's static_cast<int64_t>(n) does.
+  ir::Value n = g.convert(nf, DType::kI64);
+  int64_t top = std::max<int64_t>(max_degree(ctx, a[1].toTensor()), 1);
+  top = (top + 7) / 8 * 8;
+  auto k = [&](double v) { return full_like(ctx, x, v); };
+  auto nk = [&](int64_t v) { return full_like(ctx, n, static_cast<double>(v)); };
+  auto add = [&](ir::Value l, ir::Value r) { return g.binary(Op::kAdd, l, r); };
+  auto sub = [&](ir::Value l, ir::Value r) { return g.binary(Op::kSub, l, r); };
+  auto mul = [&](ir::Value l, ir::Value r) { return g.binary(Op::kMul, l, r); };
+  auto div = [&](ir::Value l, ir::Value r) { return g.binary(Op::kDiv, l, r); };
+  // y: the Chebyshev argument (x, or 2x - 1 when shifted).
+  ir::Value y = p.shifted ? sub(add(x, x), k(1)) : x;
+  ir::Value p0 = k(1);
+  ir::Value p1;
+  switch (p.family) {
+    case Family::kChebT: p1 = y; break;
+    case Family::kChebU: p1 = add(y, y); break;
+    case Family::kChebV: p1 = sub(add(y, y), k(1)); break;
+    case Family::kChebW: p1 = add(add(y, y), k(1)); break;
+    case Family::kHermiteH: p1 = add(x, x); break;
+    case Family::kHermiteHe: p1 = x; break;
+    case Family::kLaguerre: p1 = sub(k(1), x); break;
+    case Family::kLegendre: p1 = x; break;
+  }
+  ir::Value result = g.select(g.compare(Cmp::kEQ, n, nk(1)), p1, p0);
+  ir::Value prev = p0, cur = p1;
+  for (int64_t m = 2; m <= top; ++m) {
+    // The term of degree m from those of degrees m - 1 (cur) and m - 2 (prev).
+    double j = static_cast<double>(m - 1);
+    ir::Value next;
+    switch (p.family) {
+      case Family::kChebT: case Family::kChebU: case Family::kChebV: case Family::kChebW:
+        next = sub(mul(add(y, y), cur), prev);
+        break;
+      case Family::kHermiteH: next = sub(mul(add(x, x), cur), mul(k(2 * j), prev)); break;
+      case Family::kHermiteHe: next = sub(mul(x, cur), mul(k(j), prev)); break;
+      case Family::kLaguerre:
+        next = div(sub(mul(add(k(2 * j), sub(k(1), x)), cur), mul(k(j), prev)), k(j + 1));
+        break;
+      case Family::kLegendre:
+        next = div(sub(mul(mul(k(2 * j + 1), x), cur), mul(k(j), prev)), k(j + 1));
+        break;
+    }
+    result = g.select(g.compare(Cmp::kEQ, n, nk(m)), next, result);
+    prev = cur;
+    cur = next;
+  }
+  if (p.trig_above > 0) {
+    // The trigonometric forms with theta = acos(y) (Math.h), where CPU uses them.
+    ir::Value theta = g.unary(Op::kAcos, y);
+    ir::Value nn = g.convert(n, dt);
+    ir::Value half = div(theta, k(2));
+    ir::Value trig;
+    switch (p.family) {
+      case Family::kChebT: trig = g.unary(Op::kCos, mul(nn, theta)); break;
+      case Family::kChebU:
+        trig = div(g.unary(Op::kSin, mul(add(nn, k(1)), theta)), g.unary(Op::kSin, theta));
+        break;
+      case Family::kChebV:
+        trig = div(g.unary(Op::kCos, mul(add(nn, k(0.5)), theta)), g.unary(Op::kCos, half));
+        break;
+      default:
+        trig = div(g.unary(Op::kSin, mul(add(nn, k(0.5)), theta)), g.unary(Op::kSin, half));
+        break;
+    }
+    ir::Value use = g.binary(Op::kAnd, g.compare(Cmp::kGT, n, nk(p.trig_above)),
+                             g.compare(Cmp::kLT, g.unary(Op::kAbs, y), k(1)));
+    result = g.select(use, trig, result);
+  }
+  return {g.select(g.compare(Cmp::kLT, n, nk(0)), k(0), result)};
+}
+
+#define POLY(name, kernel, family, shifted, trig)                                  \
+  {name, [](LoweringContext& c, const Args& a) {                                   \
+     return polynomial(c, a, Poly{kernel, Family::family, shifted, trig});         \
+   }}
+
+RegisterLowering kRules[] = {
+    POLY("special_chebyshev_polynomial_t", "chebyshev_polynomial_t_cpu", kChebT, false, 6),
+    POLY("special_chebyshev_polynomial_u", "chebyshev_polynomial_u_cpu", kChebU, false, 8),
+    POLY("special_chebyshev_polynomial_v", "chebyshev_polynomial_v_cpu", kChebV, false, 8),
+    POLY("special_chebyshev_polynomial_w", "chebyshev_polynomial_w_cpu", kChebW, false, 8),
+    POLY("special_shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_t_cpu", kChebT,
+         true, 6),
+    POLY("special_shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_u_cpu", kChebU,
+         true, 6),
+    POLY("special_shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_v_cpu", kChebV,
+         true, 6),
+    POLY("special_shifted_chebyshev_polynomial_w", "shifted_chebyshev_polynomial_w_cpu", kChebW,
+         true, 4),
+    POLY("special_hermite_polynomial_h", "hermite_polynomial_h_cpu", kHermiteH, false, 0),
+    POLY("special_hermite_polynomial_he", "hermite_polynomial_he_cpu", kHermiteHe, false, 0),
+    POLY("special_laguerre_polynomial_l", "laguerre_polynomial_l_cpu", kLaguerre, false, 0),
+    POLY("special_legendre_polynomial_p", "legendre_polynomial_p_cpu", kLegendre, false, 0),
+};
+
+#undef POLY
+
+}  // namespace
+}  // namespace ttpu::aten
