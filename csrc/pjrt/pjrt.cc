@@ -663,8 +663,9 @@ std::shared_ptr<Buffer> Client::buffer_adopting_host(void* data, ElementType typ
   }
   auto buffer = std::make_shared<Buffer>(shared_from_this(), raw);
   // The event fires when the plugin is done with `data`: at once if it
-  // copied, at the buffer's end if it aliased. A plugin without OnReady
-  // would make notify_when_ready wait for that here, never for an alias.
+  // copied, at the buffer's end if it aliased. A plugin without OnReady (none
+  // known: it is core C API) would make notify_when_ready wait here, which
+  // for an alias lasts until the buffer is gone: do not adopt on such a one.
   notify_when_ready(api_, done, kFromHostMethod,
                     [release = std::move(release)](bool) { release(); });
   return buffer;
