@@ -74,6 +74,40 @@ def check_collectives(rank, world, tpu_pg, cpu_pg):
             report(f"all_reduce_{op}_{str(dtype)[6:]}",
                    lambda: check_all_reduce(rank, tpu_pg, cpu_pg, dtype, op))
 
+    def staging_adopted():
+        # Results above the staging pool's 64 KB floor come back as the host
+        # buffer itself (the device buffer adopts it): a second all_reduce of
+        # the same size must not reuse the first one's memory, an in-place op
+        # (which may donate the buffer) and a later all_reduce must see the
+        # right values, and views fall back to a copy.
+        for dtype, shape in ((torch.float32, (200, 201)), (torch.int64, (300, 70)),
+                             (torch.bfloat16, (300, 131))):
+            xs = [data(rank, shape, dtype, salt=i) for i in range(2)]
+            refs = [x.clone() for x in xs]
+            for r in refs:
+                dist.all_reduce(r, group=cpu_pg)
+            ts = [x.to("tpu") for x in xs]
+            ptrs = [t.data_ptr() for t in ts]
+            for t in ts:
+                dist.all_reduce(t, group=tpu_pg)
+            for t, ptr, ref in zip(ts, ptrs, refs):
+                assert t.data_ptr() == ptr, "all_reduce must work in place"
+                close(t, ref)
+            ts[0].mul_(3)
+            dist.all_reduce(ts[0], group=tpu_pg)
+            ref = refs[0] * 3
+            dist.all_reduce(ref, group=cpu_pg)
+            close(ts[0], ref)
+            close(ts[1], refs[1])
+            big = xs[1].to("tpu").t()  # non-contiguous, and a view of a bigger storage
+            view = torch.zeros(2 * shape[0], shape[1], dtype=dtype, device="tpu")[1::2]
+            view.copy_(xs[0].to("tpu"))
+            dist.all_reduce(big, group=tpu_pg)
+            dist.all_reduce(view, group=tpu_pg)
+            close(big, refs[1].t())
+            close(view, refs[0])
+    report("staging_adopted", staging_adopted)
+
     def broadcast():
         for dtype in (torch.float32, torch.int64, torch.bfloat16):
             x = data(rank, (3, 4), dtype)

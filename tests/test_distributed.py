@@ -78,7 +78,7 @@ MAIN_CHECKS = (
        "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single_uneven",
        "scatter_gather_reduce", "send_recv_barrier", "non_contiguous", "async_wait_future",
        "cpu_tensor_rejected", "group_name_kept", "ddp_sgd_5_steps",
-       "ddp_no_sync_accumulation", "ddp_find_unused_parameters", "peer_exit_raises"]
+       "ddp_no_sync_accumulation", "ddp_find_unused_parameters", "peer_exit_raises", "staging_adopted"]
 )
 
 

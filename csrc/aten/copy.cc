@@ -153,6 +153,27 @@ void from_host(const at::Tensor& dst, const at::Tensor& src_cpu) {
   ctx.run({});
 }
 
+void adopt_host(const at::Tensor& dst, const at::Tensor& src) {
+  TORCH_CHECK(src.device().is_cpu() && dst.device().type() == c10::DeviceType::PrivateUse1,
+              "tpu: adopt_host copies a CPU tensor into a tpu tensor");
+  if (dst.numel() == 0 || src.scalar_type() != dst.scalar_type() || src.sizes() != dst.sizes() ||
+      !src.is_contiguous() || src.is_conj() || src.is_neg() || dst.is_conj() || dst.is_neg() ||
+      !covers_storage(dst)) {
+    from_host(dst, src);
+    return;
+  }
+  auto& slot = slot_of(dst);
+  runtime::forget_pending(slot);  // fully overwritten: a pending value is moot
+  slot.error.clear();
+  // The plugin may read (and, for a donated buffer, write) this memory for as
+  // long as the buffer lives: the storage stays alive until it says so.
+  slot.buffer = runtime::Runtime::get().upload_adopting(
+      src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()}, dst.device().index(),
+      [keep = src.storage()]() mutable { keep = c10::Storage(); });
+  slot.dtype = to_ir(dst.scalar_type());
+  slot.producer = "aten::_copy_from";
+}
+
 void reinterpret_slot(runtime::Slot& slot, ir::DType dtype) {
   at::Tensor bytes = download_slot(slot);
   slot.buffer = runtime::Runtime::get().upload(bytes.data_ptr(), dtype,

@@ -12,6 +12,12 @@ namespace ttpu::aten {
 at::Tensor to_host(const at::Tensor& src);
 // Writes a CPU tensor (broadcastable, any dtype) into the tpu view `dst`.
 void from_host(const at::Tensor& dst, const at::Tensor& src_cpu);
+// from_host() for a dense host tensor that the caller hands over: when `src`
+// has `dst`'s dtype and shape and `dst` is a whole storage, the device buffer
+// may take `src`'s memory itself (no allocation, no copy on the CPU plugin);
+// `src`'s storage is then held until the plugin lets go of it, and the
+// caller must never write it again (torch.distributed's staging buffers).
+void adopt_host(const at::Tensor& dst, const at::Tensor& src);
 // Re-types a slot's bytes as `dtype` (a storage viewed with another element size,
 // as torch.save/torch.load do with byte storages) by a host round trip.
 void reinterpret_slot(runtime::Slot& slot, ir::DType dtype);

@@ -11,6 +11,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <map>
@@ -113,8 +114,21 @@ std::vector<Tensors> host_like(const std::vector<Tensors>& tss) {
   return out;
 }
 
+std::atomic<HostToTpuFn> g_host_to_tpu{nullptr};
+
+// Host results into the caller's tpu tensors, in place (storage and data_ptr
+// kept). The staging buffer becomes the device buffer where the plugin allows
+// (no new device allocation, whose first touch costs as much as the copy
+// again: 64 MB took 41 ms here against 4 ms for the reverse copy into a reused
+// host buffer); the pool reuses it only once the device buffer lets go.
 void copy_back(const Tensors& dst, const Tensors& src) {
-  for (size_t i = 0; i < dst.size(); ++i) const_cast<at::Tensor&>(dst[i]).copy_(src[i]);
+  HostToTpuFn fn = g_host_to_tpu.load();
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (fn != nullptr)
+      fn(dst[i], src[i]);
+    else
+      const_cast<at::Tensor&>(dst[i]).copy_(src[i]);
+  }
 }
 
 // Gloo has no AVG: the host path sums and divides (integers truncate, as the
@@ -194,6 +208,8 @@ class Agreement {
 int64_t reduce_arg(const ReduceOp& op) { return static_cast<int64_t>(op.op_); }
 
 }  // namespace
+
+void set_host_to_tpu(HostToTpuFn fn) { g_host_to_tpu.store(fn); }
 
 TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size,
                        std::chrono::milliseconds timeout)

@@ -17,6 +17,13 @@ namespace ttpu::distributed {
 // Name under which the backend is registered in torch.distributed.
 inline constexpr const char* kBackendName = "tpu";
 
+// How results reach the caller's tpu tensors: `fn(dst, host)` writes `host`
+// into `dst` in place and may keep `host`'s memory as the device buffer's own
+// (torchtpu's core installs aten::adopt_host; the default is copy_). Staging
+// buffers are never written after they are handed over.
+using HostToTpuFn = void (*)(const at::Tensor& dst, const at::Tensor& host);
+void set_host_to_tpu(HostToTpuFn fn);
+
 // A host-staged collective in flight: the inner (gloo) work plus the step that
 // copies host results back into the caller's tpu tensors. The copy-back runs
 // once, on the thread that first waits (wait, getFuture or a completed

@@ -12,7 +12,8 @@ namespace py = pybind11;
 
 namespace ttpu::distributed {
 
-void bind(py::module& m) {
+void bind(py::module& m, void (*host_to_tpu)(const at::Tensor&, const at::Tensor&)) {
+  set_host_to_tpu(host_to_tpu);
   m.def(
       "_dist_tpu_backend",
       [](py::object store, int rank, int size, py::object timeout) {

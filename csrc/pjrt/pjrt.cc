@@ -429,39 +429,50 @@ int Client::global_device_count() const {
   return static_cast<int>(args.num_devices);
 }
 
-std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType type,
-                                                 const std::vector<int64_t>& dims,
-                                                 int device_index) {
-  constexpr char kMethod[] = "PJRT_Client_BufferFromHostBuffer";
+constexpr char kFromHostMethod[] = "PJRT_Client_BufferFromHostBuffer";
+
+PJRT_Buffer* Client::from_host_raw(const void* data, ElementType type,
+                                   const std::vector<int64_t>& dims, int device_index,
+                                   int semantics, PJRT_Event** done) const {
   // The plugin aborts on a type it does not know instead of returning an error.
   if (!is_known_type(type)) {
-    throw PjrtError(kMethod, "unsupported element type " +
-                                 std::to_string(static_cast<int>(type)), -1);
+    throw PjrtError(kFromHostMethod, "unsupported element type " +
+                                         std::to_string(static_cast<int>(type)), -1);
   }
   int64_t elements = 1;
   for (int64_t d : dims) {
-    if (d < 0) throw PjrtError(kMethod, "negative dimension " + std::to_string(d), -1);
+    if (d < 0) throw PjrtError(kFromHostMethod, "negative dimension " + std::to_string(d), -1);
     elements *= d;
   }
   // The plugin reads `data` without a null check.
-  if (data == nullptr && elements > 0) throw PjrtError(kMethod, "null host data", -1);
-  check_device_index(kMethod, device_index, device_count());
-
+  if (data == nullptr && elements > 0) throw PjrtError(kFromHostMethod, "null host data", -1);
+  check_device_index(kFromHostMethod, device_index, device_count());
   auto args = TTPU_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
   args.client = client_;
   args.data = data;
   args.type = static_cast<PJRT_Buffer_Type>(type);
   args.dims = dims.data();
   args.num_dims = dims.size();
-  // No byte_strides: dense row-major. kImmutableOnlyDuringCall lets the caller
-  // free `data` on return; zero-copy modes would tie it to the buffer's life.
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  // No byte_strides: dense row-major.
+  args.host_buffer_semantics = static_cast<PJRT_HostBufferSemantics>(semantics);
   args.device = devices_[device_index];
   TTPU_CALL(api_, PJRT_Client_BufferFromHostBuffer, &args);
-  auto buffer = std::make_shared<Buffer>(shared_from_this(), args.buffer);
+  *done = args.done_with_host_buffer;
+  return args.buffer;
+}
+
+std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType type,
+                                                 const std::vector<int64_t>& dims,
+                                                 int device_index) {
+  // kImmutableOnlyDuringCall lets the caller free `data` on return; zero-copy
+  // modes would tie it to the buffer's life (buffer_adopting_host).
+  PJRT_Event* done = nullptr;
+  auto buffer = std::make_shared<Buffer>(
+      shared_from_this(), from_host_raw(data, type, dims, device_index,
+                                        PJRT_HostBufferSemantics_kImmutableOnlyDuringCall, &done));
   // With this semantics the copy should be done already; awaiting keeps the
   // promise in pjrt.h true for any plugin that copies asynchronously.
-  Event(api_, args.done_with_host_buffer).await(kMethod);
+  Event(api_, done).await(kFromHostMethod);
   return buffer;
 }
 
@@ -599,15 +610,14 @@ void free_fired_events() {
 
 }  // namespace
 
-void Buffer::on_ready(std::function<void(bool ok)> done) const {
-  free_fired_events();
-  const PJRT_Api* api = client_->api();
-  auto args = TTPU_ARGS(PJRT_Buffer_ReadyEvent_Args);
-  args.buffer = buffer_;
-  TTPU_CALL(api, PJRT_Buffer_ReadyEvent, &args);
-  auto* w = new ReadyWaiter{api, args.event, std::move(done)};
+namespace {
+
+// Calls `done(ok)` once `event` is ready and frees the event afterwards.
+void notify_when_ready(const PJRT_Api* api, PJRT_Event* event, const char* method,
+                       std::function<void(bool ok)> done) {
+  auto* w = new ReadyWaiter{api, event, std::move(done)};
   auto on = TTPU_ARGS(PJRT_Event_OnReady_Args);
-  on.event = args.event;
+  on.event = event;
   on.callback = &ready_callback;
   on.user_arg = w;
   try {
@@ -616,7 +626,7 @@ void Buffer::on_ready(std::function<void(bool ok)> done) const {
     // No callback registered: wait here instead, so `done` runs exactly once.
     bool ok = true;
     try {
-      Event(api, args.event).await("PJRT_Buffer_ReadyEvent");
+      Event(api, event).await(method);
     } catch (const PjrtError&) {
       ok = false;
     }
@@ -624,6 +634,41 @@ void Buffer::on_ready(std::function<void(bool ok)> done) const {
     delete w;
     fn(ok);
   }
+}
+
+}  // namespace
+
+void Buffer::on_ready(std::function<void(bool ok)> done) const {
+  free_fired_events();
+  const PJRT_Api* api = client_->api();
+  auto args = TTPU_ARGS(PJRT_Buffer_ReadyEvent_Args);
+  args.buffer = buffer_;
+  TTPU_CALL(api, PJRT_Buffer_ReadyEvent, &args);
+  notify_when_ready(api, args.event, "PJRT_Buffer_ReadyEvent", std::move(done));
+}
+
+std::shared_ptr<Buffer> Client::buffer_adopting_host(void* data, ElementType type,
+                                                     const std::vector<int64_t>& dims,
+                                                     int device_index,
+                                                     std::function<void()> release) {
+  free_fired_events();
+  PJRT_Event* done = nullptr;
+  PJRT_Buffer* raw = nullptr;
+  try {
+    raw = from_host_raw(data, type, dims, device_index,
+                        PJRT_HostBufferSemantics_kMutableZeroCopy, &done);
+  } catch (...) {
+    release();
+    throw;
+  }
+  auto buffer = std::make_shared<Buffer>(shared_from_this(), raw);
+  // The event fires when the plugin is done with `data`: at once if it
+  // copied, at the buffer's end if it aliased. A plugin without OnReady (none
+  // known: it is core C API) would make notify_when_ready wait here, which
+  // for an alias lasts until the buffer is gone: do not adopt on such a one.
+  notify_when_ready(api_, done, kFromHostMethod,
+                    [release = std::move(release)](bool) { release(); });
+  return buffer;
 }
 
 void Buffer::to_host(void* dst, int64_t nbytes) const {

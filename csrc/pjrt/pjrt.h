@@ -172,6 +172,16 @@ class Client : public std::enable_shared_from_this<Client> {
   std::shared_ptr<Buffer> buffer_from_host(const void* data, ElementType type,
                                            const std::vector<int64_t>& dims,
                                            int device_index);
+  // Like buffer_from_host, but the plugin may make `data` the buffer's own
+  // memory instead of copying it (PJRT's kMutableZeroCopy: no allocation, no
+  // copy on the CPU plugin; a plain copy on others). `release` runs once when
+  // the plugin no longer needs `data` (right after a copy; when the buffer,
+  // and any output it was donated to, is gone after a zero-copy), possibly on
+  // a plugin thread: it must be quick and must not call into PJRT. Until then
+  // the caller must neither write nor free `data`. On a throw, `release` has run.
+  std::shared_ptr<Buffer> buffer_adopting_host(void* data, ElementType type,
+                                               const std::vector<int64_t>& dims,
+                                               int device_index, std::function<void()> release);
 
   // Compiles StableHLO text (MLIR, entry @main) for one replica, one partition.
   // Throws PjrtError (method "PJRT_Client_Compile") with the plugin's message.
@@ -200,6 +210,11 @@ class Client : public std::enable_shared_from_this<Client> {
   PJRT_DeviceDescription* description(int index) const;
   std::shared_ptr<Executable> compile_bytes(const std::string& stablehlo_text,
                                             const std::string& options);
+  // PJRT_Client_BufferFromHostBuffer with the given PJRT_HostBufferSemantics,
+  // after the checks that keep the plugin from aborting; `*done` receives the
+  // done-with-host-buffer event (the caller owns it).
+  PJRT_Buffer* from_host_raw(const void* data, ElementType type, const std::vector<int64_t>& dims,
+                             int device_index, int semantics, PJRT_Event** done) const;
   // Declared first so it is destroyed last: the plugin may call the store
   // until PJRT_Client_Destroy returns.
   std::shared_ptr<KeyValueStore> kv_store_;

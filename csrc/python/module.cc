@@ -15,6 +15,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "aten/compiled_call.h"
+#include "aten/copy.h"
 #include "aten/deferred_check.h"
 #include "aten/device.h"
 #include "aten/fallback.h"
@@ -135,7 +136,7 @@ PYBIND11_MODULE(_C, m) {
   ttpu::aten::register_lowerings();
   install_recompile_hooks();
   install_wait_poll();
-  ttpu::distributed::bind(m);
+  ttpu::distributed::bind(m, &ttpu::aten::adopt_host);
 
   m.def("_set_default_plugin", &Runtime::set_default_plugin);
   m.def("_is_in_bad_fork", [] { return ttpu::pjrt::in_forked_child(); });

@@ -296,6 +296,18 @@ std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
   return buffer;
 }
 
+std::shared_ptr<pjrt::Buffer> Runtime::upload_adopting(void* data, ir::DType dtype,
+                                                       const std::vector<int64_t>& dims,
+                                                       int device, std::function<void()> release) {
+  int64_t n = ir::byte_size(dtype);
+  for (int64_t d : dims) n *= d;
+  metrics_.bytes_to_device += n;  // a transfer for the counts, copied or not
+  auto buffer = client_->buffer_adopting_host(data, element_type(dtype), dims, device,
+                                              std::move(release));
+  track({buffer}, "aten::_copy_from (host to device)", device);
+  return buffer;
+}
+
 void Runtime::download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes) {
   buffer.to_host(dst, nbytes);
   metrics_.bytes_to_host += nbytes;

@@ -160,6 +160,12 @@ class Runtime {
   // Host -> device copy of dense row-major data.
   std::shared_ptr<pjrt::Buffer> upload(const void* data, ir::DType dtype,
                                        const std::vector<int64_t>& dims, int device);
+  // upload() that may let the buffer use `data` itself instead of a copy
+  // (pjrt::Client::buffer_adopting_host): `release` runs once the plugin no
+  // longer needs `data`; `data` must not be written or freed until then.
+  std::shared_ptr<pjrt::Buffer> upload_adopting(void* data, ir::DType dtype,
+                                                const std::vector<int64_t>& dims, int device,
+                                                std::function<void()> release);
   // Device -> host copy of a whole buffer; waits. Throws pjrt::PjrtError.
   void download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes);
   // `buffer` (holding `nbytes` of `dtype`, 1-D) copied to `device`: the

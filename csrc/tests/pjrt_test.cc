@@ -4,6 +4,7 @@
 // in (the xla-cpu-pjrt plugin of the project venv).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -130,6 +131,49 @@ TEST(Buffer, OnReadyRunsOnceWithStatus) {
   }
   EXPECT_EQ(calls.load(), 1);
   EXPECT_TRUE(ok.load());
+}
+
+// buffer_adopting_host: the plugin may keep the host memory as the buffer's
+// own; `release` says when the caller may reuse it (the tpu collectives'
+// staging pool relies on this).
+TEST(Buffer, AdoptedHostMemoryIsHeldUntilThePluginLetsGo) {
+  float* host = static_cast<float*>(std::aligned_alloc(64, 64));  // 16 floats, aligned
+  for (int i = 0; i < 16; ++i) host[i] = static_cast<float>(i);
+  std::atomic<int> released{0};
+  auto buf = client()->buffer_adopting_host(host, ElementType::kF32, {16}, 0, [&] { ++released; });
+  std::vector<float> out(16);
+  buf->to_host(out.data(), 64);
+  EXPECT_EQ(out[5], 5.0f);
+  // The CPU plugin aliases aligned memory: nothing is released while the
+  // buffer lives (this pins the zero-copy that makes the host path cheap).
+  EXPECT_EQ(released.load(), 0);
+  auto exe = client()->compile(R"(module @m {
+  func.func public @main(%a: tensor<16xf32> {tf.aliasing_output = 0 : i32}) -> tensor<16xf32> {
+    %0 = stablehlo.add %a, %a : tensor<16xf32>
+    return %0 : tensor<16xf32>
+  }
+})");
+  auto outs = exe->execute({buf.get()}, 0);  // donated: the output may reuse the memory
+  outs[0]->await_ready();
+  buf.reset();
+  // Once released, the caller may write the memory: the output must not change.
+  if (released.load() == 1) std::fill(host, host + 16, -1.0f);
+  outs[0]->to_host(out.data(), 64);
+  EXPECT_EQ(out[5], 10.0f);
+  outs.clear();
+  for (int i = 0; i < 1000 && released.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(released.load(), 1);
+  std::free(host);
+}
+
+TEST(Buffer, AdoptingARejectedCallReleasesAtOnce) {
+  std::vector<float> host(4);
+  int released = 0;
+  EXPECT_THROW(client()->buffer_adopting_host(host.data(), ElementType::kF32, {4}, /*device=*/7,
+                                              [&] { ++released; }),
+               PjrtError);
+  EXPECT_EQ(released, 1);
 }
 
 TEST(Client, DeviceKindAndMemoryStats) {

@@ -1,0 +1,135 @@
+"""Where one tpu all_reduce's time goes, stage by stage, on 2 processes.
+
+    python bench/profile_distributed.py [--sizes 1M,4M,16M] [--iters N] [--out f.json]
+
+Launches 2 ranks (each its own single tpu device, TCPStore on 127.0.0.1) and,
+per size (bytes of float32), times the stages the host path is made of, each on
+its own, in the same process run and in turn (each round runs every stage once,
+after a barrier) so that their ratios are comparable on a noisy machine
+(median ms over `iters` rounds, and the fastest as `<stage>_min`):
+
+- d2h: tpu tensor -> reused host tensor (``h.copy_(t)``);
+- gloo: all_reduce of that host tensor on the CPU gloo group;
+- h2d: host tensor -> the tpu tensor in place (``t.copy_(h)`` then sync);
+- staged_by_hand: the three above in a row from Python (the host path's floor);
+- signature: the 64-byte all-gather the tpu backend checks calls with;
+- tpu: ``all_reduce(t, async_op=True)`` (tpu_issue, until it returns), then
+  ``wait()`` + sync (tpu_wait);
+- sum_of_stages: d2h + gloo + h2d (what a serial host path costs at best).
+
+Also the per-call counts of torchtpu.metrics (compiles, executes, host bytes)
+over the tpu all_reduces: anything but 0 compiles and executes is a bug.
+TORCHTPU_DIST_CHECK is read once per process: run it with =0 to drop the
+signature exchange. JSON on stdout (and --out).
+"""
+
+import argparse
+import datetime
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+SIZES = {"64K": 64 << 10, "1M": 1 << 20, "4M": 4 << 20, "16M": 16 << 20, "64M": 64 << 20}
+
+
+def worker(rank, port, sizes, iters):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank), WORLD_SIZE="2")
+    import torch
+    import torch.distributed as dist
+
+    import torchtpu
+
+    dist.init_process_group("cpu:gloo,tpu:tpu", timeout=datetime.timedelta(seconds=120))
+    rows = []
+    for name in sizes:
+        n = SIZES[name] // 4
+        t = torch.zeros(n, device="tpu")
+        h = torch.zeros(n)
+        sig_in, sig_out = torch.zeros(8, dtype=torch.long), torch.zeros(16, dtype=torch.long)
+        state = {}
+
+        def tpu_issue():
+            state["w"] = dist.all_reduce(t, async_op=True)
+
+        def tpu_wait():
+            state["w"].wait()
+            torchtpu.sync()
+
+        # Stage name -> the calls timed one after the other (each its own
+        # sample); all stages run in turn each round so drift hits them alike.
+        stages = {
+            "d2h": [lambda: h.copy_(t)],
+            "gloo": [lambda: dist.all_reduce(h)],
+            "h2d": [lambda: (t.copy_(h), torchtpu.sync())],
+            "staged_by_hand": [lambda: (h.copy_(t), dist.all_reduce(h), t.copy_(h),
+                                        torchtpu.sync())],
+            "signature": [lambda: dist.all_gather_into_tensor(sig_out, sig_in)],
+            "tpu": [tpu_issue, tpu_wait],
+        }
+        samples = {k: [[] for _ in v] for k, v in stages.items()}
+        counts = {}
+        for i in range(iters + 1):
+            for key, calls in stages.items():
+                dist.barrier()
+                if key == "tpu":
+                    torchtpu.metrics.reset()
+                for j, fn in enumerate(calls):
+                    start = time.perf_counter()
+                    fn()
+                    if i:  # round 0 warms up
+                        samples[key][j].append(time.perf_counter() - start)
+                if key == "tpu" and i:
+                    m = torchtpu.metrics.metrics()
+                    for k in ("compiles", "executes", "bytes_to_host", "bytes_to_device"):
+                        counts[k] = counts.get(k, 0) + m[k] / iters
+        ms = lambda xs: round(1000 * statistics.median(xs), 3)  # noqa: E731
+        row = {"size": name}
+        for key, per_call in samples.items():
+            total = [sum(parts) for parts in zip(*per_call)]
+            row[key] = ms(total)
+            row[key + "_min"] = round(1000 * min(total), 3)
+        row["tpu_issue"], row["tpu_wait"] = ms(samples["tpu"][0]), ms(samples["tpu"][1])
+        row["sum_of_stages"] = round(row["d2h"] + row["gloo"] + row["h2d"], 3)
+        row["tpu_over_gloo"] = round(row["tpu"] / row["gloo"], 2)
+        row["tpu_over_gloo_min"] = round(row["tpu_min"] / row["gloo_min"], 2)
+        row["per_call"] = counts
+        row["fallbacks"] = torchtpu.metrics.total_fallbacks()
+        rows.append(row)
+    if rank == 0:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from _report import emit
+
+        emit({"check": os.environ.get("TORCHTPU_DIST_CHECK", "1"), "iters": iters,
+              "stages_ms": rows}, os.environ.get("BENCH_OUT") or None)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1M,4M,16M")
+    p.add_argument("--iters", type=int, default=9)
+    p.add_argument("--out", default=None)
+    p.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--port", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    sizes = args.sizes.split(",")
+    if args.rank is not None:
+        return worker(args.rank, args.port, sizes, args.iters)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = dict(os.environ, TORCHTPU_CPU_DEVICES="1", BENCH_OUT=args.out or "")
+    procs = [subprocess.Popen([sys.executable, __file__, "--sizes", args.sizes, "--iters",
+                               str(args.iters), "--rank", str(r), "--port", port], env=env)
+             for r in range(2)]
+    for proc in procs:
+        proc.wait(timeout=600)
+    sys.exit(max(proc.returncode for proc in procs))
+
+
+if __name__ == "__main__":
+    main()
