@@ -95,7 +95,7 @@ ir::Value Fusion::param(const std::shared_ptr<pjrt::Buffer>& buffer, const ir::T
   return v;
 }
 
-void Fusion::record(const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
+void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
                     const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
                     const std::string& op, std::vector<ir::TensorType> result_types) {
   FusionLock lock(*this);
@@ -119,7 +119,9 @@ void Fusion::record(const ir::Graph& op_graph, const std::vector<RecordedArg>& a
       bound.push_back(param(a.buffer, type, /*dedup=*/false));
     }
   }
-  std::vector<ir::Value> mapped = graph_.append(op_graph, bound, values);
+  // A storm's graph keeps the op's own program too (keep_op reads op_graph).
+  std::vector<ir::Value> mapped = per_op_ ? graph_.append(op_graph, bound, values)
+                                          : graph_.append(std::move(op_graph), bound, values);
   if (per_op_) keep_op(op_graph, args, bound, values, mapped, op);
   for (size_t i = 0; i < out_slots.size(); ++i) {
     Slot* s = out_slots[i];
