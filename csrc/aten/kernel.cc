@@ -11,6 +11,8 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <mutex>
+
 #include "aten/fallback.h"
 #include "aten/lowering.h"
 #include "aten/result_layout.h"
@@ -144,11 +146,12 @@ class LoweringKernel final : public c10::OperatorKernel {
           return;
         }
         // New results take the layout CPU's kernel gives them (result_layout.h).
-        const LayoutRule layout = result_layout(op);
+        const LayoutRule& layout = layout_of(op);
         if (layout.kind != ResultLayout::kRowMajor) {
           for (size_t i = 0; i < values.size(); ++i) {
             if (!values[i].valid()) continue;
-            const std::vector<int64_t> dims = ctx.g().type(values[i]).dims;
+            // No node is added while `dims` is read.
+            const std::vector<int64_t>& dims = ctx.g().type(values[i]).dims;
             auto strides = result_strides(layout, args, dims, i);
             if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
           }
@@ -212,6 +215,13 @@ class LoweringKernel final : public c10::OperatorKernel {
     }
   }
 
+  // result_layout(op), which builds the op's name and looks it up: the same
+  // for every call of this kernel, so computed at its first call.
+  const LayoutRule& layout_of(const c10::OperatorHandle& op) {
+    std::call_once(layout_once_, [&] { layout_ = result_layout(op); });
+    return layout_;
+  }
+
   // Per return of `schema`, the argument with the same (written) alias set.
   static std::vector<c10::IValue> aliased_returns(const c10::FunctionSchema& schema,
                                                   c10::ArrayRef<c10::IValue> args) {
@@ -256,6 +266,8 @@ class LoweringKernel final : public c10::OperatorKernel {
   const Rule* complex_rule_;
   Variant variant_;
   std::string name_;
+  std::once_flag layout_once_;
+  LayoutRule layout_;
 };
 
 // Same argument names and types, in order (defaults may differ).

@@ -49,7 +49,13 @@ class Args {
 // One program under construction for one ATen op call.
 class LoweringContext {
  public:
-  LoweringContext(std::string op, int device) : op_(std::move(op)), device_(device) {}
+  LoweringContext(std::string op, int device) : op_(std::move(op)), device_(device) {
+    // Most ops read one to three storages: one allocation each instead of
+    // the 1, 2, 4 growth (measured per eager op under callgrind).
+    args_.reserve(4);
+    slots_.reserve(4);
+    pending_storages_.reserve(4);
+  }
   ir::Graph& g() { return graph_; }
   const std::string& op() const { return op_; }
   int device() const { return device_; }

@@ -1,6 +1,7 @@
 #include "runtime/fusion.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -46,6 +47,10 @@ bool donation_enabled() {
 }
 
 std::mutex g_mu;
+// Whether any Fusion was ever made: until then no slot can be pending or
+// being flushed, and a dying storage (every eager op's dropped result in
+// strict mode) need not look one up.
+std::atomic<bool> g_any_fusion{false};
 // Never destroyed, like the Runtime: pending buffers must not be released into
 // a plugin that static destruction may already have torn down.
 std::map<int, std::unique_ptr<Fusion>>& fusions() {
@@ -355,7 +360,10 @@ void Fusion::forget(Slot* slot) {
 Fusion& fusion(int device) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto& f = fusions()[device];
-  if (!f) f = std::make_unique<Fusion>(device);
+  if (!f) {
+    f = std::make_unique<Fusion>(device);
+    g_any_fusion.store(true);
+  }
   return *f;
 }
 
@@ -383,6 +391,7 @@ void materialize(Slot& slot) {
 void forget_pending(Slot& slot) {
   // Under the Fusion's lock even when not pending: another thread's flush may
   // be about to give this slot its buffer.
+  if (!g_any_fusion.load()) return;
   fusion(slot.device).forget(&slot);
 }
 
