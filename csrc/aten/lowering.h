@@ -89,6 +89,15 @@ class LoweringContext {
     result_strides_[i] = std::move(strides);
   }
 
+  // For strict mode's dispatch cache (dispatch_cache.h), after run(): whether
+  // the program ran and its parameters were bound only to the storages read
+  // and to buffers fixed by the call's arguments (no random state, no host
+  // tensor's value, no write, no storage changed on the way); the buffers
+  // bound, in parameter order; the program.
+  bool replayable() const { return replayable_ && executable_ != nullptr; }
+  const std::vector<runtime::RecordedArg>& bound_args() const { return args_; }
+  const std::shared_ptr<pjrt::Executable>& executable() const { return executable_; }
+
  private:
   struct SlotUse {
     runtime::Slot* slot;
@@ -113,6 +122,8 @@ class LoweringContext {
   // (index.to(kLong)) whose storage would otherwise die, and its slot with it.
   std::vector<c10::Storage> pending_storages_;
   std::unordered_map<size_t, std::vector<int64_t>> result_strides_;
+  bool replayable_ = true;
+  std::shared_ptr<pjrt::Executable> executable_;  // strict mode, once run
 };
 
 using Rule = std::function<std::vector<ir::Value>(LoweringContext&, const Args&)>;

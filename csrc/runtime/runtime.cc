@@ -54,6 +54,7 @@ void Metrics::reset() {
   donated_bytes = 0;
   fused_flushes = 0;
   fused_strict_ops = 0;
+  dispatch_cache_hits = 0;
 }
 
 pjrt::ElementType element_type(ir::DType t) {
