@@ -120,11 +120,21 @@ def test_bool_and_errors_unchanged():
             p.to("tpu") - q.to("tpu")
 
 
-def test_host_scalar_tensor_not_cached():
+def test_host_scalars_keyed_by_value():
+    # `x * 0.5` passes 0.5 as a wrapped 0-d host tensor: replayed per value.
     x = torch.randn(8)
     tx = x.to("tpu")
-    for v in (1.5, 2.5):
+    before = hits()
+    for v in (1.5, 2.5, 1.5, 2.5, -3.0):
+        torch.testing.assert_close((tx * v).cpu(), x * v)
         torch.testing.assert_close((tx * torch.tensor(v)).cpu(), x * v)
+        torch.testing.assert_close((tx + torch.tensor(v, dtype=torch.float64)).cpu(),
+                                   x + torch.tensor(v, dtype=torch.float64))
+    assert hits() - before >= 6  # the repeated values
+    xi = torch.arange(8, dtype=torch.int32)
+    for v in (2, 2, 3, True, True):
+        check(lambda p: p * v, xi)
+        check(lambda p: p + torch.tensor(v), xi)
 
 
 def test_results_feed_later_calls():

@@ -15,7 +15,7 @@ namespace ttpu::aten {
 namespace {
 
 // Argument kinds in a key (each followed by its fields).
-enum Tag : int64_t { kUndefined = 1, kTensor, kDouble, kInt, kBool, kNone };
+enum Tag : int64_t { kUndefined = 1, kTensor, kDouble, kInt, kBool, kNone, kHostScalar };
 
 runtime::Slot* tpu_slot(const c10::IValue& v) {
   if (!v.isTensor()) return nullptr;
@@ -59,8 +59,18 @@ bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* k
         key->push_back(kUndefined);
         continue;
       }
+      if (t.device().is_cpu() && t.dim() == 0 && !t.is_complex() && t.element_size() <= 8) {
+        // A Python number (wrapped) or a host 0-d tensor: lowered as a scalar
+        // parameter of its value, so its bits and dtype are the key (and
+        // whether it is a wrapped number, which type promotion treats apart).
+        int64_t bits = 0;
+        std::memcpy(&bits, t.const_data_ptr(), t.element_size());
+        key->append({kHostScalar, static_cast<int64_t>(t.scalar_type()),
+                     t.unsafeGetTensorImpl()->is_wrapped_number() ? 1 : 0, bits});
+        continue;
+      }
       runtime::Slot* slot = tpu_slot(a);
-      // Host tensors (their value is read), storages without a buffer or
+      // Other host tensors (their value is read), storages without a buffer or
       // with a pending value: lowered every time.
       if (slot == nullptr || slot->pending || slot->buffer == nullptr || !slot->error.empty() ||
           t.is_conj() || t.is_neg()) {

@@ -7,8 +7,9 @@
 // callgrind, bench/bench_eager.py --instructions). Here a call is keyed by
 // everything the lowering reads (for every argument: tensor dtype, sizes,
 // strides, offset, storage size and element type, which earlier argument
-// shares its storage, device; scalar values and their kinds; the default
-// dtype; the device), and a key seen before replays the program: its
+// shares its storage, device; scalar values and their kinds, a host 0-d
+// tensor's (a wrapped Python number's) dtype and value; the default dtype;
+// the device), and a key seen before replays the program: its
 // parameters bound to the same arguments' storages and the same scalar
 // buffers, its results given the same sizes, strides and dtypes.
 //
@@ -41,7 +42,8 @@ class DispatchCache {
   // and the cache is on (TORCHTPU_DISPATCH_CACHE, read once).
   static bool allowed(const std::string& name);
   // The key of a call on `device`; false when the call cannot be cached (a
-  // host tensor, a list, a storage never written or pending in fused mode).
+  // host tensor of more than 0 dims, a list, a storage never written or
+  // pending in fused mode).
   static bool make_key(c10::ArrayRef<c10::IValue> args, int device, Key* key);
 
   // Runs the program cached under `key` on this call's arguments and returns

@@ -196,7 +196,8 @@ ir::Value convert_as_cpu(ir::Graph& g, ir::Value v, ir::DType to) {
 ir::Value LoweringContext::tensor(const at::Tensor& t) {
   TORCH_CHECK(t.defined(), op_, ": expected a defined tensor");
   if (t.device().is_cpu()) {
-    replayable_ = false;  // its value becomes a parameter
+    // Its value becomes a scalar parameter: a buffer the value fixes (the
+    // dispatch cache keys a host 0-d tensor by its value).
     TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at "
                 "least two devices, tpu:", device_, " and cpu! (in ", op_, ")");
     return scalar(t.item(), to_ir(t.scalar_type()));
