@@ -1,12 +1,21 @@
 """Eager-mode benchmarks, side by side in one process; prints JSON medians and ratios.
 
     python bench/bench_eager.py [--out bench_eager.json] [--loops 20] [--epochs 3]
-        [--rounds 2]
+        [--rounds 2] [--add-only] [--instructions]
 
 (a) Per-op overhead in strict mode: ``c = a + b`` on two 1,000-element float32
     tensors, a loop of 1,000 ops ending in one sync, tpu vs CPU PyTorch
     (tpu debug mode is reported too). Microseconds per op, median over loops.
-    Target (issue 2): at most 30 us per op on tpu strict.
+    Fused mode's recording cost is the loop up to its last op (``tpu_fused``,
+    the sync that runs the graph not counted; ``tpu_fused_with_flush`` counts
+    it). Targets (issue 15): at most 3 us per op strict, 2 us recording.
+    ``--instructions`` also counts the host instructions per op of the same
+    loop (cpu, tpu strict, tpu fused recording) under valgrind's callgrind:
+    a second run of this script whose loops are collected, N and 2N ops, the
+    difference over N (warm-up, compiles and syncs not counted; only the
+    calling thread, so PJRT's execution threads are not in it). Noise-free,
+    unlike the times; ``--callgrind-dir`` keeps the profiles for
+    ``callgrind_annotate --inclusive=yes``.
 (b) ``train_digits``: wall time per training step (forward, backward, optimizer
     step) for tpu strict, tpu debug and CPU. Milliseconds per step, median over
     the epochs after the first of each run (which pays for compilation on tpu).
@@ -18,9 +27,15 @@ A benchmark, not a test: nothing here asserts.
 """
 
 import argparse
+import glob
+import operator
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 
@@ -33,10 +48,16 @@ from _report import emit
 
 NUMEL = 1000
 OPS_PER_LOOP = 1000
-TARGET_US_PER_OP = 30.0
+
+TARGET_US_PER_OP_STRICT = 3.0  # issue 15
+TARGET_US_PER_OP_FUSED_RECORDING = 2.0
 
 # (name, device, eager mode) of each configuration, measured in turn.
-CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"), ("tpu_debug", "tpu", "debug"))
+CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"), ("tpu_debug", "tpu", "debug"),
+           ("tpu_fused", "tpu", "fused"))
+# Ops per collected loop under callgrind (N, then 2N): fused graphs of 2N ops
+# stay under the node cap, so no flush falls inside a loop.
+CALLGRIND_OPS = {"cpu": 1000, "tpu_strict": 1000, "tpu_fused": 500}
 
 
 def _set_mode(mode):
@@ -59,6 +80,7 @@ def add_us_per_op(loops):
     for _, device, _ in CONFIGS:
         tensors[device] = (torch.randn(NUMEL).to(device), torch.randn(NUMEL).to(device))
     times = {name: [] for name, _, _ in CONFIGS}
+    times["tpu_fused_with_flush"] = []
     for i in range(loops + 1):  # loop 0 compiles and warms up; not counted
         for name, device, mode in CONFIGS:
             _set_mode(mode)
@@ -67,12 +89,81 @@ def add_us_per_op(loops):
             start = time.perf_counter()
             for _ in range(OPS_PER_LOOP):
                 c = a + b
+            issued = time.perf_counter()
             _sync(device)
             elapsed = time.perf_counter() - start
             del c
-            if i > 0:
+            if i > 0 and mode == "fused":
+                # Recording only; the flush (fingerprint, execute, wait) apart.
+                times[name].append((issued - start) / OPS_PER_LOOP * 1e6)
+                times["tpu_fused_with_flush"].append(elapsed / OPS_PER_LOOP * 1e6)
+            elif i > 0:
                 times[name].append(elapsed / OPS_PER_LOOP * 1e6)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _add_loop(a, b, n):
+    for _ in range(n):
+        c = a + b
+    return c
+
+
+def _callgrind_child():
+    """Runs under callgrind (see instructions_per_op): per configuration, a
+    warm-up, then loops of N and 2N ops, each called through operator.call,
+    the one function whose calls are collected and dumped."""
+    for name, device, mode in CONFIGS:
+        if name not in CALLGRIND_OPS:
+            continue
+        n = CALLGRIND_OPS[name]
+        _set_mode(mode)
+        a, b = torch.randn(NUMEL).to(device), torch.randn(NUMEL).to(device)
+        for ops in (n, 2 * n):  # compiles (fused: both graph sizes)
+            _add_loop(a, b, ops)
+            _sync(device)
+        for ops in (n, 2 * n):
+            _sync(device)
+            operator.call(_add_loop, a, b, ops)
+            _sync(device)  # a fused graph's flush falls outside the loops
+    torchtpu.set_eager_mode("strict")
+
+
+def _callgrind_total(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
+
+
+def instructions_per_op(keep_dir=None):
+    """Host instructions per ``c = a + b`` (calling thread only), counted by
+    callgrind in a second run of this script: {config: instructions}."""
+    if shutil.which("valgrind") is None:
+        return {"error": "valgrind not found"}
+    out_dir = keep_dir or tempfile.mkdtemp(prefix="bench_eager_cg_")
+    os.makedirs(out_dir, exist_ok=True)
+    for old in glob.glob(os.path.join(out_dir, "callgrind.out*")):
+        os.remove(old)
+    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+           "--toggle-collect=_operator_call", "--dump-after=_operator_call",
+           f"--callgrind-out-file={os.path.join(out_dir, 'callgrind.out')}",
+           sys.executable, os.path.abspath(__file__), "--_callgrind-child"]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # One dump per collected loop, numbered in call order (the final dump at
+    # exit, with nothing collected since, comes last).
+    dumps = sorted((int(m.group(1)), p) for p in glob.glob(os.path.join(out_dir, "callgrind.out.*"))
+                   if (m := re.search(r"\.(\d+)$", p)))
+    totals = [_callgrind_total(p) for _, p in dumps]
+    result = {}
+    for k, name in enumerate(CALLGRIND_OPS):
+        n = CALLGRIND_OPS[name]
+        result[name] = (totals[2 * k + 1] - totals[2 * k]) / n
+    if keep_dir is None:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    else:
+        result["profiles"] = {name: dumps[2 * k + 1][1] for k, name in enumerate(CALLGRIND_OPS)}
+    return result
 
 
 def train_ms_per_step(rounds, epochs, batch_size, seed):
@@ -117,7 +208,15 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=2, help="train_digits runs per configuration")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--add-only", action="store_true", help="only (a), no train_digits")
+    p.add_argument("--instructions", action="store_true",
+                   help="also count instructions per op under callgrind")
+    p.add_argument("--callgrind-dir", default=None,
+                   help="keep the callgrind profiles here (2N-op loop of each config)")
+    p.add_argument("--_callgrind-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args._callgrind_child:
+        return _callgrind_child()
     # One warning per op that falls back is useful in a run, noise in a report:
     # the fallback counts go into the JSON instead.
     warnings.filterwarnings("ignore", message=r"tpu: .* has no tpu lowering")
@@ -125,8 +224,10 @@ def main(argv=None):
     load_at_start = os.getloadavg()[0]
     previous = torchtpu.get_eager_mode()
     add = add_us_per_op(args.loops)
-    step_ms, steps, runs = train_ms_per_step(args.rounds, args.epochs, args.batch_size,
-                                             args.seed)
+    instructions = instructions_per_op(args.callgrind_dir) if args.instructions else None
+    if not args.add_only:
+        step_ms, steps, runs = train_ms_per_step(args.rounds, args.epochs, args.batch_size,
+                                                 args.seed)
     torchtpu.set_eager_mode(previous)
 
     report = {
@@ -141,11 +242,18 @@ def main(argv=None):
             "loops": args.loops,
             "us_per_op_median": add,
             "ratio_tpu_strict_over_cpu": add["tpu_strict"] / add["cpu"],
+            "ratio_tpu_fused_recording_over_cpu": add["tpu_fused"] / add["cpu"],
             "ratio_tpu_debug_over_tpu_strict": add["tpu_debug"] / add["tpu_strict"],
-            "target_us_per_op_tpu_strict": TARGET_US_PER_OP,
-            "meets_target": add["tpu_strict"] <= TARGET_US_PER_OP,
+            "target_us_per_op_tpu_strict": TARGET_US_PER_OP_STRICT,
+            "target_us_per_op_tpu_fused_recording": TARGET_US_PER_OP_FUSED_RECORDING,
+            "meets_target": add["tpu_strict"] <= TARGET_US_PER_OP_STRICT,
+            "meets_target_fused_recording":
+                add["tpu_fused"] <= TARGET_US_PER_OP_FUSED_RECORDING,
+            "instructions_per_op": instructions,
         },
-        "train_digits": {
+    }
+    if not args.add_only:
+        report["train_digits"] = {
             "epochs": args.epochs,
             "rounds": args.rounds,
             "batch_size": args.batch_size,
@@ -154,8 +262,7 @@ def main(argv=None):
             "ratio_tpu_strict_over_cpu": step_ms["tpu_strict"] / step_ms["cpu"],
             "ratio_tpu_debug_over_tpu_strict": step_ms["tpu_debug"] / step_ms["tpu_strict"],
             "runs": runs,
-        },
-    }
+        }
     return emit(report, args.out)
 
 

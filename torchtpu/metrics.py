@@ -13,7 +13,9 @@ reused for the new value, see :func:`torchtpu.set_eager_mode`),
 ``fused_strict_ops`` (fused mode: ops run one by one as strict programs in place
 of compiling a new graph from a line that stopped fusing, see
 ``torchtpu.config.fused_storm_threshold``),
-``cached_programs``.
+``dispatch_cache_hits`` (strict mode: calls of add, sub, mul and div that ran
+their program again without being lowered; also counted in ``cache_hits``;
+``TORCHTPU_DISPATCH_CACHE=0`` turns this off), ``cached_programs``.
 """
 
 from torchtpu import _C

@@ -11,6 +11,9 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <mutex>
+
+#include "aten/dispatch_cache.h"
 #include "aten/fallback.h"
 #include "aten/lowering.h"
 #include "aten/result_layout.h"
@@ -96,7 +99,11 @@ class LoweringKernel final : public c10::OperatorKernel {
   // `complex_rule`: the rule for calls with complex tensors (complex_table()),
   // or null when the op declines them.
   LoweringKernel(const Rule* rule, const Rule* complex_rule, Variant variant, std::string name)
-      : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)) {}
+      : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)) {
+    if (variant_ == Variant::kFunctional && DispatchCache::allowed(name_)) {
+      cache_ = std::make_unique<DispatchCache>();
+    }
+  }
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet,
                   torch::jit::Stack* stack) {
@@ -107,7 +114,8 @@ class LoweringKernel final : public c10::OperatorKernel {
     // rule, or a lazily conjugated / negated tensor (the CPU kernels, reached
     // through _copy_from, see the bits; no rule reads them).
     const Rule* rule = rule_;
-    if (any_complex(schema, args)) rule = complex_rule_;
+    const bool complex = any_complex(schema, args);
+    if (complex) rule = complex_rule_;
     if (rule == nullptr) {
       run_cpu_fallback(op, stack, " for complex tensors");
       return;
@@ -117,7 +125,7 @@ class LoweringKernel final : public c10::OperatorKernel {
       return;
     }
     try {
-      run(schema, rule, op, stack);
+      run(schema, rule, op, stack, /*cacheable=*/!complex);
     } catch (const DeclinedToCpu& d) {
       run_cpu_fallback(op, stack, d.why);
     } catch (const ir::IrDtypeError& e) {
@@ -131,10 +139,25 @@ class LoweringKernel final : public c10::OperatorKernel {
  private:
   // Lowers and runs the call; the stack changes only after the rule returned.
   void run(const c10::FunctionSchema& schema, const Rule* rule, const c10::OperatorHandle& op,
-           torch::jit::Stack* stack) {
+           torch::jit::Stack* stack, bool cacheable) {
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
-    LoweringContext ctx(name_, device_of(args));
+    const int device = device_of(args);
+    // Strict mode's dispatch cache (dispatch_cache.h): a call seen before
+    // runs its program again without being lowered.
+    DispatchCache::Key key;
+    cacheable = cacheable && cache_ != nullptr &&
+                runtime::Runtime::get().mode() == runtime::EagerMode::kStrict &&
+                DispatchCache::make_key(args, device, &key);
+    if (cacheable) {
+      std::vector<at::Tensor> tensors;
+      if (cache_->replay(key, args, device, name_, &tensors)) {
+        torch::jit::drop(*stack, nargs);
+        push_returns(schema, std::move(tensors), stack);
+        return;
+      }
+    }
+    LoweringContext ctx(name_, device);
     switch (variant_) {
       case Variant::kFunctional: {
         auto values = (*rule)(ctx, Args(args));
@@ -144,16 +167,18 @@ class LoweringKernel final : public c10::OperatorKernel {
           return;
         }
         // New results take the layout CPU's kernel gives them (result_layout.h).
-        const LayoutRule layout = result_layout(op);
+        const LayoutRule& layout = layout_of(op);
         if (layout.kind != ResultLayout::kRowMajor) {
           for (size_t i = 0; i < values.size(); ++i) {
             if (!values[i].valid()) continue;
-            const std::vector<int64_t> dims = ctx.g().type(values[i]).dims;
+            // No node is added while `dims` is read.
+            const std::vector<int64_t>& dims = ctx.g().type(values[i]).dims;
             auto strides = result_strides(layout, args, dims, i);
             if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
           }
         }
         auto tensors = ctx.run(values);
+        if (cacheable) cache_->remember(key, args, ctx, tensors);
         torch::jit::drop(*stack, nargs);
         push_returns(schema, std::move(tensors), stack);
         return;
@@ -212,6 +237,13 @@ class LoweringKernel final : public c10::OperatorKernel {
     }
   }
 
+  // result_layout(op), which builds the op's name and looks it up: the same
+  // for every call of this kernel, so computed at its first call.
+  const LayoutRule& layout_of(const c10::OperatorHandle& op) {
+    std::call_once(layout_once_, [&] { layout_ = result_layout(op); });
+    return layout_;
+  }
+
   // Per return of `schema`, the argument with the same (written) alias set.
   static std::vector<c10::IValue> aliased_returns(const c10::FunctionSchema& schema,
                                                   c10::ArrayRef<c10::IValue> args) {
@@ -256,6 +288,9 @@ class LoweringKernel final : public c10::OperatorKernel {
   const Rule* complex_rule_;
   Variant variant_;
   std::string name_;
+  std::once_flag layout_once_;
+  LayoutRule layout_;
+  std::unique_ptr<DispatchCache> cache_;  // null: calls of this kernel are not cached
 };
 
 // Same argument names and types, in order (defaults may differ).

@@ -145,6 +145,7 @@ LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dt
   // A pending value read with another element size (a complex64 storage read
   // through view_as_real) is computed first: only a buffer can be reinterpreted.
   const bool resized = ir::byte_size(slot.dtype) != ir::byte_size(dtype);
+  if (slot.pending || slot.buffer == nullptr || resized) replayable_ = false;
   if (slot.pending && (!fused || resized)) {
     try {
       runtime::materialize(slot);
@@ -195,6 +196,8 @@ ir::Value convert_as_cpu(ir::Graph& g, ir::Value v, ir::DType to) {
 ir::Value LoweringContext::tensor(const at::Tensor& t) {
   TORCH_CHECK(t.defined(), op_, ": expected a defined tensor");
   if (t.device().is_cpu()) {
+    // Its value becomes a scalar parameter: a buffer the value fixes (the
+    // dispatch cache keys a host 0-d tensor by its value).
     TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at "
                 "least two devices, tpu:", device_, " and cpu! (in ", op_, ")");
     return scalar(t.item(), to_ir(t.scalar_type()));
@@ -219,8 +222,15 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
                 t.scalar_type(), ") is not supported yet");
     flat = graph_.bitcast_convert(flat, dtype);
   }
-  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
   int64_t offset = t.storage_offset();
+  // The common case, a contiguous tensor that is its whole storage: the
+  // general path below would come to the same reshape, through five
+  // temporary vectors (measurable per eager op).
+  if (offset == 0 && t.is_contiguous() && graph_.type(flat).dims.size() == 1 &&
+      graph_.type(flat).dims[0] == t.numel()) {
+    return graph_.reshape(flat, sizes);
+  }
+  std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
 
   // Broadcast (stride 0) dims are read once and expanded.
   std::vector<int64_t> in_sizes, in_strides, bdims;
@@ -274,6 +284,7 @@ ir::Value LoweringContext::scalar(const c10::Scalar& s, ir::DType dtype) {
 }
 
 ir::Value LoweringContext::rng_state(const std::optional<at::Generator>& gen) {
+  replayable_ = false;  // a new draw every call
   at::Generator g = gen.has_value() && gen->defined() ? *gen : default_generator(device_);
   auto* impl = g.get<TpuGenerator>();
   std::pair<uint64_t, uint64_t> draw;
@@ -292,6 +303,7 @@ ir::Value LoweringContext::rng_state(const std::optional<at::Generator>& gen) {
 }
 
 void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
+  replayable_ = false;
   TORCH_CHECK(dst.device().type() == c10::DeviceType::PrivateUse1,
               "Expected all tensors to be on the same device, but found at least two "
               "devices, tpu:", device_, " and ", dst.device(), "! (in ", op_, ")");
@@ -429,8 +441,10 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
   for (auto& a : args_) raw.push_back(a.buffer.get());
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   try {
-    buffers = runtime::Runtime::get().run(graph_, raw, device_, op_, nullptr,
-                                          strict_optimization(graph_));
+    // Runtime::run's two steps, keeping the program for the dispatch cache.
+    auto& rt = runtime::Runtime::get();
+    executable_ = rt.compile(graph_, op_, nullptr, strict_optimization(graph_));
+    buffers = rt.execute(*executable_, raw, device_, op_);
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, "tpu: ", op_, " failed: ", e.what());
   } catch (const ir::IrError& e) {

@@ -49,7 +49,13 @@ class Args {
 // One program under construction for one ATen op call.
 class LoweringContext {
  public:
-  LoweringContext(std::string op, int device) : op_(std::move(op)), device_(device) {}
+  LoweringContext(std::string op, int device) : op_(std::move(op)), device_(device) {
+    // Most ops read one to three storages: one allocation each instead of
+    // the 1, 2, 4 growth (measured per eager op under callgrind).
+    args_.reserve(4);
+    slots_.reserve(4);
+    pending_storages_.reserve(4);
+  }
   ir::Graph& g() { return graph_; }
   const std::string& op() const { return op_; }
   int device() const { return device_; }
@@ -83,6 +89,15 @@ class LoweringContext {
     result_strides_[i] = std::move(strides);
   }
 
+  // For strict mode's dispatch cache (dispatch_cache.h), after run(): whether
+  // the program ran and its parameters were bound only to the storages read
+  // and to buffers fixed by the call's arguments (no random state, no host
+  // tensor's value, no write, no storage changed on the way); the buffers
+  // bound, in parameter order; the program.
+  bool replayable() const { return replayable_ && executable_ != nullptr; }
+  const std::vector<runtime::RecordedArg>& bound_args() const { return args_; }
+  const std::shared_ptr<pjrt::Executable>& executable() const { return executable_; }
+
  private:
   struct SlotUse {
     runtime::Slot* slot;
@@ -107,6 +122,8 @@ class LoweringContext {
   // (index.to(kLong)) whose storage would otherwise die, and its slot with it.
   std::vector<c10::Storage> pending_storages_;
   std::unordered_map<size_t, std::vector<int64_t>> result_strides_;
+  bool replayable_ = true;
+  std::shared_ptr<pjrt::Executable> executable_;  // strict mode, once run
 };
 
 using Rule = std::function<std::vector<ir::Value>(LoweringContext&, const Args&)>;

@@ -16,6 +16,8 @@ std::vector<int64_t> dims(LoweringContext& ctx, ir::Value v) {
 ir::DType dtype(LoweringContext& ctx, ir::Value v) { return ctx.g().type(v).dtype; }
 
 ir::Value broadcast_to(LoweringContext& ctx, ir::Value v, c10::IntArrayRef sizes) {
+  // Already that shape (most calls): no copies.
+  if (c10::IntArrayRef(ctx.g().type(v).dims) == sizes) return v;
   const auto in = dims(ctx, v);
   std::vector<int64_t> target(sizes.begin(), sizes.end());
   if (in == target) return v;
@@ -36,7 +38,10 @@ ir::Value broadcast_to(LoweringContext& ctx, ir::Value v, c10::IntArrayRef sizes
 }
 
 std::vector<int64_t> broadcast_shape(LoweringContext& ctx, ir::Value a, ir::Value b) {
-  return at::infer_size(dims(ctx, a), dims(ctx, b));
+  const std::vector<int64_t>& da = ctx.g().type(a).dims;
+  const std::vector<int64_t>& db = ctx.g().type(b).dims;
+  if (da == db) return da;  // what infer_size returns, without its checks' cost
+  return at::infer_size(da, db);
 }
 
 std::pair<ir::Value, ir::Value> broadcast_pair(LoweringContext& ctx, ir::Value a, ir::Value b) {

@@ -22,6 +22,7 @@ namespace {
 // the dims are ordered by the inputs' strides (broadcast dims skipped, ties to
 // the smaller dim) and the output is dense in that order.
 std::vector<int64_t> pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  if (shape.size() < 2) return {};  // one layout only (checked again below)
   std::vector<at::Tensor> ins;
   for (const auto& a : args) {
     if (a.isTensor() && a.toTensor().defined()) ins.push_back(a.toTensor());

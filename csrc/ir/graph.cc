@@ -104,6 +104,9 @@ Value Graph::add_node(Node node) {
   if (nodes_.size() >= static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     throw IrError(std::string(op_name(node.op)) + ": graph has too many nodes");
   }
+  // A Node is large (Attrs): growing from 1 moved every node 3 times over
+  // in a per-op program of 4 or 5 nodes.
+  if (nodes_.capacity() == 0) nodes_.reserve(8);
   nodes_.push_back(std::move(node));
   return Value{static_cast<int32_t>(nodes_.size() - 1), 0};
 }
@@ -170,6 +173,17 @@ const TensorType& Graph::operand_type(const char* op, Value v) const {
 
 std::vector<Value> Graph::append(const Graph& sub, const std::vector<Value>& args,
                                  const std::vector<Value>& values) {
+  return append_from(sub, nullptr, args, values);
+}
+
+std::vector<Value> Graph::append(Graph&& sub, const std::vector<Value>& args,
+                                 const std::vector<Value>& values) {
+  return append_from(sub, &sub, args, values);
+}
+
+std::vector<Value> Graph::append_from(const Graph& sub, Graph* movable,
+                                      const std::vector<Value>& args,
+                                      const std::vector<Value>& values) {
   if (args.size() != sub.parameters_.size()) {
     throw IrError("append: " + std::to_string(args.size()) + " arguments for " +
                   std::to_string(sub.parameters_.size()) + " parameters");
@@ -191,7 +205,9 @@ std::vector<Value> Graph::append(const Graph& sub, const std::vector<Value>& arg
   for (size_t i = 0; i < sub.nodes_.size(); ++i) {
     const Node& n = sub.nodes_[i];
     if (n.op == Op::kParameter) continue;
-    Node c = n;  // already validated when `sub` was built
+    // Already validated when `sub` was built. Mapping reads only copy[] and
+    // substitute[], never sub's nodes, so a moved-from node is not read again.
+    Node c = movable != nullptr ? std::move(movable->nodes_[i]) : n;
     for (auto& o : c.operands) o = map(o);
     copy[i] = add_node(std::move(c)).node;
   }
@@ -343,8 +359,10 @@ Value Graph::unary(Op op, Value x) {
 Value Graph::binary(Op op, Value a, Value b) {
   Kinds k;
   if (!binary_kinds(op, &k)) fail("binary", std::string(op_name(op)) + " is not a binary op");
-  const TensorType ta = operand_type(op_name(op), a);
-  const TensorType tb = operand_type(op_name(op), b);
+  // References: the node's result type is copied from `ta` before add_node
+  // can move nodes_.
+  const TensorType& ta = operand_type(op_name(op), a);
+  const TensorType& tb = operand_type(op_name(op), b);
   if (!(ta == tb)) {
     fail(op_name(op), "operand types differ: " + ta.mlir() + " vs " + tb.mlir() +
                           " (broadcast and convert first)");
@@ -391,8 +409,10 @@ Value Graph::clamp(Value lo, Value x, Value hi) {
 }
 
 Value Graph::convert(Value x, DType to) {
+  // Checked before copying the type: most calls (a rule's operand already of
+  // the computation dtype) add no node.
+  if (operand_type("convert", x).dtype == to) return x;
   const TensorType t = operand_type("convert", x);
-  if (t.dtype == to) return x;
   if (t.dtype == DType::kBool && (is_float(to) || is_complex(to))) {
     // Through u8: XLA's algebraic simplifier rewrites convert(pred) * y as
     // select(pred, y, 0) (and x / broadcast(s) as a multiply first), which is
@@ -421,14 +441,15 @@ Value Graph::bitcast_convert(Value x, DType to) {
 // ---------------------------------------------------------------- movement
 
 Value Graph::reshape(Value x, const std::vector<int64_t>& dims) {
-  const TensorType t = operand_type("reshape", x);
+  // A reference (no copy): nothing is added to nodes_ before the last use.
+  const TensorType& t = operand_type("reshape", x);
+  if (dims == t.dims) return x;  // valid dims, same count: the common no-op
   detail::check_dims("reshape", dims);
-  const TensorType r{t.dtype, dims};
+  TensorType r{t.dtype, dims};
   if (r.numel() != t.numel()) {
     fail("reshape", "cannot reshape " + t.mlir() + " to " + r.mlir() + " (element counts differ)");
   }
-  if (dims == t.dims) return x;
-  return add_node(Node{Op::kReshape, {x}, {r}, {}});
+  return add_node(Node{Op::kReshape, {x}, {std::move(r)}, {}});
 }
 
 Value Graph::broadcast_in_dim(Value x, const std::vector<int64_t>& dims,
@@ -604,7 +625,12 @@ namespace {
 // byte marks, so equal strings mean equal structures.
 class Writer {
  public:
+  explicit Writer(size_t expected) { out_.reserve(expected); }
   void u(uint64_t v) {
+    if (v < 0x80) {  // most fields: one byte
+      out_.push_back(static_cast<char>(v));
+      return;
+    }
     while (v >= 0x80) {
       out_.push_back(static_cast<char>((v & 0x7F) | 0x80));
       v >>= 7;
@@ -655,7 +681,7 @@ bool is_default(const ConvDims& c) {
 }  // namespace
 
 std::string Graph::fingerprint() const {
-  Writer w;
+  Writer w(32 + 24 * nodes_.size());  // about what a node takes: one allocation
   w.u(nodes_.size());
   for (const Node& n : nodes_) {
     w.u(static_cast<uint64_t>(n.op));

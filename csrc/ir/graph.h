@@ -269,6 +269,11 @@ class Graph {
   // (values of `sub`). Fused eager mode grows one program this way, op by op.
   std::vector<Value> append(const Graph& sub, const std::vector<Value>& args,
                             const std::vector<Value>& values);
+  // The same, moving `sub`'s nodes instead of copying them (a Node's Attrs
+  // are large: fused recording copied each one); `sub` is left with its
+  // nodes in a valid but unspecified state, fit only to be destroyed.
+  std::vector<Value> append(Graph&& sub, const std::vector<Value>& args,
+                            const std::vector<Value>& values);
 
   // --- program
   // Also clears the donations, which name output positions.
@@ -293,6 +298,9 @@ class Graph {
 
  private:
   Value add_node(Node node);
+  // append()'s body; moves from `movable` (which is &sub) when not null.
+  std::vector<Value> append_from(const Graph& sub, Graph* movable, const std::vector<Value>& args,
+                                 const std::vector<Value>& values);
   // type(v), or IrError naming `op` when v is not a value of this graph.
   const TensorType& operand_type(const char* op, Value v) const;
   void check_start_indices(const char* op, const TensorType& t,

@@ -222,6 +222,7 @@ PYBIND11_MODULE(_C, m) {
     d["donated_bytes"] = mt.donated_bytes.load();
     d["fused_flushes"] = mt.fused_flushes.load();
     d["fused_strict_ops"] = mt.fused_strict_ops.load();
+    d["dispatch_cache_hits"] = mt.dispatch_cache_hits.load();
     d["cached_programs"] = Runtime::get().cached_programs();
     return d;
   });

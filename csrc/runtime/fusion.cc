@@ -1,6 +1,7 @@
 #include "runtime/fusion.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -46,6 +47,10 @@ bool donation_enabled() {
 }
 
 std::mutex g_mu;
+// Whether any Fusion was ever made: until then no slot can be pending or
+// being flushed, and a dying storage (every eager op's dropped result in
+// strict mode) need not look one up.
+std::atomic<bool> g_any_fusion{false};
 // Never destroyed, like the Runtime: pending buffers must not be released into
 // a plugin that static destruction may already have torn down.
 std::map<int, std::unique_ptr<Fusion>>& fusions() {
@@ -95,7 +100,7 @@ ir::Value Fusion::param(const std::shared_ptr<pjrt::Buffer>& buffer, const ir::T
   return v;
 }
 
-void Fusion::record(const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
+void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
                     const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
                     const std::string& op, std::vector<ir::TensorType> result_types) {
   FusionLock lock(*this);
@@ -119,7 +124,9 @@ void Fusion::record(const ir::Graph& op_graph, const std::vector<RecordedArg>& a
       bound.push_back(param(a.buffer, type, /*dedup=*/false));
     }
   }
-  std::vector<ir::Value> mapped = graph_.append(op_graph, bound, values);
+  // A storm's graph keeps the op's own program too (keep_op reads op_graph).
+  std::vector<ir::Value> mapped = per_op_ ? graph_.append(op_graph, bound, values)
+                                          : graph_.append(std::move(op_graph), bound, values);
   if (per_op_) keep_op(op_graph, args, bound, values, mapped, op);
   for (size_t i = 0; i < out_slots.size(); ++i) {
     Slot* s = out_slots[i];
@@ -353,7 +360,10 @@ void Fusion::forget(Slot* slot) {
 Fusion& fusion(int device) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto& f = fusions()[device];
-  if (!f) f = std::make_unique<Fusion>(device);
+  if (!f) {
+    f = std::make_unique<Fusion>(device);
+    g_any_fusion.store(true);
+  }
   return *f;
 }
 
@@ -381,6 +391,7 @@ void materialize(Slot& slot) {
 void forget_pending(Slot& slot) {
   // Under the Fusion's lock even when not pending: another thread's flush may
   // be about to give this slot its buffer.
+  if (!g_any_fusion.load()) return;
   fusion(slot.device).forget(&slot);
 }
 

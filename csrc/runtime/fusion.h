@@ -60,8 +60,9 @@ class Fusion {
   // Appends `op`'s program: its parameters bound to `args`, and `values[i]`
   // becoming the pending value of `out_slots[i]`. `result_types` (the op's
   // results as the user sees them) go into the graph's summary for the
-  // recompile guard. Flushes past the size cap.
-  void record(const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
+  // recompile guard. Flushes past the size cap. `op_graph`'s nodes are moved
+  // into the pending graph (it is left fit only to be destroyed).
+  void record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
               const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
               const std::string& op, std::vector<ir::TensorType> result_types);
   // Compiles and runs the pending graph; every pending slot gets its buffer.

@@ -18,6 +18,9 @@ constexpr size_t kMaxInFlight = 4096;
 
 std::mutex g_init_mutex;
 Runtime* g_runtime = nullptr;  // never destroyed, see runtime.h
+// g_runtime once set, read without the mutex: get() runs several times per
+// eager op, and the lock was most of its cost.
+std::atomic<Runtime*> g_started{nullptr};
 std::string g_default_plugin;
 int g_cpu_devices_at_init = 0;
 
@@ -51,6 +54,7 @@ void Metrics::reset() {
   donated_bytes = 0;
   fused_flushes = 0;
   fused_strict_ops = 0;
+  dispatch_cache_hits = 0;
 }
 
 pjrt::ElementType element_type(ir::DType t) {
@@ -101,6 +105,7 @@ bool Runtime::initialized() {
 Runtime& Runtime::get() {
   // Before any lock: a lock held by a parent thread at fork stays held forever.
   if (pjrt::in_forked_child()) throw std::runtime_error(pjrt::fork_message());
+  if (Runtime* started = g_started.load(std::memory_order_acquire)) return *started;
   {
     std::lock_guard<std::mutex> lock(g_init_mutex);
     if (g_runtime != nullptr) return *g_runtime;
@@ -126,6 +131,7 @@ Runtime& Runtime::init(const std::string& plugin_path, int cpu_device_count) {
   }
   g_runtime = new Runtime(plugin_path, cpu_device_count);
   g_cpu_devices_at_init = cpu_device_count;
+  g_started.store(g_runtime, std::memory_order_release);
   return *g_runtime;
 }
 

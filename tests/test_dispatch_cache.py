@@ -1,0 +1,158 @@
+"""Strict mode's dispatch cache (csrc/aten/dispatch_cache.h): a repeated call of
+add / sub / mul / div runs its program again without being lowered. Every
+result must equal CPU PyTorch's and the uncached call's, whatever changes
+between calls: the values of the inputs, scalar values and kinds, aliasing,
+views, layouts, dtypes, the default dtype.
+"""
+
+import pytest
+import torch
+
+import torchtpu
+
+
+@pytest.fixture(autouse=True)
+def strict_mode():
+    previous = torchtpu.get_eager_mode()
+    torchtpu.set_eager_mode("strict")
+    yield
+    torchtpu.set_eager_mode(previous)
+
+
+def hits():
+    return torchtpu.metrics.metrics()["dispatch_cache_hits"]
+
+
+def check(fn, *cpu_args):
+    """fn on tpu copies of cpu_args equals fn on CPU (values, dtype, strides)."""
+    tpu_args = [a.to("tpu") if isinstance(a, torch.Tensor) else a for a in cpu_args]
+    expected = fn(*cpu_args)
+    got = fn(*tpu_args)
+    assert got.dtype == expected.dtype
+    assert got.shape == expected.shape
+    assert got.stride() == expected.stride()
+    torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+
+
+def test_repeated_add_is_replayed_and_exact():
+    a, b = torch.randn(64), torch.randn(64)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    torchtpu.metrics.reset()
+    first = ta + tb
+    before = hits()
+    results = [ta + tb for _ in range(5)]
+    assert hits() - before == 5
+    m = torchtpu.metrics.metrics()
+    assert m["compiles"] + m["persistent_hits"] <= 1  # the first call's program only
+    assert torchtpu.metrics.total_fallbacks() == 0
+    for r in [first] + results:
+        assert torch.equal(r.cpu(), a + b)
+
+
+def test_new_input_values_are_read():
+    a, b = torch.randn(16), torch.randn(16)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    ta + tb
+    ta.mul_(3)  # a new buffer behind the same storage
+    tb.copy_(torch.arange(16.0))
+    torch.testing.assert_close((ta + tb).cpu(), a * 3 + torch.arange(16.0))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_ops_across_argument_kinds(op):
+    f = getattr(torch, op)
+    x = torch.randn(4, 6)
+    y = torch.randn(4, 6)
+    for _ in range(2):  # the second round replays each call
+        check(f, x, y)
+        check(f, x, y[0])                # broadcast
+        check(f, x, x)                   # one storage twice
+        check(lambda p: f(p, p), x)      # the same tensor twice
+        check(lambda p, q: f(p.t(), q.t()), x, y)   # transposed views
+        check(lambda p, q: f(p[1:], q[:-1]), x, y)  # offset views
+        check(f, x, 2.5)                 # Python float
+        check(f, x, 3)                   # Python int
+        check(f, x.to(torch.int32), 2)   # integer arithmetic (div: true division)
+        check(f, x.to(torch.int32), 2.5)  # promotion by a float scalar
+        check(f, x.to(torch.int64), y.to(torch.int16))
+        check(f, x.double(), y)
+        check(f, x.to(memory_format=torch.contiguous_format), y.t().contiguous().t())
+
+
+def test_scalar_values_and_alpha_change():
+    x, y = torch.randn(32), torch.randn(32)
+    for alpha in (1, 2, 2, -0.5, -0.5, 1):
+        check(lambda p, q: torch.add(p, q, alpha=alpha), x, y)
+        check(lambda p, q: torch.sub(p, q, alpha=alpha), x, y)
+    for s in (0.5, 0.5, 7.0, 7, True, True):
+        check(lambda p: p * s, x)
+        check(lambda p: p + s, x)
+
+
+def test_channels_last_layout_replayed():
+    x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    y = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    for _ in range(3):
+        check(torch.add, x, y)
+        check(torch.mul, x, 0.25)
+
+
+def test_default_dtype_is_part_of_the_key():
+    a = torch.tensor([1, 2, 3])
+    b = torch.tensor([2, 2, 2])
+    check(torch.div, a, b)
+    check(torch.div, a, b)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        check(torch.div, a, b)  # int / int gives the default dtype
+    finally:
+        torch.set_default_dtype(previous)
+    check(torch.div, a, b)
+
+
+def test_bool_and_errors_unchanged():
+    p, q = torch.tensor([True, False, True]), torch.tensor([True, True, False])
+    for _ in range(2):
+        check(torch.add, p, q)
+        check(torch.mul, p, q)
+        with pytest.raises(RuntimeError, match="Subtraction"):
+            p.to("tpu") - q.to("tpu")
+
+
+def test_host_scalars_keyed_by_value():
+    # `x * 0.5` passes 0.5 as a wrapped 0-d host tensor: replayed per value.
+    x = torch.randn(8)
+    tx = x.to("tpu")
+    before = hits()
+    for v in (1.5, 2.5, 1.5, 2.5, -3.0):
+        torch.testing.assert_close((tx * v).cpu(), x * v)
+        torch.testing.assert_close((tx * torch.tensor(v)).cpu(), x * v)
+        torch.testing.assert_close((tx + torch.tensor(v, dtype=torch.float64)).cpu(),
+                                   x + torch.tensor(v, dtype=torch.float64))
+    assert hits() - before >= 6  # the repeated values
+    xi = torch.arange(8, dtype=torch.int32)
+    for v in (2, 2, 3, True, True):
+        check(lambda p: p * v, xi)
+        check(lambda p: p + torch.tensor(v), xi)
+
+
+def test_results_feed_later_calls():
+    x = torch.randn(128)
+    tx = x.to("tpu")
+    acc_cpu, acc = x.clone(), tx.clone()
+    for _ in range(10):
+        acc_cpu = acc_cpu + x * 0.5
+        acc = acc + tx * 0.5
+    torch.testing.assert_close(acc.cpu(), acc_cpu)
+
+
+def test_fused_mode_does_not_use_it():
+    x = torch.randn(8).to("tpu")
+    torchtpu.set_eager_mode("fused")
+    before = hits()
+    y = x + x
+    y = y + x
+    torchtpu.sync()
+    assert hits() == before
+    torch.testing.assert_close(y.cpu(), x.cpu() * 3)
