@@ -20,6 +20,7 @@
 #include "aten/fallback.h"
 #include "aten/lowering.h"
 #include "aten/memory.h"
+#include "aten/profiler.h"
 #include "aten/user_kernel.h"
 #include "cache/store.h"
 #include "distributed/python_bind.h"
@@ -27,6 +28,7 @@
 #include "runtime/fusion.h"
 #include "runtime/fusion_guard.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace py = pybind11;
 using ttpu::runtime::Runtime;
@@ -133,6 +135,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu native core";
   ttpu::aten::register_device();
   ttpu::aten::register_lowerings();
+  ttpu::aten::register_profiler();
   install_recompile_hooks();
   install_wait_poll();
   ttpu::distributed::bind(m);
@@ -203,6 +206,8 @@ PYBIND11_MODULE(_C, m) {
       }
     });
   });
+  // Whether a torch.profiler session with tpu activities is recording.
+  m.def("_profiler_recording", [] { return ttpu::runtime::trace::active(); });
   m.def("_metrics", [] {
     auto& mt = guarded([]() -> ttpu::runtime::Metrics& { return Runtime::get().metrics(); });
     py::dict d;
