@@ -143,3 +143,19 @@ def test_off_records_nothing_and_changes_no_counter(tmp_path):
     with profile(activities=[ProfilerActivity.CPU]) as cpu_only:
         work()
     assert not _named(_trace(cpu_only, tmp_path), "XLA program: ")
+
+
+def test_compiled_graph_event(tmp_path):
+    f = torch.compile(lambda t: (t * 3).sin() + 1, backend="tpu")
+    x = torch.randn(N, 4, device="tpu")
+    expected = f(x).cpu()
+    f(x)  # captured: the profiled call replays one program
+    torchtpu.sync()
+
+    got = []
+    prof, m = _profiled(lambda: got.append(f(x).cpu()))
+    torch.testing.assert_close(got[0], expected)
+    events = _trace(prof, tmp_path)
+    programs, _, _, _ = _check_counts(events, m)
+    assert len(programs) == m["executes"] == 1
+    assert "graph of 3 ops" in programs[0]["name"], programs[0]["name"]
