@@ -175,7 +175,7 @@ std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   try {
-    buffers = rt.execute(*cap.executable, args, cap.device);
+    buffers = rt.execute(*cap.executable, args, cap.device, cap.name);
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, "tpu: ", cap.name, " failed: ", e.what());
   }

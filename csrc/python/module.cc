@@ -21,6 +21,7 @@
 #include "aten/fallback.h"
 #include "aten/lowering.h"
 #include "aten/memory.h"
+#include "aten/profiler.h"
 #include "aten/user_kernel.h"
 #include "cache/store.h"
 #include "distributed/python_bind.h"
@@ -28,6 +29,7 @@
 #include "runtime/fusion.h"
 #include "runtime/fusion_guard.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace py = pybind11;
 using ttpu::runtime::Runtime;
@@ -134,6 +136,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu native core";
   ttpu::aten::register_device();
   ttpu::aten::register_lowerings();
+  ttpu::aten::register_profiler();
   install_recompile_hooks();
   install_wait_poll();
   ttpu::distributed::bind(m, &ttpu::aten::adopt_host);
@@ -204,6 +207,8 @@ PYBIND11_MODULE(_C, m) {
       }
     });
   });
+  // Whether a torch.profiler session with tpu activities is recording.
+  m.def("_profiler_recording", [] { return ttpu::runtime::trace::active(); });
   m.def("_metrics", [] {
     auto& mt = guarded([]() -> ttpu::runtime::Metrics& { return Runtime::get().metrics(); });
     py::dict d;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace ttpu::runtime {
 namespace {
@@ -146,8 +147,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::all_reduce_local(
     const auto start = std::chrono::steady_clock::now();
     exe = client_->compile(text, options);
     ++metrics_.compiles;
-    metrics_.compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::steady_clock::now() - start).count();
+    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - start).count();
+    metrics_.compile_ns += ns;
+    if (trace::active()) {
+      trace::Record r;
+      r.kind = trace::Kind::kCompile;
+      r.name = "all_reduce_local";
+      r.end_ns = trace::now_ns();
+      r.start_ns = r.end_ns - ns;
+      trace::add(std::move(r));
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (collectives_.size() >= kMaxCollectivePrograms) collectives_.clear();
     collectives_.emplace(key, exe);
@@ -158,10 +168,13 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::all_reduce_local(
   // The executable's device order is the assignment's: buffers[d] on devices[d].
   std::vector<std::vector<pjrt::Buffer*>> args;
   for (pjrt::Buffer* b : buffers) args.push_back({b});
+  const int64_t queued = trace::active() ? trace::now_ns() : 0;
   auto outs = exe->execute_multi(args);
   ++metrics_.executes;
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   for (size_t d = 0; d < outs.size(); ++d) {
+    // One execute for the metrics; one record per device on the timeline.
+    if (queued != 0) trace::add_execute(outs[d], "all_reduce_local", devices[d], queued);
     results.push_back(std::move(outs[d][0]));
     track({results.back()}, "all_reduce_local", devices[d]);
   }

@@ -18,6 +18,7 @@
 
 #include "pjrt/compile_options.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 #include "stablehlo/emit.h"
 
 namespace ttpu::runtime {
@@ -223,6 +224,14 @@ std::shared_ptr<pjrt::Executable> Runtime::compile_text(const std::string& text,
                 std::chrono::steady_clock::now() - start).count();
   ++metrics_.compiles;
   metrics_.compile_ns += ns;
+  if (trace::active()) {
+    trace::Record r;
+    r.kind = trace::Kind::kCompile;
+    r.name = op;
+    r.end_ns = trace::now_ns();
+    r.start_ns = r.end_ns - ns;
+    trace::add(std::move(r));
+  }
   return exe;
 }
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "pjrt/compile_options.h"
+#include "runtime/trace.h"
 #include "stablehlo/emit.h"
 
 namespace ttpu::runtime {
@@ -34,6 +35,15 @@ int env_cpu_devices() {
                              v + "'");
   }
   return static_cast<int>(n);
+}
+
+// The client's index of the device holding `buffer` (0 if not found).
+int device_index_of(pjrt::Client& client, const pjrt::Buffer& buffer) {
+  PJRT_Device* d = buffer.device();
+  for (int i = 0; i < client.device_count(); ++i) {
+    if (client.device(i) == d) return i;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -179,8 +189,10 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     pjrt::Executable& exe, const std::vector<pjrt::Buffer*>& args, int device,
     const std::string& op) {
+  const int64_t queued = trace::active() ? trace::now_ns() : 0;
   auto outs = exe.execute(args, device);
   ++metrics_.executes;
+  if (queued != 0) trace::add_execute(outs, op, device, queued);
   if (mode_ == EagerMode::kDebug) {
     // Debug mode waits at every op: a long program there must not hold Ctrl-C
     // until it ends. Interrupted, the results stay tracked so that a later
@@ -279,7 +291,17 @@ std::shared_ptr<pjrt::Buffer> Runtime::copy_to_device(const pjrt::Buffer& buffer
                                                       int64_t nbytes, int device) {
   if (device_copy_ok_) {
     try {
+      const int64_t start = trace::active() ? trace::now_ns() : 0;
       auto out = buffer.copy_to_device(device);
+      if (start != 0) {
+        trace::Record r;
+        r.kind = trace::Kind::kDeviceToDevice;
+        r.device = device;
+        r.name = "copy between devices";
+        r.start_ns = start;
+        r.bytes = nbytes;
+        trace::add_when_ready(std::move(r), *out);
+      }
       track({out}, "aten::_to_copy (between devices)", device);
       return out;
     } catch (const pjrt::PjrtError& e) {
@@ -297,7 +319,17 @@ std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
   int64_t n = ir::byte_size(dtype);
   for (int64_t d : dims) n *= d;
   metrics_.bytes_to_device += n;
+  const int64_t start = trace::active() ? trace::now_ns() : 0;
   auto buffer = client_->buffer_from_host(data, element_type(dtype), dims, device);
+  if (start != 0) {
+    trace::Record r;
+    r.kind = trace::Kind::kHostToDevice;
+    r.device = device;
+    r.name = "copy host to device";
+    r.start_ns = start;
+    r.bytes = n;
+    trace::add_when_ready(std::move(r), *buffer);
+  }
   track({buffer}, "aten::_copy_from (host to device)", device);
   return buffer;
 }
@@ -315,8 +347,22 @@ std::shared_ptr<pjrt::Buffer> Runtime::upload_adopting(void* data, ir::DType dty
 }
 
 void Runtime::download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes) {
+  // The record covers the copy only: the wait for the buffer's producer is
+  // that program's time, not the transfer's.
+  if (trace::active()) buffer.await_ready(/*interruptible=*/true);
+  const int64_t start = trace::active() ? trace::now_ns() : 0;
   buffer.to_host(dst, nbytes);
   metrics_.bytes_to_host += nbytes;
+  if (start != 0) {
+    trace::Record r;
+    r.kind = trace::Kind::kDeviceToHost;
+    r.device = device_index_of(*client_, buffer);
+    r.name = "copy device to host";
+    r.start_ns = start;
+    r.end_ns = trace::now_ns();
+    r.bytes = nbytes;
+    trace::add(std::move(r));
+  }
 }
 
 std::shared_ptr<pjrt::Buffer> Runtime::scalar(ir::DType dtype, uint64_t bits, int device) {

@@ -1,0 +1,11 @@
+// torch.profiler's device timeline for tpu (profiler.cc): a kineto child
+// profiler that shows executed programs, XLA compiles and host/device copies.
+#pragma once
+
+namespace ttpu::aten {
+
+// Registers the profiler with PyTorch's PrivateUse1ProfilerRegistry; called
+// once from module init.
+void register_profiler();
+
+}  // namespace ttpu::aten
