@@ -55,6 +55,7 @@ ir::DType to_ir(c10::ScalarType t) {
     case c10::kShort: return ir::DType::kI16;
     case c10::kInt: return ir::DType::kI32;
     case c10::kLong: return ir::DType::kI64;
+    case c10::kUInt16: return ir::DType::kU16;
     case c10::kUInt32: return ir::DType::kU32;
     case c10::kUInt64: return ir::DType::kU64;
     case c10::kHalf: return ir::DType::kF16;
@@ -76,6 +77,7 @@ c10::ScalarType to_aten(ir::DType t) {
     case ir::DType::kI16: return c10::kShort;
     case ir::DType::kI32: return c10::kInt;
     case ir::DType::kI64: return c10::kLong;
+    case ir::DType::kU16: return c10::kUInt16;
     case ir::DType::kU32: return c10::kUInt32;
     case ir::DType::kU64: return c10::kUInt64;
     case ir::DType::kF16: return c10::kHalf;
