@@ -66,7 +66,9 @@ ir::DType to_ir(c10::ScalarType t) {
     case c10::kComplexDouble: return ir::DType::kC128;
     default: break;
   }
-  TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
+  // NotImplementedError, as CPU reports a dtype an op lacks (a TypeError would
+  // turn `a + b` into Python's "unsupported operand type(s)").
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu does not support dtype ", t);
 }
 
 c10::ScalarType to_aten(ir::DType t) {

@@ -11,6 +11,8 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <unordered_set>
+
 #include "aten/fallback.h"
 #include "aten/lowering.h"
 #include "aten/result_layout.h"
@@ -90,6 +92,24 @@ void check_partial_overlap(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
 void check_castable(c10::ScalarType from, const at::Tensor& dst) {
   TORCH_CHECK(c10::canCast(from, dst.scalar_type()), "result type ", from,
               " can't be cast to the desired output type ", dst.scalar_type());
+}
+
+// The out= check of `key`'s CPU kernel. Unary ops TensorIterator builds with
+// check_all_same_dtype (neg, floor, ...) take only an out of the result's
+// dtype; cat reports an uncastable out as TypeError; the rest cast safely.
+void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Tensor& dst) {
+  static const std::unordered_set<std::string> kSameDtype = {
+      "neg", "floor", "ceil", "trunc", "round", "round.decimals", "frac", "sign", "sgn",
+      "bitwise_not"};
+  if (kSameDtype.count(key) != 0) {
+    TORCH_CHECK(from == dst.scalar_type(), "Found dtype ", dst.scalar_type(), " but expected ",
+                from);
+  } else if (key == "cat") {
+    TORCH_CHECK_TYPE(c10::canCast(from, dst.scalar_type()), "torch.cat(): input types can't be "
+                     "cast to the desired output type ", dst.scalar_type());
+  } else {
+    check_castable(from, dst);
+  }
 }
 
 class LoweringKernel final : public c10::OperatorKernel {
@@ -213,7 +233,7 @@ class LoweringKernel final : public c10::OperatorKernel {
         }
         for (size_t i = 0; i < outs.size(); ++i) {
           const ir::TensorType t = ctx.g().type(values[i]);
-          check_castable(to_aten(t.dtype), outs[i]);
+          check_out_dtype(key_, to_aten(t.dtype), outs[i]);
           resize_out(outs[i], t.dims);
           ctx.write(outs[i], values[i]);
         }
