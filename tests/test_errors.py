@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import torchtpu
-from _util import UNLOWERED_OP, unlowered
+from _util import UNLOWERED_OP, same_error, unlowered
 
 
 def test_mm_shape_mismatch():
@@ -120,3 +120,34 @@ def test_deferred_failure_surfaces_at_the_read_naming_the_op():
     finally:
         torchtpu.set_eager_mode("strict")
     assert (torch.ones(2, device="tpu") + 1).cpu().tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("op", [torch.neg, torch.floor, torch.ceil, torch.trunc, torch.round,
+                                torch.frac, torch.sign, torch.sgn])
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float64), (torch.float64, torch.float32),
+                                    (torch.float32, torch.float32)])
+def test_unary_out_must_have_the_result_dtype(op, dtypes):
+    # These CPU kernels take only an out of the result's dtype (TensorIterator's
+    # check_all_same_dtype), where binary ops cast to any castable out.
+    x = torch.tensor([1.5, -2.25])
+    out = torch.empty(0, dtype=dtypes[1])
+    if dtypes[0] == dtypes[1]:
+        got = op(x.to(dtypes[0]).to("tpu"), out=out.to("tpu"))
+        assert torch.equal(got.cpu(), op(x.to(dtypes[0])))
+    else:
+        same_error(lambda t, o: op(t, out=o), x.to(dtypes[0]), out)
+
+
+def test_cat_out_of_a_lower_kind_is_a_type_error():
+    x = torch.tensor([1.5, 2.0])
+    same_error(lambda a, o: torch.cat([a, a], out=o), x, torch.empty(4, dtype=torch.uint8))
+    same_error(lambda a, o: torch.cat([a, a], out=o), x.cfloat(), torch.empty(4))
+
+
+def test_a_dtype_tpu_lacks_is_not_implemented_not_a_type_error():
+    # A TypeError would make `a + b` Python's "unsupported operand type(s)".
+    with pytest.raises(NotImplementedError, match="tpu does not support dtype ComplexHalf"):
+        torch.ones(2, dtype=torch.chalf).to("tpu")
+    with pytest.raises(NotImplementedError, match="tpu does not support dtype"):
+        torch.tensor(1, dtype=torch.complex64, device="tpu") + torch.ones(2, dtype=torch.half,
+                                                                          device="tpu")

@@ -420,3 +420,43 @@ def test_gather_with_empty_index_of_higher_rank():
     with no_fallback():
         out = torch.gather(x.to("tpu"), 0, idx.to("tpu"))
     assert_close_cpu(out, torch.gather(x, 0, idx))
+
+
+def test_uint8_mask_warns_once_per_call_as_cpu():
+    # ATen warns on every indexing call with a uint8 mask (read and write).
+    x = torch.arange(6.0)
+    m = torch.tensor([1, 0, 1, 0, 0, 1], dtype=torch.uint8)
+    for dev in ("cpu", "tpu"):
+        t, mm = x.clone().to(dev), m.to(dev)
+        with pytest.warns(UserWarning, match="indexing with dtype torch.uint8") as w:
+            got = t[mm]
+            t.index_put_((mm,), got * 2, accumulate=True)
+        assert len([r for r in w if "uint8" in str(r.message)]) == 2
+        assert got.cpu().tolist() == [0.0, 2.0, 5.0]
+        assert t.cpu().tolist() == [0.0, 1.0, 6.0, 3.0, 4.0, 15.0]
+
+
+@pytest.mark.parametrize("sizes", [((), (), ()), ((1,), (), ()), ((), (1,), ()), ((), (), (1,)),
+                                   ((1,), (1,), ()), ((1,), (), (1,)), ((), (1,), (1,))])
+def test_index_copy_scalar_shapes(sizes):
+    # A 0-d target, index or source stands for one element, as on CPU.
+    st, si, ss = sizes
+    target, source = torch.zeros(st), torch.full(ss, 7.0)
+    idx = torch.zeros(si, dtype=torch.long)
+    with no_fallback():
+        got = target.to("tpu").index_copy_(0, idx.to("tpu"), source.to("tpu"))
+        assert_close_cpu(got, target.clone().index_copy_(0, idx, source))
+
+
+def test_index_fill_complex_scalar_into_real_raises():
+    idx = torch.tensor([0])
+    for x in (torch.ones(2, 2), torch.ones(2, 2, dtype=torch.long)):
+        same_error(lambda t, i: t.index_fill_(1, i, 1 + 1j), x, idx)
+
+
+def test_index_put_checks_shape_before_dtype():
+    # CPU reports a value that cannot broadcast before a dtype mismatch.
+    a = torch.arange(4)
+    same_error(lambda t, m, v: t.index_put_((m,), v), a, a > -1, torch.tensor([]))
+    same_error(lambda t, m, v: t.index_put_((m,), v), a, a > -1, torch.tensor([1.5, 2.0, 3.0]))
+    same_error(lambda t, m, v: t.index_put_((m,), v), a, a > -1, torch.ones(4))

@@ -34,7 +34,8 @@ from torchtpu import _C
 
 _DTYPES = {
     "i1": torch.bool, "ui8": torch.uint8, "i8": torch.int8, "i16": torch.int16,
-    "i32": torch.int32, "i64": torch.int64, "ui32": torch.uint32, "ui64": torch.uint64,
+    "i32": torch.int32, "i64": torch.int64, "ui16": torch.uint16, "ui32": torch.uint32,
+    "ui64": torch.uint64,
     "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
     "complex<f32>": torch.complex64, "complex<f64>": torch.complex128,
 }

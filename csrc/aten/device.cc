@@ -55,6 +55,7 @@ ir::DType to_ir(c10::ScalarType t) {
     case c10::kShort: return ir::DType::kI16;
     case c10::kInt: return ir::DType::kI32;
     case c10::kLong: return ir::DType::kI64;
+    case c10::kUInt16: return ir::DType::kU16;
     case c10::kUInt32: return ir::DType::kU32;
     case c10::kUInt64: return ir::DType::kU64;
     case c10::kHalf: return ir::DType::kF16;
@@ -65,7 +66,9 @@ ir::DType to_ir(c10::ScalarType t) {
     case c10::kComplexDouble: return ir::DType::kC128;
     default: break;
   }
-  TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
+  // NotImplementedError, as CPU reports a dtype an op lacks (a TypeError would
+  // turn `a + b` into Python's "unsupported operand type(s)").
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu does not support dtype ", t);
 }
 
 c10::ScalarType to_aten(ir::DType t) {
@@ -76,6 +79,7 @@ c10::ScalarType to_aten(ir::DType t) {
     case ir::DType::kI16: return c10::kShort;
     case ir::DType::kI32: return c10::kInt;
     case ir::DType::kI64: return c10::kLong;
+    case ir::DType::kU16: return c10::kUInt16;
     case ir::DType::kU32: return c10::kUInt32;
     case ir::DType::kU64: return c10::kUInt64;
     case ir::DType::kF16: return c10::kHalf;

@@ -12,11 +12,13 @@
 #include <torch/library.h>
 
 #include <mutex>
+#include <unordered_set>
 
 #include "aten/dispatch_cache.h"
 #include "aten/fallback.h"
 #include "aten/lowering.h"
 #include "aten/result_layout.h"
+#include "aten/unsigned_gate.h"
 
 namespace ttpu::aten {
 namespace {
@@ -94,12 +96,32 @@ void check_castable(c10::ScalarType from, const at::Tensor& dst) {
               " can't be cast to the desired output type ", dst.scalar_type());
 }
 
+// The out= check of `key`'s CPU kernel. Unary ops TensorIterator builds with
+// check_all_same_dtype (neg, floor, ...) take only an out of the result's
+// dtype; cat reports an uncastable out as TypeError; the rest cast safely.
+void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Tensor& dst) {
+  static const std::unordered_set<std::string> kSameDtype = {
+      "neg", "floor", "ceil", "trunc", "round", "round.decimals", "frac", "sign", "sgn",
+      "bitwise_not"};
+  if (kSameDtype.count(key) != 0) {
+    TORCH_CHECK(from == dst.scalar_type(), "Found dtype ", dst.scalar_type(), " but expected ",
+                from);
+  } else if (key == "cat") {
+    TORCH_CHECK_TYPE(c10::canCast(from, dst.scalar_type()), "torch.cat(): input types can't be "
+                     "cast to the desired output type ", dst.scalar_type());
+  } else {
+    check_castable(from, dst);
+  }
+}
+
 class LoweringKernel final : public c10::OperatorKernel {
  public:
   // `complex_rule`: the rule for calls with complex tensors (complex_table()),
-  // or null when the op declines them.
-  LoweringKernel(const Rule* rule, const Rule* complex_rule, Variant variant, std::string name)
-      : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)) {
+  // or null when the op declines them. `key`: the rule's table name.
+  LoweringKernel(const Rule* rule, const Rule* complex_rule, Variant variant, std::string name,
+                 std::string key)
+      : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)),
+        key_(std::move(key)) {
     if (variant_ == Variant::kFunctional && DispatchCache::allowed(name_)) {
       cache_ = std::make_unique<DispatchCache>();
     }
@@ -124,8 +146,17 @@ class LoweringKernel final : public c10::OperatorKernel {
       run_cpu_fallback(op, stack, " for conjugated or negated views (x.conj(), x.conj().imag)");
       return;
     }
+    // uint16/32/64 (unsigned_gate.h): ops CPU computes in these dtypes run
+    // natively; the others only when every result is floating (the op computes
+    // in a float type, as CPU does), else on CPU, which raises what CPU raises.
+    const bool unsigned_gated = !barebones_unsigned_native(key_) &&
+                              any_barebones_unsigned(schema, args);
+    if (unsigned_gated && variant_ == Variant::kOutOnly) {
+      run_cpu_fallback(op, stack, kUnsignedWhy);
+      return;
+    }
     try {
-      run(schema, rule, op, stack, /*cacheable=*/!complex);
+      run(schema, rule, op, stack, /*cacheable=*/!complex && !unsigned_gated, unsigned_gated);
     } catch (const DeclinedToCpu& d) {
       run_cpu_fallback(op, stack, d.why);
     } catch (const ir::IrDtypeError& e) {
@@ -139,7 +170,7 @@ class LoweringKernel final : public c10::OperatorKernel {
  private:
   // Lowers and runs the call; the stack changes only after the rule returned.
   void run(const c10::FunctionSchema& schema, const Rule* rule, const c10::OperatorHandle& op,
-           torch::jit::Stack* stack, bool cacheable) {
+           torch::jit::Stack* stack, bool cacheable, bool unsigned_gated) {
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
     const int device = device_of(args);
@@ -166,6 +197,10 @@ class LoweringKernel final : public c10::OperatorKernel {
           run_cpu_fallback(op, stack, " for complex tensors");
           return;
         }
+        if (unsigned_gated && !all_floating(ctx, values)) {
+          run_cpu_fallback(op, stack, kUnsignedWhy);
+          return;
+        }
         // New results take the layout CPU's kernel gives them (result_layout.h).
         const LayoutRule& layout = layout_of(op);
         if (layout.kind != ResultLayout::kRowMajor) {
@@ -188,6 +223,10 @@ class LoweringKernel final : public c10::OperatorKernel {
         check_partial_overlap(op, args.slice(1), self);
         auto values = (*rule)(ctx, Args(args));
         TORCH_CHECK(!values.empty(), name_, ": the rule returned no value");
+        if (unsigned_gated && !all_floating(ctx, values)) {
+          run_cpu_fallback(op, stack, kUnsignedWhy);
+          return;
+        }
         const ir::TensorType t = ctx.g().type(values[0]);
         check_castable(to_aten(t.dtype), self);
         TORCH_CHECK(c10::IntArrayRef(t.dims) == self.sizes(), "output with shape ",
@@ -212,9 +251,13 @@ class LoweringKernel final : public c10::OperatorKernel {
         auto values = (*rule)(ctx, Args(args.slice(0, first_out)));
         TORCH_CHECK(values.size() >= outs.size(), name_, ": rule returned ", values.size(),
                     " values for ", outs.size(), " outputs");
+        if (unsigned_gated && !all_floating(ctx, values)) {
+          run_cpu_fallback(op, stack, kUnsignedWhy);
+          return;
+        }
         for (size_t i = 0; i < outs.size(); ++i) {
           const ir::TensorType t = ctx.g().type(values[i]);
-          check_castable(to_aten(t.dtype), outs[i]);
+          check_out_dtype(key_, to_aten(t.dtype), outs[i]);
           resize_out(outs[i], t.dims);
           ctx.write(outs[i], values[i]);
         }
@@ -265,6 +308,17 @@ class LoweringKernel final : public c10::OperatorKernel {
     return out;
   }
 
+  static constexpr const char* kUnsignedWhy = " for uint16/uint32/uint64 tensors";
+
+  // Every result floating: the op computed in a float type, which CPU's
+  // kernels do for the barebones unsigned dtypes too (x.sin(), x / y, x * 1.5).
+  static bool all_floating(LoweringContext& ctx, const std::vector<ir::Value>& values) {
+    for (ir::Value v : values) {
+      if (v.valid() && !ir::is_float(ctx.g().type(v).dtype)) return false;
+    }
+    return true;
+  }
+
   static bool returns_complex(LoweringContext& ctx, const std::vector<ir::Value>& values) {
     for (ir::Value v : values) {
       if (v.valid() && ir::is_complex(ctx.g().type(v).dtype)) return true;
@@ -288,6 +342,7 @@ class LoweringKernel final : public c10::OperatorKernel {
   const Rule* complex_rule_;
   Variant variant_;
   std::string name_;
+  std::string key_;
   std::once_flag layout_once_;
   LayoutRule layout_;
   std::unique_ptr<DispatchCache> cache_;  // null: calls of this kernel are not cached
@@ -322,10 +377,11 @@ torch::Library& library() {
   return *lib;
 }
 
-void impl(const std::string& name, const Rule* rule, const Rule* complex_rule, Variant variant) {
+void impl(const std::string& name, const Rule* rule, const Rule* complex_rule, Variant variant,
+          const std::string& key) {
   library().impl(name.c_str(),
                  torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LoweringKernel>(
-                     rule, complex_rule, variant, "aten::" + name)));
+                     rule, complex_rule, variant, "aten::" + name, key)));
 }
 
 // The rule serving complex calls of `name`, or null (see complex_table()).
@@ -398,13 +454,13 @@ void register_lowerings() {
     TORCH_CHECK(!handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd),
                 "torchtpu: aten::", name, " is CompositeImplicitAutograd; lower what it "
                 "decomposes into instead");
-    impl(name, &rule, complex_rule, Variant::kFunctional);
+    impl(name, &rule, complex_rule, Variant::kFunctional, name);
     if (auto inplace = dispatcher.findSchema({"aten::" + base + "_", overload})) {
       const auto& args = inplace->schema().arguments();
       if (!args.empty() && args[0].alias_info() && args[0].alias_info()->isWrite() &&
           !inplace->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
         impl(base + "_" + (overload.empty() ? "" : "." + overload), &rule, complex_rule,
-             Variant::kInplace);
+             Variant::kInplace, name);
       }
     }
     for (const auto& on : overloads["aten::" + base]) {
@@ -414,12 +470,12 @@ void register_lowerings() {
         continue;
       }
       if (same_arguments(handle->schema(), oh->schema())) {
-        impl(full_name(on), &rule, complex_rule, Variant::kOut);
+        impl(full_name(on), &rule, complex_rule, Variant::kOut, name);
       }
     }
   }
   for (const auto& [name, rule] : out_only_table()) {
-    impl(name, &rule, complex_rule_for(name, &rule), Variant::kOutOnly);
+    impl(name, &rule, complex_rule_for(name, &rule), Variant::kOutOnly, name);
   }
 }
 

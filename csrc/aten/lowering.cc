@@ -98,6 +98,7 @@ uint64_t scalar_bits(const c10::Scalar& s, ir::DType d) {
     case ir::DType::kI64: return bits(s.to<int64_t>());
     case ir::DType::kU32: return bits(s.to<uint32_t>());
     case ir::DType::kU64: return bits(s.to<uint64_t>());
+    case ir::DType::kU16: return bits(s.to<uint16_t>());
     case ir::DType::kF16: return bits(s.to<c10::Half>().x);
     case ir::DType::kBF16: return bits(s.to<c10::BFloat16>().x);
     case ir::DType::kF32: return bits(s.to<float>());

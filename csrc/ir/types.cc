@@ -16,6 +16,7 @@ std::string_view mlir_name(DType t) {
     case DType::kI64: return "i64";
     case DType::kU32: return "ui32";
     case DType::kU64: return "ui64";
+    case DType::kU16: return "ui16";
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
     case DType::kF32: return "f32";
@@ -32,6 +33,7 @@ int64_t byte_size(DType t) {
     case DType::kU8:
     case DType::kI8: return 1;
     case DType::kI16:
+    case DType::kU16:
     case DType::kF16:
     case DType::kBF16: return 2;
     case DType::kI32:
@@ -63,7 +65,8 @@ DType complex_of(DType t) {
 }
 
 bool is_unsigned(DType t) {
-  return t == DType::kBool || t == DType::kU8 || t == DType::kU32 || t == DType::kU64;
+  return t == DType::kBool || t == DType::kU8 || t == DType::kU16 || t == DType::kU32 ||
+         t == DType::kU64;
 }
 
 int64_t TensorType::numel() const {

@@ -19,6 +19,7 @@ enum class DType : uint8_t {
   kI64,
   kU32,
   kU64,
+  kU16,  // after kU64 so the older dtypes keep their numbers
   kF16,
   kBF16,
   kF32,

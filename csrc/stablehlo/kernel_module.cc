@@ -294,7 +294,7 @@ TensorType parse_tensor_type(const std::string& text, const std::string& what) {
   static const std::pair<const char*, DType> kTypes[] = {
       {"i1", DType::kBool},   {"ui8", DType::kU8},   {"i8", DType::kI8},
       {"i16", DType::kI16},   {"i32", DType::kI32},  {"i64", DType::kI64},
-      {"ui32", DType::kU32},  {"ui64", DType::kU64}, {"f16", DType::kF16},
+      {"ui32", DType::kU32},  {"ui64", DType::kU64}, {"ui16", DType::kU16}, {"f16", DType::kF16},
       {"bf16", DType::kBF16}, {"f32", DType::kF32},  {"f64", DType::kF64},
       {"complex<f32>", DType::kC64}, {"complex<f64>", DType::kC128}};
   for (const auto& [name, dtype] : kTypes) {

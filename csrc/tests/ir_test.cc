@@ -42,6 +42,11 @@ TEST(Types, NamesAndSizes) {
   EXPECT_TRUE(is_unsigned(DType::kBool));
   EXPECT_FALSE(is_integral(DType::kBool));
   EXPECT_TRUE(is_integral(DType::kU32));
+  EXPECT_EQ(mlir_name(DType::kU16), "ui16");
+  EXPECT_EQ(byte_size(DType::kU16), 2);
+  EXPECT_TRUE(is_unsigned(DType::kU16));
+  EXPECT_EQ(literal_bits(65535.0, DType::kU16), 0xFFFFu);
+  EXPECT_EQ(literal_to_double(0xFFFF, DType::kU16), 65535.0);  // unsigned: no sign extension
   EXPECT_EQ(f32({2, 3}).mlir(), "tensor<2x3xf32>");
   EXPECT_EQ(i64({}).mlir(), "tensor<i64>");
   EXPECT_EQ(f32({2, 0}).numel(), 0);

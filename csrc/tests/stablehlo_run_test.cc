@@ -294,6 +294,7 @@ TEST(RunLeaves, ConstantsRoundTripExactly) {
       {{DType::kF64, {}}, 0.1},     {{DType::kF16, {3}}, 0.1},       {{DType::kBF16, {}}, -3.3},
       {{DType::kF32, {}}, 1e-45},   {{DType::kF64, {}}, -0.0},       {{DType::kI8, {2}}, -128},
       {{DType::kU8, {}}, 255},      {{DType::kI16, {}}, -32768},     {{DType::kU32, {}}, 4294967295.0},
+      {{DType::kU16, {2}}, 65535},
       {{DType::kBool, {2}}, 1},     {{DType::kBool, {}}, 0},         {{DType::kF32, {0, 3}}, 1}};
   std::vector<Value> outs;
   for (const auto& [t, v] : cases) outs.push_back(g.constant(v, t));

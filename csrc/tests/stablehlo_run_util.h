@@ -95,6 +95,7 @@ inline pjrt::ElementType element_type(ir::DType t) {
     case ir::DType::kI64: return E::kS64;
     case ir::DType::kU32: return E::kU32;
     case ir::DType::kU64: return E::kU64;
+    case ir::DType::kU16: return E::kU16;
     case ir::DType::kF16: return E::kF16;
     case ir::DType::kBF16: return E::kBF16;
     case ir::DType::kF32: return E::kF32;

@@ -74,7 +74,7 @@ DType complex_parts_dtype(const at::Tensor& a, const at::Tensor& b) {
 // complex(Tensor real, Tensor imag)
 ValueList complex_rule(LoweringContext& ctx, const Args& a) {
   DType part = complex_parts_dtype(a.tensor(0), a.tensor(1));
-  TORCH_CHECK_TYPE(part != DType::kF16, "tpu does not support dtype ComplexHalf");
+  TORCH_CHECK_NOT_IMPLEMENTED(part != DType::kF16, "tpu does not support dtype ComplexHalf");
   auto [re, im] = broadcast_pair(ctx, ctx.tensor(a.tensor(0)), ctx.tensor(a.tensor(1)));
   return {ctx.g().complex(re, im)};
 }
@@ -82,7 +82,7 @@ ValueList complex_rule(LoweringContext& ctx, const Args& a) {
 // polar(Tensor abs, Tensor angle) = abs * (cos(angle) + i sin(angle))
 ValueList polar_rule(LoweringContext& ctx, const Args& a) {
   DType part = complex_parts_dtype(a.tensor(0), a.tensor(1));
-  TORCH_CHECK_TYPE(part != DType::kF16, "tpu does not support dtype ComplexHalf");
+  TORCH_CHECK_NOT_IMPLEMENTED(part != DType::kF16, "tpu does not support dtype ComplexHalf");
   auto& g = ctx.g();
   auto [r, theta] = broadcast_pair(ctx, ctx.tensor(a.tensor(0)), ctx.tensor(a.tensor(1)));
   return {g.complex(g.binary(Op::kMul, r, g.unary(Op::kCos, theta)),

@@ -85,6 +85,7 @@ std::vector<ir::Value> gather(LoweringContext& ctx, const Args& a) {
 // self[indices] for a list of optional index tensors (NumPy advanced indexing).
 std::vector<ir::Value> index_tensor(LoweringContext& ctx, const Args& a, bool check_bounds) {
   const at::Tensor& self = a.tensor(0);
+  TORCH_CHECK_INDEX(!a[1].toListRef().empty(), "at least one index must be provided");
   AdvancedIndex ai = advanced_index(ctx, self, a[1], check_bounds);
   auto& g = ctx.g();
   ir::Value x = ctx.tensor(self);

@@ -201,6 +201,15 @@ bool same_slices(const at::Tensor& self, const at::Tensor& source, int64_t dim) 
   return true;
 }
 
+// index_copy's rule, as CPU's: the sizes without `dim` (a 0-d tensor has no
+// dim to drop) are equal, so a (1,) self takes a 0-d source and the reverse.
+bool same_copy_slices(const at::Tensor& self, const at::Tensor& source, int64_t dim) {
+  std::vector<int64_t> a = self.sizes().vec(), b = source.sizes().vec();
+  if (!a.empty()) a.erase(a.begin() + dim);
+  if (!b.empty()) b.erase(b.begin() + std::min<int64_t>(dim, static_cast<int64_t>(b.size()) - 1));
+  return a == b;
+}
+
 std::vector<ir::Value> index_add(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& index = a.tensor(2);
@@ -255,14 +264,19 @@ std::vector<ir::Value> index_copy(LoweringContext& ctx, const Args& a) {
   const int64_t source_n = at::native::ensure_nonempty_size(source, dim);
   TORCH_CHECK_INDEX(index.numel() == source_n, "index_copy_(): Number of indices (",
                     index.numel(), ") should be equal to source.size(dim) (", source_n, ")");
-  TORCH_CHECK(same_slices(self, source, dim), "index_copy_(): Source/destination tensor must "
+  TORCH_CHECK(same_copy_slices(self, source, dim), "index_copy_(): Source/destination tensor must "
               "have same slice shapes. Destination shape: ", self.sizes(), ", source shape: ",
               source.sizes(), ", dim: ", dim);
   check_index_range(ctx, index, dim, at::native::ensure_nonempty_size(self, dim), false,
                     RangeError::kBoundsIndex, "index_copy_(): ");
   ir::Value x = ctx.tensor(self);
   if (index.numel() == 0 || self.numel() == 0) return {x};
-  return {index_combine(ctx, x, dim, index, ctx.tensor(source), Reducer::kReplace)};
+  // 0-d self, index or source (each allowed where the others have one element):
+  // the combine works on self's shape with dim sized by the index count.
+  std::vector<int64_t> want = self.sizes().vec();
+  if (!want.empty()) want[dim] = index.numel();
+  ir::Value src = ctx.g().reshape(ctx.tensor(source), want);
+  return {index_combine(ctx, x, dim, index, src, Reducer::kReplace)};
 }
 
 // index_fill(self, dim, index, value): every slice along dim named by index
@@ -277,6 +291,9 @@ std::vector<ir::Value> index_fill(LoweringContext& ctx, const Args& a) {
   if (a[3].isTensor()) {
     TORCH_CHECK(a.tensor(3).dim() == 0, "index_fill_ only supports a 0-dimensional value "
                 "tensor, but got tensor with ", a.tensor(3).dim(), " dimension(s).");
+  } else {
+    TORCH_CHECK(self.is_complex() || !a.scalar(3).isComplex(), "index_fill_(): Converting "
+                "complex Scalar to non-complex type is not supported");
   }
   const int64_t size = at::native::ensure_nonempty_size(self, dim);
   check_index_range(ctx, index, dim, size, true, RangeError::kBoundsIndex);
@@ -369,9 +386,17 @@ std::vector<ir::Value> index_put(LoweringContext& ctx, const Args& a, bool check
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& values = a.tensor(2);
   const bool accumulate = a.boolean(3);
-  TORCH_CHECK(self.scalar_type() == values.scalar_type(), "Index put requires the source and "
-              "destination dtypes match, got ", self.scalar_type(), " for the destination and ",
-              values.scalar_type(), " for the source.");
+  if (self.scalar_type() != values.scalar_type()) {
+    // CPU checks that the values broadcast to the indexing result before it
+    // compares dtypes (a[a > 0] = torch.tensor([]) is a shape mismatch).
+    AdvancedIndex ai = advanced_index(ctx, self, a[1], false);
+    TORCH_CHECK(ai.dims.empty() || at::is_expandable_to(values.sizes(), ai.result_sizes),
+                "shape mismatch: value tensor of shape ", values.sizes(), " cannot be broadcast "
+                "to indexing result of shape ", c10::IntArrayRef(ai.result_sizes));
+    TORCH_CHECK(false, "Index put requires the source and destination dtypes match, got ",
+                self.scalar_type(), " for the destination and ", values.scalar_type(),
+                " for the source.");
+  }
   auto& g = ctx.g();
   if (ir::Value fast = masked_put(ctx, self, optional_tensors(a[1]), values, accumulate);
       fast.valid()) {

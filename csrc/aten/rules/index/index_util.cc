@@ -202,6 +202,11 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self,
     auto st = t.scalar_type();
     TORCH_CHECK_INDEX(st == at::kLong || st == at::kInt || is_mask(t),
                       "tensors used as indices must be long, int, byte or bool tensors");
+    if (st == at::kByte) {
+      // ATen's expandTensors warns on every uint8 mask (tests count the warnings).
+      TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                 "torch.bool instead.");
+    }
     TORCH_CHECK_NOT_IMPLEMENTED(!is_mask(t) || t.dim() > 0, "tpu: indexing with a 0-d mask "
                                 "is not supported; use a 1-d mask or unsqueeze");
     consumed += is_mask(t) ? t.dim() : 1;
