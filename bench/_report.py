@@ -1,6 +1,10 @@
 """Shared output of the benchmarks: the JSON report on stdout and, optionally, a file."""
 
 import json
+import os
+import socket
+import subprocess
+import sys
 
 
 def emit(report, out=None):
@@ -11,3 +15,19 @@ def emit(report, out=None):
         with open(out, "w") as f:
             f.write(text + "\n")
     return report
+
+
+def run_two_ranks(script, sizes, iters, out, timeout_s):
+    """Runs `script --rank R --port P` for ranks 0 and 1 on a free loopback port
+    (one tpu device each) and exits with the worse return code; a rank still
+    running after `timeout_s` seconds raises subprocess.TimeoutExpired."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = dict(os.environ, TORCHTPU_CPU_DEVICES="1", BENCH_OUT=out or "")
+    procs = [subprocess.Popen([sys.executable, script, "--sizes", sizes, "--iters", str(iters),
+                               "--rank", str(r), "--port", port], env=env)
+             for r in range(2)]
+    for proc in procs:
+        proc.wait(timeout=timeout_s)
+    sys.exit(max(proc.returncode for proc in procs))

@@ -15,9 +15,7 @@ small MLP on 2 ranks vs 1 rank (per step, ms). JSON on stdout (and --out).
 import argparse
 import datetime
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
@@ -127,16 +125,10 @@ def main():
     sizes = args.sizes.split(",")
     if args.rank is not None:
         return worker(args.rank, 2, args.port, sizes, args.iters)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    env = dict(os.environ, TORCHTPU_CPU_DEVICES="1", BENCH_OUT=args.out or "")
-    procs = [subprocess.Popen([sys.executable, __file__, "--sizes", args.sizes, "--iters",
-                               str(args.iters), "--rank", str(r), "--port", port], env=env)
-             for r in range(2)]
-    for proc in procs:
-        proc.wait(timeout=900)
-    sys.exit(max(proc.returncode for proc in procs))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _report import run_two_ranks
+
+    run_two_ranks(__file__, args.sizes, args.iters, args.out, 900)
 
 
 if __name__ == "__main__":

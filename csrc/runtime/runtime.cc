@@ -46,6 +46,20 @@ int device_index_of(pjrt::Client& client, const pjrt::Buffer& buffer) {
   return 0;
 }
 
+
+// A copy's profiler record (trace.h), its end set by the caller or by the
+// buffer's readiness.
+trace::Record copy_record(trace::Kind kind, int device, const char* name, int64_t start_ns,
+                          int64_t bytes) {
+  trace::Record r;
+  r.kind = kind;
+  r.device = device;
+  r.name = name;
+  r.start_ns = start_ns;
+  r.bytes = bytes;
+  return r;
+}
+
 }  // namespace
 
 void Metrics::reset() {
@@ -295,13 +309,9 @@ std::shared_ptr<pjrt::Buffer> Runtime::copy_to_device(const pjrt::Buffer& buffer
       const int64_t start = trace::active() ? trace::now_ns() : 0;
       auto out = buffer.copy_to_device(device);
       if (start != 0) {
-        trace::Record r;
-        r.kind = trace::Kind::kDeviceToDevice;
-        r.device = device;
-        r.name = "copy between devices";
-        r.start_ns = start;
-        r.bytes = nbytes;
-        trace::add_when_ready(std::move(r), *out);
+        trace::add_when_ready(copy_record(trace::Kind::kDeviceToDevice, device,
+                                          "copy between devices", start, nbytes),
+                              *out);
       }
       track({out}, "aten::_to_copy (between devices)", device);
       return out;
@@ -323,13 +333,9 @@ std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
   const int64_t start = trace::active() ? trace::now_ns() : 0;
   auto buffer = client_->buffer_from_host(data, element_type(dtype), dims, device);
   if (start != 0) {
-    trace::Record r;
-    r.kind = trace::Kind::kHostToDevice;
-    r.device = device;
-    r.name = "copy host to device";
-    r.start_ns = start;
-    r.bytes = n;
-    trace::add_when_ready(std::move(r), *buffer);
+    trace::add_when_ready(
+        copy_record(trace::Kind::kHostToDevice, device, "copy host to device", start, n),
+        *buffer);
   }
   track({buffer}, "aten::_copy_from (host to device)", device);
   return buffer;
@@ -355,13 +361,9 @@ void Runtime::download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes) {
   buffer.to_host(dst, nbytes);
   metrics_.bytes_to_host += nbytes;
   if (start != 0) {
-    trace::Record r;
-    r.kind = trace::Kind::kDeviceToHost;
-    r.device = device_index_of(*client_, buffer);
-    r.name = "copy device to host";
-    r.start_ns = start;
+    trace::Record r = copy_record(trace::Kind::kDeviceToHost, device_index_of(*client_, buffer),
+                                  "copy device to host", start, nbytes);
     r.end_ns = trace::now_ns();
-    r.bytes = nbytes;
     trace::add(std::move(r));
   }
 }
