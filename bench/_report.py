@@ -1,5 +1,6 @@
 """Shared output of the benchmarks: the JSON report on stdout and, optionally, a file."""
 
+import argparse
 import json
 import os
 import socket
@@ -31,3 +32,15 @@ def run_two_ranks(script, sizes, iters, out, timeout_s):
     for proc in procs:
         proc.wait(timeout=timeout_s)
     sys.exit(max(proc.returncode for proc in procs))
+
+
+def two_rank_args(description, default_sizes):
+    """The two distributed benchmarks' command line: --sizes (comma-separated,
+    e.g. 1M,4M), --iters, --out, and the hidden --rank/--port of a worker."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--sizes", default=default_sizes)
+    p.add_argument("--iters", type=int, default=9)
+    p.add_argument("--out", default=None)
+    p.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--port", default=None, help=argparse.SUPPRESS)
+    return p.parse_args()

@@ -23,7 +23,6 @@ TORCHTPU_DIST_CHECK is read once per process: run it with =0 to drop the
 signature exchange. JSON on stdout (and --out).
 """
 
-import argparse
 import datetime
 import os
 import statistics
@@ -107,19 +106,13 @@ def worker(rank, port, sizes, iters):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="1M,4M,16M")
-    p.add_argument("--iters", type=int, default=9)
-    p.add_argument("--out", default=None)
-    p.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--port", default=None, help=argparse.SUPPRESS)
-    args = p.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _report import run_two_ranks, two_rank_args
+
+    args = two_rank_args(__doc__.splitlines()[0], "1M,4M,16M")
     sizes = args.sizes.split(",")
     if args.rank is not None:
         return worker(args.rank, args.port, sizes, args.iters)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _report import run_two_ranks
-
     run_two_ranks(__file__, args.sizes, args.iters, args.out, 600)
 
 
