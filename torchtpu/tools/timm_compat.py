@@ -21,8 +21,8 @@ class _TorchvisionStub(types.ModuleType):
             raise AttributeError(name)
 
         def unavailable(*args, **kwargs):
-            raise RuntimeError(f"{self.__name__}.{name}: torchvision is not installed "
-                               "(tests/test_compile_models.py imports timm without it)")
+            raise RuntimeError(f"{self.__name__}.{name}: torchvision is not installed (timm was "
+                               "imported through torchtpu.tools.timm_compat without it)")
 
         value = type(name, (), {"__init__": unavailable})
         setattr(self, name, value)
