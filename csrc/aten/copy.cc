@@ -12,6 +12,7 @@
 #include "aten/deferred_check.h"
 #include "aten/lowering.h"
 #include "aten/ops_util.h"
+#include "aten/pinned.h"
 
 namespace ttpu::aten {
 namespace {
@@ -174,6 +175,31 @@ void adopt_host(const at::Tensor& dst, const at::Tensor& src) {
   slot.producer = "aten::_copy_from";
 }
 
+namespace {
+
+// A non_blocking copy from pinned host memory that can go as one upload: started
+// here, finished by the plugin after return. False: not that case.
+bool from_pinned_async(const at::Tensor& dst, const at::Tensor& src) {
+  if (src.numel() == 0 || src.scalar_type() != dst.scalar_type() || src.sizes() != dst.sizes() ||
+      !src.is_contiguous() || src.is_conj() || src.is_neg() || dst.is_conj() || dst.is_neg() ||
+      !covers_storage(dst) || !is_pinned_ptr(src.data_ptr()))
+    return false;
+  auto& slot = slot_of(dst);
+  runtime::forget_pending(slot);  // fully overwritten: a pending value is moot
+  slot.error.clear();
+  // The plugin reads the pinned block after this returns: its storage stays
+  // alive until the copy is done, even if the caller drops the tensor (as
+  // CUDA's pinned allocator holds a freed block until its copies complete).
+  slot.buffer = runtime::Runtime::get().upload_async(
+      src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()}, dst.device().index(),
+      [keep = src.storage()]() mutable { keep = c10::Storage(); });
+  slot.dtype = to_ir(dst.scalar_type());
+  slot.producer = "aten::_copy_from";
+  return true;
+}
+
+}  // namespace
+
 void reinterpret_slot(runtime::Slot& slot, ir::DType dtype) {
   at::Tensor bytes = download_slot(slot);
   slot.buffer = runtime::Runtime::get().upload(bytes.data_ptr(), dtype,
@@ -181,7 +207,7 @@ void reinterpret_slot(runtime::Slot& slot, ir::DType dtype) {
   slot.dtype = dtype;
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const bool src_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   const bool dst_tpu = dst.device().type() == c10::DeviceType::PrivateUse1;
   TORCH_CHECK(src_tpu || self.device().is_cpu(), "tpu: copy from ", self.device(),
@@ -203,7 +229,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     if (self.is_neg()) host = at::_neg_view(host);
     dst.copy_(host);
   } else if (!src_tpu && dst_tpu) {
-    from_host(dst, self);
+    // From pageable memory the copy is done on return, as CUDA's is.
+    if (!non_blocking || !from_pinned_async(dst, self)) from_host(dst, self);
   } else if (dst.numel() > 0) {
     at::Tensor src = self;
     if (self.device() != dst.device()) {

@@ -647,28 +647,44 @@ void Buffer::on_ready(std::function<void(bool ok)> done) const {
   notify_when_ready(api, args.event, "PJRT_Buffer_ReadyEvent", std::move(done));
 }
 
-std::shared_ptr<Buffer> Client::buffer_adopting_host(void* data, ElementType type,
-                                                     const std::vector<int64_t>& dims,
-                                                     int device_index,
-                                                     std::function<void()> release) {
+std::shared_ptr<Buffer> Client::from_host_released(const void* data, ElementType type,
+                                                   const std::vector<int64_t>& dims,
+                                                   int device_index, int semantics,
+                                                   std::function<void()> release) {
   free_fired_events();
   PJRT_Event* done = nullptr;
   PJRT_Buffer* raw = nullptr;
   try {
-    raw = from_host_raw(data, type, dims, device_index,
-                        PJRT_HostBufferSemantics_kMutableZeroCopy, &done);
+    raw = from_host_raw(data, type, dims, device_index, semantics, &done);
   } catch (...) {
     release();
     throw;
   }
   auto buffer = std::make_shared<Buffer>(shared_from_this(), raw);
-  // The event fires when the plugin is done with `data`: at once if it
-  // copied, at the buffer's end if it aliased. A plugin without OnReady (none
-  // known: it is core C API) would make notify_when_ready wait here, which
-  // for an alias lasts until the buffer is gone: do not adopt on such a one.
+  // The event fires when the plugin is done with `data`: when the copy has
+  // read it, or at the buffer's end if it aliased. A plugin without OnReady
+  // (none known: it is core C API) would make notify_when_ready wait here,
+  // which for an alias lasts until the buffer is gone: do not adopt on such one.
   notify_when_ready(api_, done, kFromHostMethod,
                     [release = std::move(release)](bool) { release(); });
   return buffer;
+}
+
+std::shared_ptr<Buffer> Client::buffer_adopting_host(void* data, ElementType type,
+                                                     const std::vector<int64_t>& dims,
+                                                     int device_index,
+                                                     std::function<void()> release) {
+  return from_host_released(data, type, dims, device_index,
+                            PJRT_HostBufferSemantics_kMutableZeroCopy, std::move(release));
+}
+
+std::shared_ptr<Buffer> Client::buffer_from_host_async(const void* data, ElementType type,
+                                                       const std::vector<int64_t>& dims,
+                                                       int device_index,
+                                                       std::function<void()> release) {
+  return from_host_released(data, type, dims, device_index,
+                            PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes,
+                            std::move(release));
 }
 
 void Buffer::to_host(void* dst, int64_t nbytes) const {

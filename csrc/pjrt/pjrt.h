@@ -182,6 +182,15 @@ class Client : public std::enable_shared_from_this<Client> {
   std::shared_ptr<Buffer> buffer_adopting_host(void* data, ElementType type,
                                                const std::vector<int64_t>& dims,
                                                int device_index, std::function<void()> release);
+  // Copies `data` to the device, possibly after this returns (PJRT's
+  // kImmutableUntilTransferCompletes: the CPU plugin copies buffers of 100 KB
+  // and more on its worker threads). The buffer is never an alias of `data`.
+  // `release` runs once the copy has read `data` (same rules as above); until
+  // then the caller must neither write nor free it. What a non_blocking copy
+  // from pinned memory does on CUDA.
+  std::shared_ptr<Buffer> buffer_from_host_async(const void* data, ElementType type,
+                                                 const std::vector<int64_t>& dims,
+                                                 int device_index, std::function<void()> release);
 
   // Compiles StableHLO text (MLIR, entry @main) for one replica, one partition.
   // Throws PjrtError (method "PJRT_Client_Compile") with the plugin's message.
@@ -215,6 +224,10 @@ class Client : public std::enable_shared_from_this<Client> {
   // done-with-host-buffer event (the caller owns it).
   PJRT_Buffer* from_host_raw(const void* data, ElementType type, const std::vector<int64_t>& dims,
                              int device_index, int semantics, PJRT_Event** done) const;
+  // from_host_raw whose host-buffer event runs `release` (see buffer_adopting_host).
+  std::shared_ptr<Buffer> from_host_released(const void* data, ElementType type,
+                                             const std::vector<int64_t>& dims, int device_index,
+                                             int semantics, std::function<void()> release);
   // Declared first so it is destroyed last: the plugin may call the store
   // until PJRT_Client_Destroy returns.
   std::shared_ptr<KeyValueStore> kv_store_;

@@ -325,30 +325,52 @@ std::shared_ptr<pjrt::Buffer> Runtime::copy_to_device(const pjrt::Buffer& buffer
   return upload(host.data(), dtype, {nbytes / ir::byte_size(dtype)}, device);
 }
 
-std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
-                                              const std::vector<int64_t>& dims, int device) {
+namespace {
+
+int64_t byte_count(ir::DType dtype, const std::vector<int64_t>& dims) {
   int64_t n = ir::byte_size(dtype);
   for (int64_t d : dims) n *= d;
-  metrics_.bytes_to_device += n;
-  const int64_t start = trace::active() ? trace::now_ns() : 0;
-  auto buffer = client_->buffer_from_host(data, element_type(dtype), dims, device);
-  if (start != 0) {
-    trace::add_when_ready(
-        copy_record(trace::Kind::kHostToDevice, device, "copy host to device", start, n),
-        *buffer);
-  }
-  track({buffer}, "aten::_copy_from (host to device)", device);
-  return buffer;
+  return n;
+}
+
+}  // namespace
+
+std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
+                                              const std::vector<int64_t>& dims, int device) {
+  return uploaded(byte_count(dtype, dims), device, [&] {
+    return client_->buffer_from_host(data, element_type(dtype), dims, device);
+  });
 }
 
 std::shared_ptr<pjrt::Buffer> Runtime::upload_adopting(void* data, ir::DType dtype,
                                                        const std::vector<int64_t>& dims,
                                                        int device, std::function<void()> release) {
-  int64_t n = ir::byte_size(dtype);
-  for (int64_t d : dims) n *= d;
-  metrics_.bytes_to_device += n;  // a transfer for the counts, copied or not
-  auto buffer = client_->buffer_adopting_host(data, element_type(dtype), dims, device,
-                                              std::move(release));
+  // Counted as a transfer, copied or not.
+  return uploaded(byte_count(dtype, dims), device, [&] {
+    return client_->buffer_adopting_host(data, element_type(dtype), dims, device,
+                                         std::move(release));
+  });
+}
+
+std::shared_ptr<pjrt::Buffer> Runtime::upload_async(const void* data, ir::DType dtype,
+                                                    const std::vector<int64_t>& dims, int device,
+                                                    std::function<void()> release) {
+  return uploaded(byte_count(dtype, dims), device, [&] {
+    return client_->buffer_from_host_async(data, element_type(dtype), dims, device,
+                                           std::move(release));
+  });
+}
+
+std::shared_ptr<pjrt::Buffer> Runtime::uploaded(
+    int64_t nbytes, int device, const std::function<std::shared_ptr<pjrt::Buffer>()>& make) {
+  metrics_.bytes_to_device += nbytes;
+  const int64_t start = trace::active() ? trace::now_ns() : 0;
+  auto buffer = make();
+  if (start != 0) {
+    trace::add_when_ready(
+        copy_record(trace::Kind::kHostToDevice, device, "copy host to device", start, nbytes),
+        *buffer);
+  }
   track({buffer}, "aten::_copy_from (host to device)", device);
   return buffer;
 }

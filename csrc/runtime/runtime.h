@@ -169,6 +169,11 @@ class Runtime {
   std::shared_ptr<pjrt::Buffer> upload_adopting(void* data, ir::DType dtype,
                                                 const std::vector<int64_t>& dims, int device,
                                                 std::function<void()> release);
+  // upload() that may still be reading `data` when it returns
+  // (pjrt::Client::buffer_from_host_async): `release` runs once it has.
+  std::shared_ptr<pjrt::Buffer> upload_async(const void* data, ir::DType dtype,
+                                             const std::vector<int64_t>& dims, int device,
+                                             std::function<void()> release);
   // Device -> host copy of a whole buffer; waits. Throws pjrt::PjrtError.
   void download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes);
   // `buffer` (holding `nbytes` of `dtype`, 1-D) copied to `device`: the
@@ -227,6 +232,9 @@ class Runtime {
   Runtime(std::string plugin_path, int cpu_device_count);
   void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, const std::string& op,
              int device);
+  // The upload `make` returns, counted (`nbytes`), traced and tracked.
+  std::shared_ptr<pjrt::Buffer> uploaded(
+      int64_t nbytes, int device, const std::function<std::shared_ptr<pjrt::Buffer>()>& make);
   struct CompileJob;
   std::shared_ptr<pjrt::Executable> await(CompileJob& job);
   // Publishes a job's result: into the program cache (on success) and to its waiters.

@@ -176,6 +176,30 @@ TEST(Buffer, AdoptingARejectedCallReleasesAtOnce) {
   EXPECT_EQ(released, 1);
 }
 
+// buffer_from_host_async (non_blocking copies from pinned memory): the copy is
+// the buffer's own memory, never an alias, and `release` fires once it is done.
+TEST(Buffer, AsyncHostCopyReleasesOnceCopiedAndNeverAliases) {
+  const int n = 1 << 18;  // 1 MiB: past the plugin's synchronous small-copy size
+  float* host = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  for (int i = 0; i < n; ++i) host[i] = static_cast<float>(i);
+  std::atomic<int> released{0};
+  auto buf = client()->buffer_from_host_async(host, ElementType::kF32, {n}, 0, [&] { ++released; });
+  buf->await_ready();
+  for (int i = 0; i < 1000 && released.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(released.load(), 1);  // while the buffer lives: it is a copy
+  std::fill(host, host + n, -1.0f);
+  std::vector<float> out(n);
+  buf->to_host(out.data(), n * sizeof(float));
+  EXPECT_EQ(out[12345], 12345.0f);
+  std::free(host);
+  int rejected = 0;
+  EXPECT_THROW(client()->buffer_from_host_async(out.data(), ElementType::kF32, {4}, /*device=*/7,
+                                                [&] { ++rejected; }),
+               PjrtError);
+  EXPECT_EQ(rejected, 1);
+}
+
 TEST(Client, DeviceKindAndMemoryStats) {
   EXPECT_FALSE(client()->device_kind(0).empty());
   Client::MemoryStats stats;
