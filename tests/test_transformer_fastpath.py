@@ -258,3 +258,48 @@ def test_nested_encoder_layer_with_mask_raises_as_cpu():
             return torch._transformer_encoder_layer_fwd(src, *rest)
 
     same_error(call, nt, *args)
+
+
+def _layer_args(layer):
+    sa = layer.self_attn
+    return [D, HEADS, sa.in_proj_weight, sa.in_proj_bias, sa.out_proj.weight, sa.out_proj.bias,
+            False, False, 1e-5, layer.norm1.weight, layer.norm1.bias, layer.norm2.weight,
+            layer.norm2.bias, layer.linear1.weight, layer.linear1.bias, layer.linear2.weight,
+            layer.linear2.bias, None, None]
+
+
+def _call_layer(src, *rest):
+    with torch.no_grad():
+        return torch._transformer_encoder_layer_fwd(src, *rest)
+
+
+@pytest.mark.parametrize("change", [
+    {13: torch.randn(FF, 3)},       # linear1 weight does not take embed_dim inputs
+    {13: torch.randn(FF)},          # linear1 weight not 2-D
+    {14: torch.randn(3)},           # linear1 bias
+    {9: torch.randn(3)},            # norm1 weight
+    {1: 3},                         # heads do not divide embed_dim
+    {15: torch.randn(3, FF)},       # linear2 weight vs its bias
+], ids=["w1_shape", "w1_dim", "b1", "norm1", "heads", "w2"])
+def test_encoder_layer_bad_input_raises_as_cpu(change):
+    layer = nn.TransformerEncoderLayer(D, HEADS, FF, batch_first=True).eval()
+    args = [t.detach() if isinstance(t, torch.Tensor) else t for t in _layer_args(layer)]
+    for i, v in change.items():
+        args[i] = v
+    same_error(_call_layer, torch.randn(2, 3, D), *args)
+
+
+def test_empty_sequences_match_cpu():
+    layer = nn.TransformerEncoderLayer(D, HEADS, FF, batch_first=True).eval()
+    args = [t.detach() if isinstance(t, torch.Tensor) else t for t in _layer_args(layer)]
+    x = torch.randn(2, 0, D)
+    expected = _call_layer(x, *args)
+    with no_fallback():
+        actual = _call_layer(x.to("tpu"), *[a.to("tpu") if isinstance(a, torch.Tensor) else a
+                                            for a in args])
+    assert_close_cpu(actual, expected)
+    mha_args = _mha_args()
+    out, weights = torch._native_multi_head_attention(
+        x[..., :8].to("tpu"), x[..., :8].to("tpu"), x[..., :8].to("tpu"),
+        *[a.to("tpu") if isinstance(a, torch.Tensor) else a for a in mha_args[3:]])
+    assert out.shape == (2, 0, 8) and out.device.type == "tpu" and weights is None
