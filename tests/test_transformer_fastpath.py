@@ -303,3 +303,42 @@ def test_empty_sequences_match_cpu():
         x[..., :8].to("tpu"), x[..., :8].to("tpu"), x[..., :8].to("tpu"),
         *[a.to("tpu") if isinstance(a, torch.Tensor) else a for a in mha_args[3:]])
     assert out.shape == (2, 0, 8) and out.device.type == "tpu" and weights is None
+
+
+def test_mask_with_gaps(calls):
+    # A padding mask that is not left-aligned: the mask check says so, the
+    # constructor with mask_check raises as on CPU, and TransformerEncoder
+    # takes its dense path (still the fused layer) with CPU's result.
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, D)
+    pad = torch.tensor([[False, True, False, False], [False, False, False, True]])
+    keep = pad.logical_not()
+    with no_fallback():
+        assert not torch._nested_tensor_from_mask_left_aligned(x.to("tpu"), keep.to("tpu"))
+    same_error(torch._nested_tensor_from_mask, x, keep)
+    same_error(torch._nested_tensor_from_mask, x, keep.float())  # not a bool mask
+    calls.clear()
+    actual, expected = run_pair(encoder(True), x, src_key_padding_mask=pad)
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+    assert calls.get("_transformer_encoder_layer_fwd") == 4
+    assert "_nested_tensor_from_mask" not in calls
+
+
+def test_nested_elementwise_math():
+    # ATen's buffer-mapped nested kernels, registered for tpu: results per
+    # component equal CPU's.
+    torch.manual_seed(0)
+    a = torch.nested.nested_tensor([torch.randn(3, 4), torch.randn(2, 4)])
+    b = torch.nested.nested_tensor([torch.randn(3, 4), torch.randn(2, 4)])
+    fns = [lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / y,
+           lambda x, y: x * 2.5, lambda x, y: torch.relu(x), lambda x, y: torch.nn.functional.gelu(x),
+           lambda x, y: torch.tanh(x).neg().abs(), lambda x, y: torch.nn.functional.silu(x),
+           lambda x, y: torch.sin(x) + torch.cos(y), lambda x, y: x.clone().mul_(y).add_(x)]
+    ta, tb = a.to("tpu"), b.to("tpu")
+    for fn in fns:
+        expected = fn(a, b)
+        with no_fallback():
+            actual = fn(ta, tb)
+        assert actual.is_nested and actual.device.type == "tpu"
+        for x, y in zip(actual.cpu().unbind(), expected.unbind()):
+            torch.testing.assert_close(x, y)

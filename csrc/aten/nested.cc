@@ -19,8 +19,6 @@
 // so a batch of B sequences costs the same few programs for any B (ATen's
 // generic versions pad each component separately: one program per length).
 #include <ATen/NestedTensorImpl.h>
-#include <ATen/ops/_nested_tensor_from_mask_left_aligned_native.h>
-#include <ATen/ops/_nested_tensor_from_mask_native.h>
 #include <ATen/ops/_nested_tensor_size_native.h>
 #include <ATen/ops/_nested_tensor_storage_offsets_native.h>
 #include <ATen/ops/_nested_tensor_strides_native.h>
@@ -40,6 +38,26 @@
 #include <ATen/ops/to_padded_tensor_native.h>
 #include <ATen/ops/unbind_native.h>
 #include <ATen/ops/values_native.h>
+#include <ATen/ops/abs_native.h>
+#include <ATen/ops/add_native.h>
+#include <ATen/ops/cos_native.h>
+#include <ATen/ops/div_native.h>
+#include <ATen/ops/fill_native.h>
+#include <ATen/ops/gelu_native.h>
+#include <ATen/ops/isnan_native.h>
+#include <ATen/ops/logical_not_native.h>
+#include <ATen/ops/masked_fill_native.h>
+#include <ATen/ops/mul_native.h>
+#include <ATen/ops/neg_native.h>
+#include <ATen/ops/relu_native.h>
+#include <ATen/ops/sgn_native.h>
+#include <ATen/ops/silu_native.h>
+#include <ATen/ops/sin_native.h>
+#include <ATen/ops/sqrt_native.h>
+#include <ATen/ops/sub_native.h>
+#include <ATen/ops/tanh_native.h>
+#include <ATen/ops/where_native.h>
+#include <ATen/ops/zero_native.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -239,13 +257,71 @@ std::tuple<at::Tensor, at::Tensor> mha_nested(
   return {unpad_rows(out, *r, out_sizes), weights};
 }
 
+// The lengths of a [N, L] keep-mask (True = a real element) read on the host,
+// after ATen's checks of (t [N, L, D], mask); `aligned` tells whether every
+// row is a run of True followed only by False. ATen computes both with device
+// ops and reads them back; reading the (small) mask once costs one host read
+// and no program.
+struct MaskLengths {
+  std::vector<int64_t> lengths;
+  bool aligned = true;
+};
+
+MaskLengths mask_lengths(const at::Tensor& t, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "Expected mask to be of ScalarType Bool, but got ",
+              mask.scalar_type(), " instead.");
+  TORCH_CHECK(mask.dim() == 2, "Padding mask should be 2D");
+  TORCH_CHECK(t.dim() == 3, "Input should be a 3D tensor, N * L * D");
+  TORCH_CHECK(t.size(0) == mask.size(0) && t.size(1) == mask.size(1),
+              "Mask size should match input size");
+  const at::Tensor host = mask.to(at::kCPU).contiguous();
+  const bool* m = host.const_data_ptr<bool>();
+  const int64_t N = host.size(0), L = host.size(1);
+  MaskLengths r;
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t count = 0, first_false = L;
+    for (int64_t l = 0; l < L; ++l) {
+      if (m[n * L + l]) {
+        ++count;
+      } else if (first_false == L) {
+        first_false = l;
+      }
+    }
+    r.lengths.push_back(count);
+    r.aligned = r.aligned && count == first_false;
+  }
+  return r;
+}
+
+bool nested_from_mask_left_aligned(const at::Tensor& t, const at::Tensor& mask) {
+  return mask_lengths(t, mask).aligned;
+}
+
+// _nested_tensor_from_mask(t [N, L, D], mask [N, L], mask_check): the nested
+// tensor of each row's first length(mask[n]) elements.
+at::Tensor nested_from_mask(const at::Tensor& t, const at::Tensor& mask, bool mask_check) {
+  MaskLengths m = mask_lengths(t, mask);
+  TORCH_CHECK(!mask_check || m.aligned, "Mask must be left-aligned without gaps");
+  const int64_t N = t.size(0);
+  at::Tensor sizes = at::empty({N, 2}, at::kLong);
+  int64_t* s = sizes.data_ptr<int64_t>();
+  Rows r;
+  for (int64_t n = 0; n < N; ++n) {
+    s[2 * n] = m.lengths[n];
+    s[2 * n + 1] = t.size(2);
+    r.lengths.push_back(m.lengths[n]);
+    r.total += m.lengths[n];
+  }
+  if (N == 0) return at::native::nested_from_padded_generic(t, sizes, false);
+  return unpad_rows(t, r, sizes);
+}
+
 }  // namespace
 
 // Dense inputs: the constructors from a padded tensor and its mask.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_nested_tensor_from_mask", &at::native::NestedTensor_nested_tensor_from_mask);
-  m.impl("_nested_tensor_from_mask_left_aligned",
-         &at::native::NestedTensor_nested_tensor_from_mask_left_aligned);
+  m.impl("_nested_tensor_from_mask", &nested_from_mask);
+  m.impl("_nested_tensor_from_mask_left_aligned", &nested_from_mask_left_aligned);
   m.impl("_nested_from_padded", &nested_from_padded);
 }
 
@@ -265,6 +341,42 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("_nested_tensor_size", &at::native::_nested_tensor_size);
   m.impl("_nested_tensor_strides", &at::native::_nested_tensor_strides);
   m.impl("_nested_tensor_storage_offsets", &at::native::_nested_tensor_storage_offsets);
+  // Elementwise math: ATen maps the dense op over the buffer (nested with
+  // nested of the same sizes, or with a scalar).
+  m.impl("add.Tensor", &at::native::NestedTensor_add_Tensor);
+  m.impl("add_.Tensor", &at::native::NestedTensor_add__Tensor);
+  m.impl("sub.Tensor", &at::native::NestedTensor_sub_Tensor);
+  m.impl("mul.Tensor", &at::native::NestedTensor_mul_Tensor);
+  m.impl("mul_.Tensor", &at::native::NestedTensor_mul__Tensor);
+  m.impl("mul.Scalar", &at::native::NestedTensor_mul_Scalar);
+  m.impl("mul_.Scalar", &at::native::NestedTensor_mul__Scalar);
+  m.impl("div.Tensor", &at::native::NestedTensor_div_Tensor);
+  m.impl("div.Scalar", &at::native::NestedTensor_div_Scalar);
+  m.impl("relu", &at::native::NestedTensor_relu);
+  m.impl("relu_", &at::native::NestedTensor_relu_);
+  m.impl("gelu", &at::native::NestedTensor_gelu);
+  m.impl("gelu_", &at::native::NestedTensor_gelu_);
+  m.impl("silu", &at::native::NestedTensor_silu);
+  m.impl("silu_", &at::native::NestedTensor_silu_);
+  m.impl("tanh", &at::native::NestedTensor_tanh);
+  m.impl("tanh_", &at::native::NestedTensor_tanh_);
+  m.impl("neg", &at::native::NestedTensor_neg);
+  m.impl("neg_", &at::native::NestedTensor_neg_);
+  m.impl("abs", &at::native::NestedTensor_abs);
+  m.impl("abs_", &at::native::NestedTensor_abs_);
+  m.impl("sgn", &at::native::NestedTensor_sgn);
+  m.impl("sgn_", &at::native::NestedTensor_sgn_);
+  m.impl("sqrt", &at::native::NestedTensor_sqrt);
+  m.impl("sin", &at::native::NestedTensor_sin);
+  m.impl("cos", &at::native::NestedTensor_cos);
+  m.impl("logical_not", &at::native::NestedTensor_logical_not);
+  m.impl("logical_not_", &at::native::NestedTensor_logical_not_);
+  m.impl("isnan", &at::native::NestedTensor_isnan);
+  m.impl("masked_fill.Scalar", &at::native::NestedTensor_masked_fill);
+  m.impl("where.self", &at::native::NestedTensor_where);
+  m.impl("zero_", &at::native::zero_nested_);
+  m.impl("fill_.Scalar",
+         static_cast<at::Tensor& (*)(at::Tensor&, const at::Scalar&)>(&at::native::fill_nested_));
 }
 
 }  // namespace ttpu::aten
