@@ -331,8 +331,8 @@ def test_nested_elementwise_math():
     a = torch.nested.nested_tensor([torch.randn(3, 4), torch.randn(2, 4)])
     b = torch.nested.nested_tensor([torch.randn(3, 4), torch.randn(2, 4)])
     fns = [lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / y,
-           lambda x, y: x * 2.5, lambda x, y: torch.relu(x), lambda x, y: torch.nn.functional.gelu(x),
-           lambda x, y: torch.tanh(x).neg().abs(), lambda x, y: torch.nn.functional.silu(x),
+           lambda x, y: x * 2.5, lambda x, y: torch.relu(x), lambda x, y: nn.functional.gelu(x),
+           lambda x, y: torch.tanh(x).neg().abs(), lambda x, y: nn.functional.silu(x),
            lambda x, y: torch.sin(x) + torch.cos(y), lambda x, y: x.clone().mul_(y).add_(x)]
     ta, tb = a.to("tpu"), b.to("tpu")
     for fn in fns:
