@@ -2,8 +2,8 @@
 // nn.TransformerEncoder's eval fast path calls with a padding mask
 // (_nested_tensor_from_mask, each layer's _transformer_encoder_layer_fwd on the
 // nested value, to_padded_tensor), MultiheadAttention's fast path on a nested
-// query, and the conversions a user needs to look at the result (.cpu(),
-// .to(), clone, unbind, size metadata).
+// query, the conversions a user needs to look at the result (.cpu(), .to(),
+// clone, unbind, size metadata) and elementwise math on nested values.
 //
 // A nested tensor is a NestedTensorImpl: a flat tpu buffer plus CPU metadata
 // (per-component sizes/strides/offsets); its dispatch key is
@@ -19,33 +19,30 @@
 // so a batch of B sequences costs the same few programs for any B (ATen's
 // generic versions pad each component separately: one program per length).
 #include <ATen/NestedTensorImpl.h>
+#include <ATen/ops/_native_multi_head_attention.h>
+#include <ATen/ops/_nested_from_padded_native.h>
 #include <ATen/ops/_nested_tensor_size_native.h>
 #include <ATen/ops/_nested_tensor_storage_offsets_native.h>
 #include <ATen/ops/_nested_tensor_strides_native.h>
-#include <ATen/ops/_nested_from_padded_native.h>
-#include <ATen/ops/_native_multi_head_attention.h>
 #include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd.h>
+#include <ATen/ops/abs_native.h>
+#include <ATen/ops/add_native.h>
 #include <ATen/ops/alias_native.h>
 #include <ATen/ops/clone_native.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/copy_native.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like_native.h>
-#include <ATen/ops/index_select.h>
-#include <ATen/ops/masked_fill.h>
-#include <ATen/ops/is_same_size_native.h>
-#include <ATen/ops/to_padded_tensor_native.h>
-#include <ATen/ops/unbind_native.h>
-#include <ATen/ops/values_native.h>
-#include <ATen/ops/abs_native.h>
-#include <ATen/ops/add_native.h>
 #include <ATen/ops/cos_native.h>
 #include <ATen/ops/div_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like_native.h>
 #include <ATen/ops/fill_native.h>
 #include <ATen/ops/gelu_native.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/is_same_size_native.h>
 #include <ATen/ops/isnan_native.h>
 #include <ATen/ops/logical_not_native.h>
+#include <ATen/ops/masked_fill.h>
 #include <ATen/ops/masked_fill_native.h>
 #include <ATen/ops/mul_native.h>
 #include <ATen/ops/neg_native.h>
@@ -56,6 +53,9 @@
 #include <ATen/ops/sqrt_native.h>
 #include <ATen/ops/sub_native.h>
 #include <ATen/ops/tanh_native.h>
+#include <ATen/ops/to_padded_tensor_native.h>
+#include <ATen/ops/unbind_native.h>
+#include <ATen/ops/values_native.h>
 #include <ATen/ops/where_native.h>
 #include <ATen/ops/zero_native.h>
 #include <torch/library.h>

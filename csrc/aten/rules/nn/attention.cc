@@ -59,10 +59,12 @@ void check_linear(int64_t rows, int64_t in, const at::Tensor& w, const at::Tenso
 }
 
 void check_same_dtype(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  TORCH_CHECK(x.scalar_type() == w.scalar_type(), "mat1 and mat2 must have the same dtype, but got ",
-              x.scalar_type(), " and ", w.scalar_type());
-  TORCH_CHECK(b.scalar_type() == w.scalar_type(), "self and mat2 must have the same dtype, but got ",
-              b.scalar_type(), " and ", w.scalar_type());
+  TORCH_CHECK(x.scalar_type() == w.scalar_type(),
+              "mat1 and mat2 must have the same dtype, but got ", x.scalar_type(), " and ",
+              w.scalar_type());
+  TORCH_CHECK(b.scalar_type() == w.scalar_type(),
+              "self and mat2 must have the same dtype, but got ", b.scalar_type(), " and ",
+              w.scalar_type());
 }
 
 // x [..., in] W^T -> [..., out] (contracting W's storage-inner dim, no transpose).
@@ -189,7 +191,8 @@ void check_attention(const Attention& att, const at::Tensor& query, const at::Te
               "expected `query`/`key`/`value` shapes to match");
   TORCH_CHECK(att.qkv_weight.dim() == 2, "expected 2-D `qkv_weight`, got ", att.qkv_weight.dim(),
               "-D tensor");
-  TORCH_CHECK(D * 3 == att.qkv_weight.size(0), "expected `qkv_weight` first dim to be 3x embed_dim");
+  TORCH_CHECK(D * 3 == att.qkv_weight.size(0),
+              "expected `qkv_weight` first dim to be 3x embed_dim");
   TORCH_CHECK(D == att.qkv_weight.size(1), "expected `qkv_weight` second dim to be embed_Dim");
   TORCH_CHECK(att.qkv_bias.dim() == 1, "expected 1-D `qkv_bias`, got ", att.qkv_bias.dim(),
               "-D tensor");
@@ -251,7 +254,7 @@ std::pair<Value, Value> attend(LoweringContext& ctx, const Precision& p, const A
   // ATen's _transform_bias_rescale_qkv: the scale is 1/sqrt(D/H) in the input's dtype.
   const double scale = 1.0 / std::sqrt(static_cast<double>(D / H));
   Value qs = add_bias(ctx, q, chunk(bias, 0, 0));
-  qs = g.binary(Op::kMul, qs, g.convert(full_like(ctx, g.convert(qs, p.out), scale), p.acc));
+  qs = g.binary(Op::kMul, qs, g.convert(g.constant(scale, {p.out, dims(ctx, qs)}), p.acc));
   q = split_heads(ctx, p.round(ctx, qs), H);
   k = split_heads(ctx, p.round(ctx, add_bias(ctx, k, chunk(bias, 1, 0))), H);
   v = split_heads(ctx, p.round(ctx, add_bias(ctx, v, chunk(bias, 2, 0))), H);
@@ -267,7 +270,7 @@ std::pair<Value, Value> attend(LoweringContext& ctx, const Precision& p, const A
     weights = probs;
     if (average) {  // ATen: qkt.sum(1), then /= num_heads, each stored
       Value s = p.round(ctx, reduce(ctx, probs, {1}, /*keepdim=*/false, ir::Reducer::kAdd));
-      weights = g.binary(Op::kDiv, s, g.convert(full_like(ctx, g.convert(s, p.out), H), p.acc));
+      weights = g.binary(Op::kDiv, s, full_like(ctx, s, static_cast<double>(H)));
     }
   }
   return {out, weights};
