@@ -29,7 +29,7 @@ CASES = [
     ((2, 3, 10, 10), 1, (2, 2), dict(stride=3)),  # stride leaves a remainder
     ((1, 2, 6, 6), 2, (3, 3), dict(stride=2, padding=4)),  # padding beyond the kernel
     ((1, 2, 8, 8), 1, (3, 3), dict(padding="same", dilation=2)),
-    ((1, 2, 36, 36), 1, (3, 3), dict(padding=1)),  # 36x36 out: XLA's weight-grad form
+    ((1, 2, 36, 36), 1, (3, 3), dict(padding=1)),  # a larger image
     ((1, 2, 5, 6, 5), 1, (3, 3, 3), dict(stride=2, padding=1)),
     ((1, 2, 4, 5, 4), 2, (2, 3, 2), dict(padding=(1, 0, 1), dilation=(1, 2, 1))),
 ]

@@ -275,10 +275,7 @@ std::vector<Value> convolution_backward(LoweringContext& ctx, const Args& a) {
   if (!p.transposed && depthwise(ctx, x, w, p)) {
     const DepthwiseParams dp = depthwise_params(p);
     if (mask[0]) grads[0] = depthwise_input_grad(ctx, dy, w, dp, dims(ctx, x));
-    if (mask[1]) {
-      const bool taps = depthwise_weight_grad_by_taps(spatial_dims(ctx, dy));
-      grads[1] = taps ? depthwise_weight_grad(ctx, x, dy, dp, k) : conv_weight_grad(ctx, x, dy, p, k);
-    }
+    if (mask[1]) grads[1] = depthwise_weight_grad(ctx, x, dy, dp, k);
   } else if (!p.transposed) {
     if (mask[0]) grads[0] = conv_input_grad(ctx, dy, w, p, in);
     if (mask[1]) grads[1] = conv_weight_grad(ctx, x, dy, p, k);

@@ -8,11 +8,15 @@
 // where xp is x zero-padded by `padding` and dyp is dy dilated by the stride
 // and padded as the input gradient of any convolution (conv.cc's
 // conv_input_grad). Each tap is one strided slice times a broadcast weight
-// column; XLA fuses the slices, products and sum into one loop.
+// column; XLA fuses the slices, products and sum into one loop. The weight
+// gradient's T sums are one variadic reduce (one loop too).
 #include "aten/rules/nn/conv_depthwise.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <utility>
 
 #include "runtime/runtime.h"
 
@@ -118,6 +122,141 @@ Value merge_multiplier(LoweringContext& ctx, Value v, int64_t m) {
   return ctx.g().reshape(v, to);
 }
 
+// The sum of `terms` added pairwise (a tree, not a chain): XLA:CPU's fused
+// loop ran about 1.2x faster that way at efficientnet_b0's shapes.
+Value balanced_sum(LoweringContext& ctx, std::vector<Value> terms) {
+  while (terms.size() > 1) {
+    std::vector<Value> next;
+    for (size_t i = 0; i + 1 < terms.size(); i += 2) {
+      next.push_back(ctx.g().binary(Op::kAdd, terms[i], terms[i + 1]));
+    }
+    if (terms.size() % 2 == 1) next.push_back(terms.back());
+    terms = std::move(next);
+  }
+  return terms[0];
+}
+
+// The input gradient for stride 1: dy padded so that reversed-kernel tap t
+// reads [t*dil, t*dil + in). dy: [N, O, out...] (acc type).
+Value input_grad_stride1(LoweringContext& ctx, Value dy, const std::vector<Value>& cols,
+                         const std::vector<int64_t>& k, const DepthwiseParams& p,
+                         const std::vector<int64_t>& in) {
+  auto& g = ctx.g();
+  const auto dyd = dims(ctx, dy);
+  const size_t n = k.size();
+  std::vector<int64_t> low(n + 2, 0), high(n + 2, 0);
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t kd = dilate(k[d], p.dilation[d]);
+    low[2 + d] = kd - 1 - p.padding[d];
+    high[2 + d] = in[d] + kd - 1 - dyd[2 + d] - low[2 + d];
+  }
+  const Value dyp =
+      g.pad(dy, g.constant(0, {dtype(ctx, dy), {}}), low, high, std::vector<int64_t>(n + 2, 0));
+  const int64_t taps = static_cast<int64_t>(cols.size());
+  const std::vector<int64_t> ones(n, 1);
+  std::vector<Value> terms;
+  for (int64_t t = 0; t < taps; ++t) {
+    // Tap t of the spatially reversed kernel is the weight's tap taps-1-t.
+    const Value s = tap_slice(ctx, dyp, tap_index(t, k), p.dilation, in, ones);
+    terms.push_back(g.binary(Op::kMul, s, column_over(ctx, cols[taps - 1 - t], dims(ctx, s), 1)));
+  }
+  return balanced_sum(ctx, terms);
+}
+
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+// The input gradient for a stride above 1, one output phase at a time: dx at
+// i = q*s + r (q = 0..Q-1) reads only the reversed-kernel taps t with
+// t*dil + r - L divisible by s, at dy[q + (t*dil + r - L) / s], L being the
+// low padding of the stride-dilated dy. Reading dy itself instead of its
+// dilation skips the zeros (3-20x faster on XLA:CPU at efficientnet_b0's
+// stride-2 shapes). The phases are interleaved as [N, O, Q0, s0, Q1, s1, ...]
+// -> [N, O, Q0*s0, ...] and cropped to `in`. dy: [N, O, out...] (acc type).
+Value input_grad_by_phase(LoweringContext& ctx, Value dy, const std::vector<Value>& cols,
+                          const std::vector<int64_t>& k, const DepthwiseParams& p,
+                          const std::vector<int64_t>& in) {
+  auto& g = ctx.g();
+  const auto dyd = dims(ctx, dy);
+  const size_t n = k.size();
+  const int64_t taps = static_cast<int64_t>(cols.size());
+  // reach[d][r]: the (reversed tap, dy offset) pairs that reach phase r of dim d.
+  std::vector<std::vector<std::vector<std::pair<int64_t, int64_t>>>> reach(n);
+  std::vector<int64_t> q(n), lo(n + 2, 0), hi(n + 2, 0);
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t s = p.stride[d];
+    const int64_t low = dilate(k[d], p.dilation[d]) - 1 - p.padding[d];
+    q[d] = (in[d] + s - 1) / s;
+    reach[d].resize(static_cast<size_t>(s));
+    int64_t min_off = 0, max_end = dyd[2 + d];
+    for (int64_t r = 0; r < s; ++r) {
+      for (int64_t t = 0; t < k[d]; ++t) {
+        const int64_t v = t * p.dilation[d] + r - low;
+        if (v - floor_div(v, s) * s != 0) continue;
+        const int64_t off = floor_div(v, s);
+        reach[d][static_cast<size_t>(r)].push_back({t, off});
+        min_off = std::min(min_off, off);
+        max_end = std::max(max_end, off + q[d]);
+      }
+    }
+    lo[2 + d] = -min_off;
+    hi[2 + d] = max_end - dyd[2 + d];
+  }
+  const Value dyp =
+      g.pad(dy, g.constant(0, {dtype(ctx, dy), {}}), lo, hi, std::vector<int64_t>(n + 2, 0));
+  std::vector<int64_t> unit{dyd[0], dyd[1]};
+  for (size_t d = 0; d < n; ++d) {
+    unit.push_back(q[d]);
+    unit.push_back(1);
+  }
+  // Phase r: the sum over every combination of its dims' reaching taps.
+  auto phase = [&](const std::vector<int64_t>& r) -> Value {
+    for (size_t d = 0; d < n; ++d) {
+      if (reach[d][static_cast<size_t>(r[d])].empty()) return g.constant(0, {dtype(ctx, dy), unit});
+    }
+    std::vector<size_t> idx(n, 0);
+    std::vector<Value> terms;
+    for (;;) {
+      auto limit = dyd;
+      std::vector<int64_t> start(n + 2, 0), strides(n + 2, 1);
+      int64_t flat = 0;
+      for (size_t d = 0; d < n; ++d) {
+        const auto& [t, off] = reach[d][static_cast<size_t>(r[d])][idx[d]];
+        start[2 + d] = off + lo[2 + d];
+        limit[2 + d] = start[2 + d] + q[d];
+        flat = flat * k[d] + t;
+      }
+      const Value s = g.slice(dyp, start, limit, strides);
+      const Value col = column_over(ctx, cols[taps - 1 - flat], dims(ctx, s), 1);
+      terms.push_back(g.binary(Op::kMul, s, col));
+      size_t d = n;  // the next combination, last dim fastest
+      while (d > 0 && ++idx[d - 1] == reach[d - 1][static_cast<size_t>(r[d - 1])].size()) {
+        idx[d - 1] = 0;
+        --d;
+      }
+      if (d == 0) break;
+    }
+    return g.reshape(balanced_sum(ctx, terms), unit);
+  };
+  std::vector<int64_t> r;
+  std::function<Value(size_t)> interleave = [&](size_t d) -> Value {
+    if (d == n) return phase(r);
+    std::vector<Value> parts;
+    for (int64_t ri = 0; ri < p.stride[d]; ++ri) {
+      r.push_back(ri);
+      parts.push_back(interleave(d + 1));
+      r.pop_back();
+    }
+    return g.concatenate(parts, static_cast<int64_t>(3 + 2 * d));
+  };
+  std::vector<int64_t> merged{dyd[0], dyd[1]}, start(n + 2, 0), limit{dyd[0], dyd[1]};
+  for (size_t d = 0; d < n; ++d) {
+    merged.push_back(q[d] * p.stride[d]);
+    limit.push_back(in[d]);
+  }
+  const Value full = g.reshape(interleave(0), merged);
+  return g.slice(full, start, limit, std::vector<int64_t>(n + 2, 1));
+}
+
 }  // namespace
 
 bool depthwise_taps_enabled() {
@@ -158,13 +297,12 @@ Value depthwise_forward(LoweringContext& ctx, Value x, Value w, const DepthwiseP
   }
   const Value xp = pad_spatial(ctx, x, p.padding);
   const auto cols = weight_columns(ctx, w);
-  Value acc;
+  std::vector<Value> terms;
   for (int64_t t = 0; t < static_cast<int64_t>(cols.size()); ++t) {
     const Value s = spread(ctx, tap_slice(ctx, xp, tap_index(t, k), p.dilation, out, p.stride), m);
-    const Value term = g.binary(Op::kMul, s, column_over(ctx, cols[t], dims(ctx, s), m));
-    acc = t == 0 ? term : g.binary(Op::kAdd, acc, term);
+    terms.push_back(g.binary(Op::kMul, s, column_over(ctx, cols[t], dims(ctx, s), m)));
   }
-  return merge_multiplier(ctx, acc, m);
+  return merge_multiplier(ctx, balanced_sum(ctx, terms), m);
 }
 
 Value depthwise_input_grad(LoweringContext& ctx, Value dy, Value w, const DepthwiseParams& p,
@@ -173,29 +311,16 @@ Value depthwise_input_grad(LoweringContext& ctx, Value dy, Value w, const Depthw
   const ir::DType dt = dtype(ctx, dy), acc_t = acc_type(dt);
   dy = g.convert(dy, acc_t);
   w = g.convert(w, acc_t);
-  const auto dyd = dims(ctx, dy), wd = dims(ctx, w);
-  const size_t n = dyd.size() - 2;
+  const auto wd = dims(ctx, w);
   const int64_t c = input_dims[1], m = wd[0] / c;
   const std::vector<int64_t> in(input_dims.begin() + 2, input_dims.end());
   std::vector<int64_t> k(wd.begin() + 2, wd.end());
-  // dy dilated by the stride and padded so that tap t reads [t*dil, t*dil + in).
-  std::vector<int64_t> low(n + 2, 0), high(n + 2, 0), interior(n + 2, 0);
-  for (size_t d = 0; d < n; ++d) {
-    const int64_t kd = dilate(k[d], p.dilation[d]);
-    low[2 + d] = kd - 1 - p.padding[d];
-    high[2 + d] = in[d] + kd - 1 - dilate(dyd[2 + d], p.stride[d]) - low[2 + d];
-    interior[2 + d] = p.stride[d] - 1;
-  }
-  const Value dyp = g.pad(dy, g.constant(0, {acc_t, {}}), low, high, interior);
   const auto cols = weight_columns(ctx, w);
-  const int64_t taps = static_cast<int64_t>(cols.size());
-  const std::vector<int64_t> ones(n, 1);
   Value acc;
-  for (int64_t t = 0; t < taps; ++t) {
-    // Tap t of the spatially reversed kernel is the weight's tap taps-1-t.
-    const Value s = tap_slice(ctx, dyp, tap_index(t, k), p.dilation, in, ones);
-    const Value term = g.binary(Op::kMul, s, column_over(ctx, cols[taps - 1 - t], dims(ctx, s), 1));
-    acc = t == 0 ? term : g.binary(Op::kAdd, acc, term);
+  if (std::any_of(p.stride.begin(), p.stride.end(), [](int64_t s) { return s > 1; })) {
+    acc = input_grad_by_phase(ctx, dy, cols, k, p, in);
+  } else {
+    acc = input_grad_stride1(ctx, dy, cols, k, p, in);
   }
   if (m > 1) {
     // [N, C*m, in...] -> [N, C, m, in...]: the m output channels of each
@@ -205,15 +330,6 @@ Value depthwise_input_grad(LoweringContext& ctx, Value dy, Value w, const Depthw
     acc = reduce(ctx, g.reshape(acc, split), {2}, false, ir::Reducer::kAdd);
   }
   return g.convert(acc, dt);
-}
-
-bool depthwise_weight_grad_by_taps(const std::vector<int64_t>& out) {
-  // Measured at efficientnet_b0's shapes (batch 8, xla-cpu-pjrt 0.0.1): taps
-  // win 2.5-20x at 28x28 outputs and below (240 channels 28x28 k5: 44 vs 110
-  // ms; 672 ch 14x14 k5: 29 vs 242 ms), XLA's batch-grouped convolution wins
-  // at 56x56 and above (96 ch 56x56 k3: 67 vs 90 ms; 32 ch 112x112: 36 vs
-  // 96 ms), where the T passes over x and dy no longer stay in cache.
-  return product(out) <= 32 * 32;
 }
 
 Value depthwise_weight_grad(LoweringContext& ctx, Value x, Value dy, const DepthwiseParams& p,
@@ -235,10 +351,17 @@ Value depthwise_weight_grad(LoweringContext& ctx, Value x, Value dy, const Depth
   std::vector<int64_t> rdims{0};
   const int64_t first_spatial = m == 1 ? 2 : 3;
   for (size_t d = 0; d < out.size(); ++d) rdims.push_back(first_spatial + static_cast<int64_t>(d));
-  std::vector<Value> cols;
+  // One variadic reduce of the T products: XLA makes it one loop over x and
+  // dy (T separate reduces re-read them T times, compile T kernels and were
+  // 5-20x slower and 4x longer to compile at efficientnet_b0's shapes).
+  std::vector<Value> products, inits;
   for (int64_t t = 0; t < product(k); ++t) {
     const Value s = spread(ctx, tap_slice(ctx, xp, tap_index(t, k), p.dilation, out, p.stride), m);
-    const Value sum = reduce(ctx, g.binary(Op::kMul, s, dym), rdims, false, ir::Reducer::kAdd);
+    products.push_back(g.binary(Op::kMul, s, dym));
+    inits.push_back(g.constant(0, {acc_t, {}}));
+  }
+  std::vector<Value> cols;
+  for (const Value& sum : g.reduce(products, inits, rdims, ir::Reducer::kAdd)) {
     cols.push_back(g.reshape(sum, {o, 1}));
   }
   std::vector<int64_t> wshape{o, 1};

@@ -2,11 +2,11 @@
 // sums over the kernel taps, for the CPU plugin (conv.cc decides when).
 //
 // Why: XLA:CPU (xla-cpu-pjrt 0.0.1) runs a feature-grouped convolution one
-// group at a time; at efficientnet_b0's shapes its depthwise forward takes
-// about 10x, its input gradient about 10x, CPU PyTorch's time. Written as
-// prod(k) strided slices of the padded input times a per-channel weight,
-// added up, XLA fuses the whole sum into one loop (measured numbers in
-// csrc/aten/README.md).
+// group at a time; at efficientnet_b0's shapes (batch 8) its depthwise
+// forward and input gradient were 6-17x slower than this form, its weight
+// gradient 3-100x. Written as prod(k) strided slices of the padded input
+// times a per-channel weight, added up, XLA fuses the whole sum into one loop
+// (bench/bench_depthwise.py; numbers in csrc/aten/README.md).
 #pragma once
 
 #include <vector>
@@ -39,9 +39,6 @@ ir::Value depthwise_forward(LoweringContext& ctx, ir::Value x, ir::Value w,
 // accumulate in float32).
 ir::Value depthwise_input_grad(LoweringContext& ctx, ir::Value dy, ir::Value w,
                                const DepthwiseParams& p, const std::vector<int64_t>& input_dims);
-// Whether the weight gradient is faster as taps than as XLA's batch-grouped
-// convolution: measured so only for small outputs (see the .cc).
-bool depthwise_weight_grad_by_taps(const std::vector<int64_t>& out);
 // x [N, C, in...], dy [N, C*m, out...] -> dw [C*m, 1, k...] (half types
 // accumulate in float32).
 ir::Value depthwise_weight_grad(LoweringContext& ctx, ir::Value x, ir::Value dy,
