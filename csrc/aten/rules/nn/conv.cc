@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "aten/ops_util.h"
+#include "aten/rules/nn/conv_depthwise.h"
 
 namespace ttpu::aten {
 namespace {
@@ -142,6 +143,13 @@ Value conv_weight_grad(LoweringContext& ctx, Value x, Value dy, const ConvParams
   return swap01(ctx, convolution_op(ctx, swap01(ctx, x), swap01(ctx, dy), d));
 }
 
+// Depthwise convolutions take the taps form on the CPU plugin (conv_depthwise.h).
+bool depthwise(LoweringContext& ctx, Value x, Value w, const ConvParams& p) {
+  return use_depthwise_taps(dims(ctx, x), dims(ctx, w), p.groups, p.transposed, dtype(ctx, x));
+}
+
+DepthwiseParams depthwise_params(const ConvParams& p) { return {p.stride, p.padding, p.dilation}; }
+
 // A transposed convolution's output sizes (at::native::conv_input_size).
 std::vector<int64_t> transposed_out(const std::vector<int64_t>& in, const std::vector<int64_t>& k,
                                     const ConvParams& p) {
@@ -221,7 +229,9 @@ std::vector<Value> convolution(LoweringContext& ctx, const Args& a) {
   w = g.convert(w, acc);
   const auto in = spatial_dims(ctx, x);
   const auto k = spatial_dims(ctx, w);
-  Value y = p.transposed ? conv_input_grad(ctx, x, w, p, transposed_out(in, k, p)) : conv(ctx, x, w, p);
+  Value y = p.transposed            ? conv_input_grad(ctx, x, w, p, transposed_out(in, k, p))
+            : depthwise(ctx, x, w, p) ? depthwise_forward(ctx, x, w, depthwise_params(p))
+                                      : conv(ctx, x, w, p);
   if (bias && bias->defined()) {
     Value b = g.convert(ctx.tensor(*bias), acc);
     y = g.binary(Op::kAdd, y, g.broadcast_in_dim(b, dims(ctx, y), {1}));
@@ -262,7 +272,11 @@ std::vector<Value> convolution_backward(LoweringContext& ctx, const Args& a) {
   // and an empty result costs no program output.
   const Value none = g.constant(0, {dtype(ctx, x), {0}});
   std::vector<Value> grads{none, none, none};
-  if (!p.transposed) {
+  if (!p.transposed && depthwise(ctx, x, w, p)) {
+    const DepthwiseParams dp = depthwise_params(p);
+    if (mask[0]) grads[0] = depthwise_input_grad(ctx, dy, w, dp, dims(ctx, x));
+    if (mask[1]) grads[1] = depthwise_weight_grad(ctx, x, dy, dp, k);
+  } else if (!p.transposed) {
     if (mask[0]) grads[0] = conv_input_grad(ctx, dy, w, p, in);
     if (mask[1]) grads[1] = conv_weight_grad(ctx, x, dy, p, k);
   } else {
