@@ -316,10 +316,11 @@ def _reference(batches, unused=False, accumulate=1):
     return [p.detach().cpu() for p in model.parameters()]
 
 
-def _ddp_run(rank, world, pg, batches, unused=False, accumulate=1):
+def _ddp_run(rank, world, pg, batches, unused=False, accumulate=1, bucket_cap_mb=None):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    model = DDP(_mlp(unused).to("tpu"), process_group=pg, find_unused_parameters=unused)
+    kw = {} if bucket_cap_mb is None else {"bucket_cap_mb": bucket_cap_mb}
+    model = DDP(_mlp(unused).to("tpu"), process_group=pg, find_unused_parameters=unused, **kw)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     half = batches[0][0].shape[0] // world
     for i, (x, y) in enumerate(batches):
@@ -648,12 +649,99 @@ def group_fsdp(rank, world):
     dist.destroy_process_group()
 
 
+def group_future(rank, world):
+    """Work futures complete by themselves (no wait()), with the values or the
+    error. Run with TORCHTPU_DIST_CHECK=0 (no signature exchange), so that an
+    all_reduce returns before the peer has joined it."""
+    assert os.environ.get("TORCHTPU_DIST_CHECK") == "0"
+    dist.init_process_group("cpu:gloo,tpu:tpu", timeout=TIMEOUT)
+    delay = 1.5  # rank 1 joins each collective this late
+
+    def future_completes():
+        # 64K floats: above the staging pool's floor, so the copy-back adopts
+        # the host buffer (the common path), and a small one beside it.
+        xs = [data(rank, (256, 256), torch.float32), data(rank, (5,), torch.float32, salt=1)]
+        refs = [x.clone() for x in xs]
+        for r in refs:
+            dist.all_reduce(r)
+        ts = [x.to("tpu") for x in xs]
+        torchtpu.sync()
+        dist.barrier()
+        if rank == 1:
+            time.sleep(delay)
+        start = time.monotonic()
+        works = [dist.all_reduce(t, async_op=True) for t in ts]
+        futs = [w.get_future() for w in works]
+        issued = time.monotonic() - start
+        seen = []
+        chained = futs[0].then(lambda f: seen.append(f.value()[0].cpu()))
+        if rank == 0:
+            # The peer has not joined yet: get_future() must not have waited.
+            assert issued < delay / 2, f"all_reduce + get_future took {issued:.2f} s"
+            assert not futs[0].done(), "the future completed before the peer joined"
+        deadline = time.monotonic() + 30
+        while not all(f.done() for f in futs + [chained]):  # polled, never waited
+            assert time.monotonic() < deadline, "the futures never completed"
+            time.sleep(0.01)
+        for f, t, r in zip(futs, ts, refs):
+            value = f.value()
+            assert isinstance(value, list) and len(value) == 1 and value[0] is not None
+            close(value[0], r, atol=1e-5, rtol=1e-5)
+            close(t, r, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(seen[0], refs[0], atol=1e-5, rtol=1e-5)
+        for w in works:
+            assert w.is_completed() and w.is_success()
+            assert w.wait(timeout=TIMEOUT)
+    report("future_completes_without_wait", future_completes)
+
+    def ddp_many_buckets():
+        # One bucket per parameter: each bucket's future completes while the
+        # backward goes on; the result must equal the single-process run.
+        batches = _batches(4)
+        got = _ddp_run(rank, world, dist.group.WORLD, batches, bucket_cap_mb=1e-4)
+        for g, r in zip(got, _reference(batches)):
+            torch.testing.assert_close(g, r, atol=1e-6, rtol=1e-6)
+    report("ddp_many_buckets", ddp_many_buckets)
+
+    short = datetime.timedelta(seconds=3)
+    late = dist.new_group(backend="tpu", timeout=short)
+    dist.barrier()
+
+    def future_gets_error():
+        # Rank 1 never joins: gloo's timeout fails the collective, and the
+        # error reaches the future (polled, no wait()) and then wait().
+        if rank == 1:
+            return
+        start = time.monotonic()
+        work = dist.all_reduce(torch.ones(4, device="tpu"), group=late, async_op=True)
+        fut = work.get_future()
+        deadline = time.monotonic() + 30
+        while not fut.done():
+            assert time.monotonic() < deadline, "the future never completed"
+            time.sleep(0.02)
+        elapsed = time.monotonic() - start
+        assert elapsed < 20, f"error after {elapsed:.1f} s (timeout 3 s)"
+        for call in (fut.wait, fut.value, lambda: work.wait(timeout=TIMEOUT)):
+            try:
+                call()
+            except RuntimeError as e:
+                assert "tim" in str(e).lower() or "closed" in str(e).lower(), str(e)
+            else:
+                raise AssertionError(f"{call} did not raise")
+        assert not work.is_success()
+    report("future_gets_error", future_gets_error)
+    # The group `late` is broken now; leave without destroy's goodbye.
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def main():
     group, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
                       WORLD_SIZE=str(world))
     {"main": group_main, "failure": group_failure, "fsdp": group_fsdp,
-     "mismatch": group_mismatch}[group](rank, world)
+     "mismatch": group_mismatch, "future": group_future}[group](rank, world)
 
 
 if __name__ == "__main__":

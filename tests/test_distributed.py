@@ -168,3 +168,15 @@ def fsdp_group():
                                   "fsdp2_state_dict_save_load"])
 def test_fsdp_dtensor(fsdp_group, name):
     _assert_check(fsdp_group, name)
+
+
+@pytest.fixture(scope="module")
+def future_group():
+    # No signature exchange: an all_reduce returns before the peer joins it.
+    return launch("future", TORCHTPU_DIST_CHECK="0")
+
+
+@pytest.mark.parametrize("name", ["future_completes_without_wait", "ddp_many_buckets",
+                                  "future_gets_error"])
+def test_work_future_completes_by_itself(future_group, name):
+    _assert_check(future_group, name)

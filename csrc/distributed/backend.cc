@@ -233,10 +233,12 @@ std::chrono::milliseconds TpuBackend::timeout_for(std::chrono::milliseconds requ
   return requested == c10d::kUnsetTimeout ? options_->timeout : requested;
 }
 
-WorkPtr TpuBackend::make_work(WorkPtr inner, std::function<void()> finish_fn, Tensors outputs,
-                              std::chrono::milliseconds timeout, OpType type) {
-  return c10::make_intrusive<TpuWork>(std::move(inner), std::move(finish_fn),
-                                      std::move(outputs), timeout, getRank(), type);
+WorkPtr TpuBackend::make_work(std::vector<WorkPtr> inners, std::function<void()> finish_fn,
+                              Tensors outputs, std::chrono::milliseconds timeout, OpType type) {
+  auto work = c10::make_intrusive<TpuWork>(std::move(inners), std::move(finish_fn),
+                                           std::move(outputs), timeout, getRank(), type);
+  work->start();
+  return work;
 }
 
 WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
@@ -292,8 +294,7 @@ WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
   auto timeout = timeout_for(opts.timeout);
   int size = getSize();
   return make_work(
-      nullptr, [works, tensors, host, red, size, timeout] {
-        for (auto& w : works) w->wait(timeout);
+      works, [tensors, host, red, size] {
         if (red.average) divide(host, size);
         copy_back(tensors, host);
       },
@@ -371,11 +372,8 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
     works.push_back(inner_->broadcast(slot, b));
   }
   return make_work(
-      nullptr, [works, flat_out, host_out, timeout] {
-        for (auto& w : works) w->wait(timeout);
-        copy_back(flat_out, flatten(host_out));
-      },
-      flat_out, timeout, OpType::ALLGATHER);
+      works, [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); }, flat_out, timeout,
+      OpType::ALLGATHER);
 }
 
 WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -408,9 +406,7 @@ WorkPtr TpuBackend::allgather_into_tensor_coalesced(Tensors& outputs, Tensors& i
   for (size_t i = 0; i < inputs.size(); ++i)
     works.push_back(_allgather_base(outputs[i], inputs[i], opts));
   auto timeout = timeout_for(opts.timeout);
-  return make_work(
-      nullptr, [works, timeout] { for (auto& w : works) w->wait(timeout); }, outputs, timeout,
-      OpType::COALESCED);
+  return make_work(works, nullptr, outputs, timeout, OpType::COALESCED);
 }
 
 WorkPtr TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
@@ -506,9 +502,7 @@ WorkPtr TpuBackend::reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& i
   for (size_t i = 0; i < inputs.size(); ++i)
     works.push_back(_reduce_scatter_base(outputs[i], inputs[i], opts));
   auto timeout = timeout_for(opts.timeout);
-  return make_work(
-      nullptr, [works, timeout] { for (auto& w : works) w->wait(timeout); }, outputs, timeout,
-      OpType::COALESCED);
+  return make_work(works, nullptr, outputs, timeout, OpType::COALESCED);
 }
 
 WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
