@@ -23,7 +23,9 @@ after a barrier) so that their ratios are comparable on a noisy machine
   future waits for the collective before the compute can start, 1 when one
   hides the other completely (2 cores here: gloo and XLA:CPU share them).
 
-Also the per-call counts of torchtpu.metrics (compiles, executes, host bytes)
+Per stage, also the process CPU time (`cpu_ms`, all threads) and voluntary
+context switches (`switches`, median per round): a busy machine inflates
+wall times far more than these. Also the per-call counts of torchtpu.metrics (compiles, executes, host bytes)
 over the tpu all_reduces: anything but 0 compiles and executes is a bug.
 TORCHTPU_DIST_CHECK is read once per process: run it with =0 to drop the
 signature exchange. JSON on stdout (and --out).
@@ -31,6 +33,7 @@ signature exchange. JSON on stdout (and --out).
 
 import datetime
 import os
+import resource
 import statistics
 import sys
 import time
@@ -90,17 +93,27 @@ def worker(rank, port, sizes, iters):
             "overlapped": [overlap_issue, compute, overlap_wait],
         }
         samples = {k: [[] for _ in v] for k, v in stages.items()}
+        # Per stage and call: process CPU seconds (all threads) and voluntary
+        # context switches (thread hops, waits): counts that a busy machine's
+        # scheduling delays do not inflate the way they inflate wall time.
+        cpu = {k: [] for k in stages}
+        csw = {k: [] for k in stages}
         counts = {}
         for i in range(iters + 1):
             for key, calls in stages.items():
                 dist.barrier()
                 if key == "tpu":
                     torchtpu.metrics.reset()
+                cpu0, ru0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
                 for j, fn in enumerate(calls):
                     start = time.perf_counter()
                     fn()
                     if i:  # round 0 warms up
                         samples[key][j].append(time.perf_counter() - start)
+                if i:
+                    cpu[key].append(time.process_time() - cpu0)
+                    csw[key].append(resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+                                    - ru0.ru_nvcsw)
                 if key == "tpu" and i:
                     m = torchtpu.metrics.metrics()
                     for k in ("compiles", "executes", "bytes_to_host", "bytes_to_device"):
@@ -118,6 +131,8 @@ def worker(rank, port, sizes, iters):
         row["overlapped_issue"] = ms(samples["overlapped"][0])
         row["tpu_over_gloo"] = round(row["tpu"] / row["gloo"], 2)
         row["tpu_over_gloo_min"] = round(row["tpu_min"] / row["gloo_min"], 2)
+        row["cpu_ms"] = {k: ms(v) for k, v in cpu.items()}
+        row["switches"] = {k: statistics.median(v) for k, v in csw.items()}
         row["per_call"] = counts
         row["fallbacks"] = torchtpu.metrics.total_fallbacks()
         rows.append(row)
