@@ -165,6 +165,14 @@ def check_collectives(rank, world, tpu_pg, cpu_pg):
             out = torch.empty(3, 2, device="tpu")
             dist.reduce_scatter_tensor(out, x.to("tpu"), OPS[op], group=tpu_pg)
             close(out, ref, atol=1e-6, rtol=1e-6)
+        # MAX: gloo's own reduce_scatter_tensor sums whatever the op (CPU
+        # tensors too), so the reference is an all_reduce MAX and our chunk.
+        x = data(rank, (world * 3, 2), torch.float32, salt=5)
+        ref = x.clone()
+        dist.all_reduce(ref, dist.ReduceOp.MAX, group=cpu_pg)
+        out = torch.empty(3, 2, device="tpu")
+        dist.reduce_scatter_tensor(out, x.to("tpu"), dist.ReduceOp.MAX, group=tpu_pg)
+        close(out, ref.chunk(world)[rank], atol=0, rtol=0)
     report("reduce_scatter_tensor", reduce_scatter_tensor)
 
     def all_to_all_single():
@@ -251,6 +259,49 @@ def check_collectives(rank, world, tpu_pg, cpu_pg):
         for t, r in zip(ts, refs):
             close(t, r, atol=1e-6, rtol=1e-6)
     report("async_wait_future", async_ops)
+
+    def async_issue_does_not_wait_for_peer():
+        # With the signature check on, its round trip runs on the group's
+        # issuing thread: an async all_reduce returns before the peer joins.
+        t = torch.full((64, 64), float(rank + 1), device="tpu")
+        torchtpu.sync()
+        dist.barrier(group=cpu_pg)
+        if rank == 1:
+            time.sleep(1.5)
+        start = time.monotonic()
+        work = dist.all_reduce(t, group=tpu_pg, async_op=True)
+        fut = work.get_future()
+        issued = time.monotonic() - start
+        if rank == 0:
+            assert issued < 0.75, f"all_reduce + get_future took {issued:.2f} s"
+            assert not fut.done(), "completed before the peer joined"
+        assert work.wait(timeout=TIMEOUT)
+        close(fut.value()[0], torch.full((64, 64), 3.0))
+    report("async_issue_does_not_wait_for_peer", async_issue_does_not_wait_for_peer)
+
+    def async_mixed_in_order():
+        # Many collectives of different kinds in flight at once, none waited
+        # until the end: they reach gloo in call order on both ranks.
+        a = [torch.full((5 + i,), float(rank + i), device="tpu") for i in range(4)]
+        b = torch.full((3,), float(10 * (rank + 1)), device="tpu")
+        g_in = torch.full((4,), float(rank), device="tpu")
+        g_out = torch.empty(8, device="tpu")
+        works = [dist.all_reduce(x, group=tpu_pg, async_op=True) for x in a[:2]]
+        works.append(dist.broadcast(b, 1, group=tpu_pg, async_op=True))
+        works.append(dist.all_gather_into_tensor(g_out, g_in, group=tpu_pg, async_op=True))
+        works.append(dist.barrier(group=tpu_pg, async_op=True))
+        works += [dist.all_reduce(x, dist.ReduceOp.MAX, group=tpu_pg, async_op=True)
+                  for x in a[2:]]
+        futs = [w.get_future() for w in works]
+        for f in futs:
+            f.wait()
+        for i in range(2):
+            close(a[i], torch.full((5 + i,), float(2 * i + 1)))
+        for i in range(2, 4):
+            close(a[i], torch.full((5 + i,), float(1 + i)))
+        close(b, torch.full((3,), 20.0))
+        close(g_out, torch.tensor([0.0] * 4 + [1.0] * 4))
+    report("async_mixed_in_order", async_mixed_in_order)
 
     def cpu_tensor_rejected():
         # A CPU tensor alone: the group has no CPU backend, torch's ProcessGroup

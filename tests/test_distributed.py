@@ -77,6 +77,7 @@ MAIN_CHECKS = (
        "broadcast", "all_gather", "all_gather_uneven", "all_gather_into_tensor",
        "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single_uneven",
        "scatter_gather_reduce", "send_recv_barrier", "non_contiguous", "async_wait_future",
+       "async_issue_does_not_wait_for_peer", "async_mixed_in_order",
        "cpu_tensor_rejected", "group_name_kept", "ddp_sgd_5_steps",
        "ddp_no_sync_accumulation", "ddp_find_unused_parameters", "peer_exit_raises", "staging_adopted"]
 )

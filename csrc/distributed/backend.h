@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <functional>
 #include <string>
@@ -13,6 +15,8 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "distributed/issue.h"
 
 namespace ttpu::distributed {
 
@@ -45,20 +49,25 @@ class TpuWork : public c10d::Work {
   // Chains completion on the inner futures; call once, right after creation
   // (the callbacks hold a reference to the work until they run).
   void start();
+  // A queued call (issue.h): the inner works come later, from issued() or
+  // issue_failed() on the issuing thread; wait() first runs `help` (the
+  // queue) on its own thread.
+  void defer(std::function<void()> help);
+  void issued(std::vector<c10::intrusive_ptr<c10d::Work>> inners);
+  void issue_failed(std::exception_ptr error);
   bool isCompleted() override;
   bool isSuccess() const override;
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   void synchronize() override {}
-  int sourceRank() const override {
-    return inners_.size() == 1 ? inners_[0]->sourceRank() : -1;
-  }
+  int sourceRank() const override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
  private:
   // Once: with `error` null runs the copy-back, then completes the future with
   // the outputs or with the error (the inner one or the copy-back's).
   void finish(std::exception_ptr error);
+  bool is_finished();  // finish() has run (its future may still be being marked)
   // Called as each inner future completes; the last one finishes the work.
   void inner_done(c10::ivalue::Future& done);
 
@@ -67,11 +76,17 @@ class TpuWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  bool chained_ = false;          // set by start(): completion comes from callbacks
+  std::atomic<bool> chained_{false};  // completion comes from callbacks (start, defer)
   std::atomic<size_t> remaining_{0};  // inner futures not yet completed
   std::exception_ptr inner_error_;    // the first inner future's error (under complete_mutex_)
   std::mutex complete_mutex_;
   bool finished_ = false;         // under complete_mutex_
+  std::timed_mutex wait_mutex_;   // held by the thread waiting for the inners
+  // Queued calls: inners_ is set once, under issue_mutex_, before issued_.
+  std::function<void()> help_;
+  mutable std::mutex issue_mutex_;
+  std::condition_variable issue_cv_;
+  bool issued_ = true;
 };
 
 class TpuBackend : public c10d::Backend {
@@ -154,6 +169,8 @@ class TpuBackend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> inner_;
   c10::intrusive_ptr<Options> options_;
+  // Every inner collective is issued through it, in call order (issue.h).
+  std::shared_ptr<Issuer> issuer_;
 };
 
 }  // namespace ttpu::distributed

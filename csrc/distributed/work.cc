@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <c10/util/Exception.h>
+
 #include "distributed/backend.h"
 
 namespace ttpu::distributed {
@@ -28,11 +30,46 @@ TpuWork::TpuWork(std::vector<WorkPtr> inners, std::function<void()> finish_fn, T
                 inners_.end());
 }
 
+void TpuWork::defer(std::function<void()> help) {
+  std::lock_guard<std::mutex> lock(issue_mutex_);
+  help_ = std::move(help);
+  issued_ = false;
+  chained_ = true;  // its future completes by itself (from issued() on)
+}
+
+void TpuWork::issued(std::vector<WorkPtr> inners) {
+  {
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    inners_ = std::move(inners);
+    issued_ = true;
+  }
+  issue_cv_.notify_all();
+  // Inner works without futures (none of the queued gloo collectives) leave
+  // it lazy: the first wait() completes it. Waiting here would hold up the
+  // queue, and may run inside a wait() of this very work (through help_).
+  start();
+}
+
+void TpuWork::issue_failed(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    issued_ = true;
+  }
+  issue_cv_.notify_all();
+  finish(error);
+}
+
+int TpuWork::sourceRank() const {
+  std::lock_guard<std::mutex> lock(issue_mutex_);
+  return issued_ && inners_.size() == 1 ? inners_[0]->sourceRank() : -1;
+}
+
 void TpuWork::start() {
   std::vector<c10::intrusive_ptr<c10::ivalue::Future>> futures;
   try {
     for (auto& w : inners_) futures.push_back(w->getFuture());
   } catch (const c10::Error&) {
+    chained_ = false;
     return;  // an inner work without a future: the lazy form (see backend.h)
   }
   chained_ = true;
@@ -115,18 +152,56 @@ bool TpuWork::isSuccess() const {
   return future_->completed() && !future_->hasError();
 }
 
+bool TpuWork::is_finished() {
+  std::lock_guard<std::mutex> guard(complete_mutex_);
+  return finished_;
+}
+
 bool TpuWork::wait(std::chrono::milliseconds timeout) {
   const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
-  std::exception_ptr error;
-  // The inner waits bound the wait and raise gloo's errors (a timeout, a
-  // peer that left); a timeout here fails the work and its future.
-  try {
-    for (auto& w : inners_) w->wait(limit);
-  } catch (...) {
-    error = std::current_exception();
+  // One thread at a time waits for the inners, and none once it is finished:
+  // some inner works do their own copy-out on every wait() (gloo's
+  // reduce_scatter_tensor), which must not land after the write-back.
+  std::unique_lock<std::timed_mutex> waiting(wait_mutex_, std::defer_lock);
+  if (!is_finished() && waiting.try_lock_for(limit) && !is_finished()) {
+    std::exception_ptr error;
+    std::vector<WorkPtr> inners;
+    {
+      std::unique_lock<std::mutex> lock(issue_mutex_);
+      if (!issued_) {
+        auto help = help_;
+        lock.unlock();
+        if (help) help();  // issues this call (and those queued before it) here
+        lock.lock();
+        if (!issue_cv_.wait_for(lock, limit, [this] { return issued_; })) {
+          try {
+            C10_THROW_ERROR(DistBackendError,
+                            "torch.distributed backend 'tpu': timed out waiting for the "
+                            "collective to be issued (the calls queued before it did not "
+                            "finish)");
+          } catch (...) {
+            error = std::current_exception();
+          }
+        }
+      }
+      inners = inners_;
+    }
+    // The inner waits bound the wait and raise gloo's errors (a timeout, a
+    // peer that left); a timeout here fails the work and its future.
+    try {
+      if (!error)
+        for (auto& w : inners) w->wait(limit);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    finish(error);  // no-op when a callback already finished it
   }
-  finish(error);     // no-op when a callback already finished it
-  future_->wait();   // another thread may still be marking it (immediate then)
+  if (!is_finished()) {
+    // Another thread holds the inner wait past our limit.
+    C10_THROW_ERROR(DistBackendError,
+                    "torch.distributed backend 'tpu': timed out waiting for the collective");
+  }
+  future_->wait();  // another thread may still be marking it (immediate then)
   if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
   return true;
 }
