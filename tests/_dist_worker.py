@@ -484,6 +484,7 @@ def group_main(rank, world):
 
     check_collectives(rank, world, tpu_pg, cpu_pg)
     check_ddp(rank, world, tpu_pg)
+    check_futures(rank, world)
     dist.barrier()
     check_peer_exit(rank, tpu_pg)  # last: it ends both processes
 
@@ -700,12 +701,11 @@ def group_fsdp(rank, world):
     dist.destroy_process_group()
 
 
-def group_future(rank, world):
+def check_futures(rank, world):
     """Work futures complete by themselves (no wait()), with the values or the
-    error. Run with TORCHTPU_DIST_CHECK=0 (no signature exchange), so that an
-    all_reduce returns before the peer has joined it."""
-    assert os.environ.get("TORCHTPU_DIST_CHECK") == "0"
-    dist.init_process_group("cpu:gloo,tpu:tpu", timeout=TIMEOUT)
+    error; an all_reduce returns before the peer has joined it (the signature
+    exchange runs on the group's issuing thread). Leaves a broken group
+    behind: run it last before check_peer_exit."""
     delay = 1.5  # rank 1 joins each collective this late
 
     def future_completes():
@@ -781,10 +781,6 @@ def group_future(rank, world):
                 raise AssertionError(f"{call} did not raise")
         assert not work.is_success()
     report("future_gets_error", future_gets_error)
-    # The group `late` is broken now; leave without destroy's goodbye.
-    dist.barrier()
-    sys.stdout.flush()
-    os._exit(0)
 
 
 def main():
@@ -792,7 +788,7 @@ def main():
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
                       WORLD_SIZE=str(world))
     {"main": group_main, "failure": group_failure, "fsdp": group_fsdp,
-     "mismatch": group_mismatch, "future": group_future}[group](rank, world)
+     "mismatch": group_mismatch}[group](rank, world)
 
 
 if __name__ == "__main__":

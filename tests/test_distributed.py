@@ -79,7 +79,8 @@ MAIN_CHECKS = (
        "scatter_gather_reduce", "send_recv_barrier", "non_contiguous", "async_wait_future",
        "async_issue_does_not_wait_for_peer", "async_mixed_in_order",
        "cpu_tensor_rejected", "group_name_kept", "ddp_sgd_5_steps",
-       "ddp_no_sync_accumulation", "ddp_find_unused_parameters", "peer_exit_raises", "staging_adopted"]
+       "ddp_no_sync_accumulation", "ddp_find_unused_parameters", "future_completes_without_wait",
+       "ddp_many_buckets", "future_gets_error", "peer_exit_raises", "staging_adopted"]
 )
 
 
@@ -170,14 +171,3 @@ def fsdp_group():
 def test_fsdp_dtensor(fsdp_group, name):
     _assert_check(fsdp_group, name)
 
-
-@pytest.fixture(scope="module")
-def future_group():
-    # No signature exchange: an all_reduce returns before the peer joins it.
-    return launch("future", TORCHTPU_DIST_CHECK="0")
-
-
-@pytest.mark.parametrize("name", ["future_completes_without_wait", "ddp_many_buckets",
-                                  "future_gets_error"])
-def test_work_future_completes_by_itself(future_group, name):
-    _assert_check(future_group, name)
