@@ -28,7 +28,7 @@ def worker(rank, port, kinds, iters):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    import torchtpu
+    import torchtpu  # noqa: F401  (registers the "tpu" backend)
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_distributed import _model
