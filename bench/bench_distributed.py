@@ -1,6 +1,6 @@
 """all_reduce on 2 processes: tpu tensors (backend "tpu", host-staged) vs CPU gloo.
 
-    python bench/bench_distributed.py [--sizes 4K,64K,1M,4M,16M,64M] [--iters N] [--out f.json]
+    python bench/bench_distributed.py [--sizes 4K,64K,1M,4M,16M,64M|none] [--iters N] [--out f.json]
 
 Launches 2 ranks (each its own single tpu device, TCPStore on 127.0.0.1). For
 each size (bytes of float32) both ranks time `iters` all_reduce calls (after
@@ -8,8 +8,12 @@ one warm-up) on a tpu tensor and on a CPU tensor over gloo, in turn and each
 after a barrier (drift on a busy machine hits both alike), and rank 0 reports
 the median latency (ms), the bus bandwidth (GB/s; 2(n-1)/n * bytes / time, as
 nccl-tests count it) and the tpu/gloo latency ratio, of the medians and of the
-fastest calls (`*_min_ms`, `ratio_min`: the least disturbed). Also the DDP step time of a
-small MLP on 2 ranks vs 1 rank (per step, ms). JSON on stdout (and --out).
+fastest calls (`*_min_ms`, `ratio_min`: the least disturbed). Also the DDP step
+time (ms, batch 64) on 2 ranks vs 1 rank of a small MLP (one bucket) and of a
+deeper one (7 MB of gradients in 1 MB buckets), and how much of the gradients'
+all_reduce time backward hides (`overlap`: 1 - (step - step under no_sync()) /
+one all_reduce of all the gradients; 1 = fully hidden, 0 = none).
+`--sizes none` runs the DDP part alone. JSON on stdout (and --out).
 """
 
 import datetime
@@ -47,26 +51,82 @@ def _time_pair(fn_a, fn_b, iters, before):
     return (statistics.median(a), min(a)), (statistics.median(b), min(b))
 
 
-def _ddp_step_ms(rank, world, group, steps=10):
+def _model(kind):
+    import torch
+
+    torch.manual_seed(0)
+    if kind == "mlp":
+        return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                   torch.nn.Linear(512, 10))
+    layers = []  # "deep": 6 x Linear(512, 512), 1 MB of gradients each
+    for _ in range(6):
+        layers += [torch.nn.Linear(512, 512), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers, torch.nn.Linear(512, 10))
+
+
+def _ddp_step_ms(rank, world, group, kind="mlp", steps=10, sync=True):
+    """Median ms of one SGD step (forward, backward, step, then a read that
+    waits for it) on batch 64 split over `world` ranks; DDP when world > 1
+    (buckets of 1 MB for "deep": several all_reduces during backward).
+    sync=False runs the DDP steps under no_sync(): compute without comm."""
+    import contextlib
+
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 10)).to("tpu")
+    model = _model(kind).to("tpu")
     if world > 1:
-        model = DDP(model, process_group=group)
+        model = DDP(model, process_group=group, bucket_cap_mb=1 if kind == "deep" else 25)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(64 // world, 256, device="tpu"), torch.randn(64 // world, 10, device="tpu")
+    x, y = torch.randn(64 // world, 256 if kind == "mlp" else 512, device="tpu"), \
+        torch.randn(64 // world, 10, device="tpu")
+    ctx = model.no_sync if world > 1 and not sync else contextlib.nullcontext
 
     def step():
         opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
+        with ctx():
+            torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
         model_param = next(model.parameters())
         model_param.sum().item()  # wait for the step
 
     return 1000 * _time(step, steps)
+
+
+def _ddp_rows(rank, world, dist):
+    """DDP step on 2 ranks vs 1 rank, and how much of the gradients'
+    all_reduce time backward hides: exposed = step - step under no_sync()
+    (same compute, no comm); serial = one all_reduce of all the gradients
+    (the comm a step without overlap would add); overlap = 1 - exposed/serial."""
+    import torch
+
+    import torchtpu
+
+    rows = {}
+    for kind in ("mlp", "deep"):
+        ddp2 = _ddp_step_ms(rank, world, dist.group.WORLD, kind)
+        nosync2 = _ddp_step_ms(rank, world, dist.group.WORLD, kind, sync=False)
+        numel = sum(p.numel() for p in _model(kind).parameters())
+        g = torch.ones(numel, device="tpu")
+
+        def serial():
+            dist.all_reduce(g)
+            torchtpu.sync()
+        serial_ms = 1000 * _time(serial, 10)
+        dist.barrier()
+        ddp1 = _ddp_step_ms(0, 1, None, kind) if rank == 0 else None
+        dist.barrier()
+        exposed = ddp2 - nosync2
+        rows[kind] = {"2_ranks": round(ddp2, 2), "1_rank": round(ddp1, 2) if ddp1 else None,
+                      "2_ranks_no_sync": round(nosync2, 2),
+                      "grad_MB": round(numel * 4 / 2**20, 2),
+                      "serial_all_reduce_ms": round(serial_ms, 2),
+                      "exposed_comm_ms": round(exposed, 2),
+                      "overlap": round(1 - exposed / serial_ms, 2)}
+    rows["batch"] = 64
+    rows["models"] = {"mlp": "Linear 256-512-10, one bucket",
+                      "deep": "6 x Linear 512-512 + Linear 512-10, 1 MB buckets"}
+    return rows
 
 
 def worker(rank, world, port, sizes, iters):
@@ -98,16 +158,12 @@ def worker(rank, world, port, sizes, iters):
                      "tpu_min_ms": round(1000 * tpu_min, 3),
                      "gloo_min_ms": round(1000 * cpu_min, 3),
                      "ratio_min": round(tpu_min / cpu_min, 2)})
-    ddp2 = _ddp_step_ms(rank, world, dist.group.WORLD)
-    dist.barrier()
+    ddp = _ddp_rows(rank, world, dist)
     if rank == 0:
-        ddp1 = _ddp_step_ms(0, 1, None)
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from _report import emit
 
-        emit({"world": world, "iters": iters, "all_reduce": rows,
-              "ddp_step_ms": {"2_ranks": round(ddp2, 2), "1_rank": round(ddp1, 2),
-                              "batch": 64, "model": "MLP 256-512-10"}},
+        emit({"world": world, "iters": iters, "all_reduce": rows, "ddp_step_ms": ddp},
              os.environ.get("BENCH_OUT") or None)
     dist.barrier()
     dist.destroy_process_group()
@@ -118,7 +174,7 @@ def main():
     from _report import run_two_ranks, two_rank_args
 
     args = two_rank_args(__doc__.splitlines()[0], "4K,64K,1M,4M,16M,64M")
-    sizes = args.sizes.split(",")
+    sizes = [] if args.sizes == "none" else args.sizes.split(",")
     if args.rank is not None:
         return worker(args.rank, 2, args.port, sizes, args.iters)
     run_two_ranks(__file__, args.sizes, args.iters, args.out, 900)

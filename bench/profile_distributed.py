@@ -15,9 +15,17 @@ after a barrier) so that their ratios are comparable on a noisy machine
 - signature: the 64-byte all-gather the tpu backend checks calls with;
 - tpu: ``all_reduce(t, async_op=True)`` (tpu_issue, until it returns), then
   ``wait()`` + sync (tpu_wait);
-- sum_of_stages: d2h + gloo + h2d (what a serial host path costs at best).
+- sum_of_stages: d2h + gloo + h2d (what a serial host path costs at best);
+- compute: unrelated device work (4 matmuls 384x384, then sync);
+- overlapped: what DDP's bucket hook does: ``all_reduce(t, async_op=True)``
+  and ``get_future()``, then the compute, then the future's ``wait()`` + sync;
+  ``overlap`` = (tpu + compute - overlapped) / min(tpu, compute): 0 when the
+  future waits for the collective before the compute can start, 1 when one
+  hides the other completely (2 cores here: gloo and XLA:CPU share them).
 
-Also the per-call counts of torchtpu.metrics (compiles, executes, host bytes)
+Per stage, also the process CPU time (`cpu_ms`, all threads) and voluntary
+context switches (`switches`, median per round): a busy machine inflates
+wall times far more than these. Also the per-call counts of torchtpu.metrics (compiles, executes, host bytes)
 over the tpu all_reduces: anything but 0 compiles and executes is a bug.
 TORCHTPU_DIST_CHECK is read once per process: run it with =0 to drop the
 signature exchange. JSON on stdout (and --out).
@@ -25,6 +33,7 @@ signature exchange. JSON on stdout (and --out).
 
 import datetime
 import os
+import resource
 import statistics
 import sys
 import time
@@ -55,6 +64,21 @@ def worker(rank, port, sizes, iters):
             state["w"].wait()
             torchtpu.sync()
 
+        a = torch.randn(384, 384, device="tpu")
+
+        def compute():
+            b = a
+            for _ in range(4):
+                b = b @ a
+            torchtpu.sync()
+
+        def overlap_issue():
+            state["f"] = dist.all_reduce(t, async_op=True).get_future()
+
+        def overlap_wait():
+            state["f"].wait()
+            torchtpu.sync()
+
         # Stage name -> the calls timed one after the other (each its own
         # sample); all stages run in turn each round so drift hits them alike.
         stages = {
@@ -65,19 +89,31 @@ def worker(rank, port, sizes, iters):
                                         torchtpu.sync())],
             "signature": [lambda: dist.all_gather_into_tensor(sig_out, sig_in)],
             "tpu": [tpu_issue, tpu_wait],
+            "compute": [compute],
+            "overlapped": [overlap_issue, compute, overlap_wait],
         }
         samples = {k: [[] for _ in v] for k, v in stages.items()}
+        # Per stage and call: process CPU seconds (all threads) and voluntary
+        # context switches (thread hops, waits): counts that a busy machine's
+        # scheduling delays do not inflate the way they inflate wall time.
+        cpu = {k: [] for k in stages}
+        csw = {k: [] for k in stages}
         counts = {}
         for i in range(iters + 1):
             for key, calls in stages.items():
                 dist.barrier()
                 if key == "tpu":
                     torchtpu.metrics.reset()
+                cpu0, ru0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
                 for j, fn in enumerate(calls):
                     start = time.perf_counter()
                     fn()
                     if i:  # round 0 warms up
                         samples[key][j].append(time.perf_counter() - start)
+                if i:
+                    cpu[key].append(time.process_time() - cpu0)
+                    csw[key].append(resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+                                    - ru0.ru_nvcsw)
                 if key == "tpu" and i:
                     m = torchtpu.metrics.metrics()
                     for k in ("compiles", "executes", "bytes_to_host", "bytes_to_device"):
@@ -90,8 +126,13 @@ def worker(rank, port, sizes, iters):
             row[key + "_min"] = round(1000 * min(total), 3)
         row["tpu_issue"], row["tpu_wait"] = ms(samples["tpu"][0]), ms(samples["tpu"][1])
         row["sum_of_stages"] = round(row["d2h"] + row["gloo"] + row["h2d"], 3)
+        row["overlap"] = round((row["tpu"] + row["compute"] - row["overlapped"])
+                               / min(row["tpu"], row["compute"]), 2)
+        row["overlapped_issue"] = ms(samples["overlapped"][0])
         row["tpu_over_gloo"] = round(row["tpu"] / row["gloo"], 2)
         row["tpu_over_gloo_min"] = round(row["tpu_min"] / row["gloo_min"], 2)
+        row["cpu_ms"] = {k: ms(v) for k, v in cpu.items()}
+        row["switches"] = {k: statistics.median(v) for k, v in csw.items()}
         row["per_call"] = counts
         row["fallbacks"] = torchtpu.metrics.total_fallbacks()
         rows.append(row)

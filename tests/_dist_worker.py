@@ -165,6 +165,14 @@ def check_collectives(rank, world, tpu_pg, cpu_pg):
             out = torch.empty(3, 2, device="tpu")
             dist.reduce_scatter_tensor(out, x.to("tpu"), OPS[op], group=tpu_pg)
             close(out, ref, atol=1e-6, rtol=1e-6)
+        # MAX: gloo's own reduce_scatter_tensor sums whatever the op (CPU
+        # tensors too), so the reference is an all_reduce MAX and our chunk.
+        x = data(rank, (world * 3, 2), torch.float32, salt=5)
+        ref = x.clone()
+        dist.all_reduce(ref, dist.ReduceOp.MAX, group=cpu_pg)
+        out = torch.empty(3, 2, device="tpu")
+        dist.reduce_scatter_tensor(out, x.to("tpu"), dist.ReduceOp.MAX, group=tpu_pg)
+        close(out, ref.chunk(world)[rank], atol=0, rtol=0)
     report("reduce_scatter_tensor", reduce_scatter_tensor)
 
     def all_to_all_single():
@@ -252,6 +260,49 @@ def check_collectives(rank, world, tpu_pg, cpu_pg):
             close(t, r, atol=1e-6, rtol=1e-6)
     report("async_wait_future", async_ops)
 
+    def async_issue_does_not_wait_for_peer():
+        # With the signature check on, its round trip runs on the group's
+        # issuing thread: an async all_reduce returns before the peer joins.
+        t = torch.full((64, 64), float(rank + 1), device="tpu")
+        torchtpu.sync()
+        dist.barrier(group=cpu_pg)
+        if rank == 1:
+            time.sleep(1.5)
+        start = time.monotonic()
+        work = dist.all_reduce(t, group=tpu_pg, async_op=True)
+        fut = work.get_future()
+        issued = time.monotonic() - start
+        if rank == 0:
+            assert issued < 0.75, f"all_reduce + get_future took {issued:.2f} s"
+            assert not fut.done(), "completed before the peer joined"
+        assert work.wait(timeout=TIMEOUT)
+        close(fut.value()[0], torch.full((64, 64), 3.0))
+    report("async_issue_does_not_wait_for_peer", async_issue_does_not_wait_for_peer)
+
+    def async_mixed_in_order():
+        # Many collectives of different kinds in flight at once, none waited
+        # until the end: they reach gloo in call order on both ranks.
+        a = [torch.full((5 + i,), float(rank + i), device="tpu") for i in range(4)]
+        b = torch.full((3,), float(10 * (rank + 1)), device="tpu")
+        g_in = torch.full((4,), float(rank), device="tpu")
+        g_out = torch.empty(8, device="tpu")
+        works = [dist.all_reduce(x, group=tpu_pg, async_op=True) for x in a[:2]]
+        works.append(dist.broadcast(b, 1, group=tpu_pg, async_op=True))
+        works.append(dist.all_gather_into_tensor(g_out, g_in, group=tpu_pg, async_op=True))
+        works.append(dist.barrier(group=tpu_pg, async_op=True))
+        works += [dist.all_reduce(x, dist.ReduceOp.MAX, group=tpu_pg, async_op=True)
+                  for x in a[2:]]
+        futs = [w.get_future() for w in works]
+        for f in futs:
+            f.wait()
+        for i in range(2):
+            close(a[i], torch.full((5 + i,), float(2 * i + 1)))
+        for i in range(2, 4):
+            close(a[i], torch.full((5 + i,), float(1 + i)))
+        close(b, torch.full((3,), 20.0))
+        close(g_out, torch.tensor([0.0] * 4 + [1.0] * 4))
+    report("async_mixed_in_order", async_mixed_in_order)
+
     def cpu_tensor_rejected():
         # A CPU tensor alone: the group has no CPU backend, torch's ProcessGroup
         # refuses it (as for a CUDA tensor on a gloo-less NCCL group).
@@ -316,10 +367,11 @@ def _reference(batches, unused=False, accumulate=1):
     return [p.detach().cpu() for p in model.parameters()]
 
 
-def _ddp_run(rank, world, pg, batches, unused=False, accumulate=1):
+def _ddp_run(rank, world, pg, batches, unused=False, accumulate=1, bucket_cap_mb=None):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    model = DDP(_mlp(unused).to("tpu"), process_group=pg, find_unused_parameters=unused)
+    kw = {} if bucket_cap_mb is None else {"bucket_cap_mb": bucket_cap_mb}
+    model = DDP(_mlp(unused).to("tpu"), process_group=pg, find_unused_parameters=unused, **kw)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     half = batches[0][0].shape[0] // world
     for i, (x, y) in enumerate(batches):
@@ -432,6 +484,7 @@ def group_main(rank, world):
 
     check_collectives(rank, world, tpu_pg, cpu_pg)
     check_ddp(rank, world, tpu_pg)
+    check_futures(rank, world)
     dist.barrier()
     check_peer_exit(rank, tpu_pg)  # last: it ends both processes
 
@@ -646,6 +699,88 @@ def group_fsdp(rank, world):
     report("fsdp2_state_dict_save_load", fsdp_state_dict)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def check_futures(rank, world):
+    """Work futures complete by themselves (no wait()), with the values or the
+    error; an all_reduce returns before the peer has joined it (the signature
+    exchange runs on the group's issuing thread). Leaves a broken group
+    behind: run it last before check_peer_exit."""
+    delay = 1.5  # rank 1 joins each collective this late
+
+    def future_completes():
+        # 64K floats: above the staging pool's floor, so the copy-back adopts
+        # the host buffer (the common path), and a small one beside it.
+        xs = [data(rank, (256, 256), torch.float32), data(rank, (5,), torch.float32, salt=1)]
+        refs = [x.clone() for x in xs]
+        for r in refs:
+            dist.all_reduce(r)
+        ts = [x.to("tpu") for x in xs]
+        torchtpu.sync()
+        dist.barrier()
+        if rank == 1:
+            time.sleep(delay)
+        start = time.monotonic()
+        works = [dist.all_reduce(t, async_op=True) for t in ts]
+        futs = [w.get_future() for w in works]
+        issued = time.monotonic() - start
+        seen = []
+        chained = futs[0].then(lambda f: seen.append(f.value()[0].cpu()))
+        if rank == 0:
+            # The peer has not joined yet: get_future() must not have waited.
+            assert issued < delay / 2, f"all_reduce + get_future took {issued:.2f} s"
+            assert not futs[0].done(), "the future completed before the peer joined"
+        deadline = time.monotonic() + 30
+        while not all(f.done() for f in futs + [chained]):  # polled, never waited
+            assert time.monotonic() < deadline, "the futures never completed"
+            time.sleep(0.01)
+        for f, t, r in zip(futs, ts, refs):
+            value = f.value()
+            assert isinstance(value, list) and len(value) == 1 and value[0] is not None
+            close(value[0], r, atol=1e-5, rtol=1e-5)
+            close(t, r, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(seen[0], refs[0], atol=1e-5, rtol=1e-5)
+        for w in works:
+            assert w.is_completed() and w.is_success()
+            assert w.wait(timeout=TIMEOUT)
+    report("future_completes_without_wait", future_completes)
+
+    def ddp_many_buckets():
+        # One bucket per parameter: each bucket's future completes while the
+        # backward goes on; the result must equal the single-process run.
+        batches = _batches(4)
+        got = _ddp_run(rank, world, dist.group.WORLD, batches, bucket_cap_mb=1e-4)
+        for g, r in zip(got, _reference(batches)):
+            torch.testing.assert_close(g, r, atol=1e-6, rtol=1e-6)
+    report("ddp_many_buckets", ddp_many_buckets)
+
+    short = datetime.timedelta(seconds=3)
+    late = dist.new_group(backend="tpu", timeout=short)
+    dist.barrier()
+
+    def future_gets_error():
+        # Rank 1 never joins: gloo's timeout fails the collective, and the
+        # error reaches the future (polled, no wait()) and then wait().
+        if rank == 1:
+            return
+        start = time.monotonic()
+        work = dist.all_reduce(torch.ones(4, device="tpu"), group=late, async_op=True)
+        fut = work.get_future()
+        deadline = time.monotonic() + 30
+        while not fut.done():
+            assert time.monotonic() < deadline, "the future never completed"
+            time.sleep(0.02)
+        elapsed = time.monotonic() - start
+        assert elapsed < 20, f"error after {elapsed:.1f} s (timeout 3 s)"
+        for call in (fut.wait, fut.value, lambda: work.wait(timeout=TIMEOUT)):
+            try:
+                call()
+            except RuntimeError as e:
+                assert "tim" in str(e).lower() or "closed" in str(e).lower(), str(e)
+            else:
+                raise AssertionError(f"{call} did not raise")
+        assert not work.is_success()
+    report("future_gets_error", future_gets_error)
 
 
 def main():

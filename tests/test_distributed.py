@@ -77,8 +77,10 @@ MAIN_CHECKS = (
        "broadcast", "all_gather", "all_gather_uneven", "all_gather_into_tensor",
        "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single_uneven",
        "scatter_gather_reduce", "send_recv_barrier", "non_contiguous", "async_wait_future",
+       "async_issue_does_not_wait_for_peer", "async_mixed_in_order",
        "cpu_tensor_rejected", "group_name_kept", "ddp_sgd_5_steps",
-       "ddp_no_sync_accumulation", "ddp_find_unused_parameters", "peer_exit_raises", "staging_adopted"]
+       "ddp_no_sync_accumulation", "ddp_find_unused_parameters", "future_completes_without_wait",
+       "ddp_many_buckets", "future_gets_error", "peer_exit_raises", "staging_adopted"]
 )
 
 
@@ -168,3 +170,4 @@ def fsdp_group():
                                   "fsdp2_state_dict_save_load"])
 def test_fsdp_dtensor(fsdp_group, name):
     _assert_check(fsdp_group, name)
+

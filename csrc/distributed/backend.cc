@@ -26,6 +26,7 @@ using c10d::ReduceOp;
 using c10d::Work;
 using WorkPtr = c10::intrusive_ptr<Work>;
 using Tensors = std::vector<at::Tensor>;
+using WorkBackendPtr = c10::intrusive_ptr<c10d::Backend>;
 
 void check_tpu(const at::Tensor& t, const char* op) {
   TORCH_CHECK_VALUE(t.defined(), "torch.distributed backend 'tpu': ", op,
@@ -184,25 +185,65 @@ std::exception_ptr local_check(F check) {
   return nullptr;
 }
 
-// The exchange of one call: started by begin() before the staging copies,
-// finished by end() after them; end() rethrows this rank's own local error.
-class Agreement {
+using IssueFn = std::function<std::vector<WorkPtr>()>;
+
+// One call through the group's issue queue (issue.h). The constructor issues
+// the signature exchange (at once when the queue is idle, else queued), so
+// it runs while the caller makes its staging copies; issue() queues the verdict and the inner collective(s) and returns
+// the work at once. A rank-local error raises from issue(), after the
+// exchange (the other ranks learn of it); other errors (a mismatch, gloo's)
+// reach the work: its wait() and its future.
+class QueuedCall {
  public:
-  Agreement(c10d::Backend& inner, const char* name, CallSignature sig,
-            std::chrono::milliseconds timeout, std::exception_ptr local = nullptr)
-      : local_(std::move(local)) {
+  QueuedCall(std::shared_ptr<Issuer> issuer, WorkBackendPtr inner, const char* name,
+             CallSignature sig, std::chrono::milliseconds timeout,
+             std::exception_ptr local = nullptr, bool checked = true)
+      : issuer_(std::move(issuer)), local_(std::move(local)), state_(std::make_shared<State>()) {
     sig.valid = !local_;
-    if (signature_checks_enabled()) check_.emplace(inner, name, sig, timeout);
-    if (!check_ && local_) std::rethrow_exception(local_);
+    if (!checked || !signature_checks_enabled()) {
+      if (local_) std::rethrow_exception(local_);
+      return;
+    }
+    auto state = state_;
+    issuer_->run_or_push([state, inner, name, sig = std::move(sig), timeout] {
+      try {
+        state->check.emplace(*inner, name, sig, timeout);
+      } catch (...) {
+        state->error = std::current_exception();
+      }
+    });
   }
-  void end() {
-    if (check_) check_->verify();
-    if (local_) std::rethrow_exception(local_);
+
+  WorkPtr issue(IssueFn fn, std::function<void()> finish_fn, Tensors outputs,
+                std::chrono::milliseconds timeout, int rank, OpType type) {
+    auto work = c10::make_intrusive<TpuWork>(std::vector<WorkPtr>{}, std::move(finish_fn),
+                                             std::move(outputs), timeout, rank, type);
+    std::weak_ptr<Issuer> weak = issuer_;  // a job must never hold the last reference
+    work->defer([weak] {
+      if (auto issuer = weak.lock()) issuer->drain();
+    });
+    issuer_->push([state = state_, local = local_, fn = std::move(fn), work] {
+      try {
+        if (state->error) std::rethrow_exception(state->error);
+        if (state->check) state->check->verify();
+        if (local) std::rethrow_exception(local);
+        work->issued(fn());
+      } catch (...) {
+        work->issue_failed(std::current_exception());
+      }
+    });
+    if (local_) work->wait();  // raises this rank's own error
+    return work;
   }
 
  private:
+  struct State {
+    std::optional<SignatureCheck> check;
+    std::exception_ptr error;  // the exchange could not be issued
+  };
+  std::shared_ptr<Issuer> issuer_;
   std::exception_ptr local_;
-  std::optional<SignatureCheck> check_;
+  std::shared_ptr<State> state_;
 };
 
 int64_t reduce_arg(const ReduceOp& op) { return static_cast<int64_t>(op.op_); }
@@ -215,7 +256,8 @@ TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int si
                        std::chrono::milliseconds timeout)
     : Backend(rank, size),
       inner_(std::move(inner)),
-      options_(c10::make_intrusive<Options>(kBackendName, timeout)) {
+      options_(c10::make_intrusive<Options>(kBackendName, timeout)),
+      issuer_(std::make_shared<Issuer>()) {
   TORCH_CHECK(inner_, "torch.distributed backend 'tpu' needs an inner host backend");
 }
 
@@ -233,42 +275,47 @@ std::chrono::milliseconds TpuBackend::timeout_for(std::chrono::milliseconds requ
   return requested == c10d::kUnsetTimeout ? options_->timeout : requested;
 }
 
-WorkPtr TpuBackend::make_work(WorkPtr inner, std::function<void()> finish_fn, Tensors outputs,
-                              std::chrono::milliseconds timeout, OpType type) {
-  return c10::make_intrusive<TpuWork>(std::move(inner), std::move(finish_fn),
-                                      std::move(outputs), timeout, getRank(), type);
+WorkPtr TpuBackend::make_work(std::vector<WorkPtr> inners, std::function<void()> finish_fn,
+                              Tensors outputs, std::chrono::milliseconds timeout, OpType type) {
+  auto work = c10::make_intrusive<TpuWork>(std::move(inners), std::move(finish_fn),
+                                           std::move(outputs), timeout, getRank(), type);
+  work->start();
+  return work;
 }
 
 WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
   check_all(tensors, "broadcast");
-  Agreement agree(*inner_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
+  QueuedCall call(issuer_, inner_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
                   timeout_for(opts.timeout));
   auto host = to_host(tensors);
-  agree.end();
-  auto work = inner_->broadcast(host, opts);
   bool root = opts.rootRank == getRank();
-  return make_work(work, [tensors, host, root] { if (!root) copy_back(tensors, host); },
-                   tensors, timeout_for(opts.timeout), OpType::BROADCAST);
+  return call.issue(
+      [inner = inner_, host, opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->broadcast(host, opts)};
+      },
+      [tensors, host, root] { if (!root) copy_back(tensors, host); }, tensors,
+      timeout_for(opts.timeout), getRank(), OpType::BROADCAST);
 }
 
 WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
   check_all(tensors, "all_reduce");
   auto red = map_reduction(opts.reduceOp, "all_reduce");
-  Agreement agree(*inner_, "all_reduce",
+  QueuedCall call(issuer_, inner_, "all_reduce",
                   {OpType::ALLREDUCE, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
   auto host = to_host(tensors);
-  agree.end();
   c10d::AllreduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
-  auto work = inner_->allreduce(host, inner_opts);
   int size = getSize();
-  return make_work(
-      work, [tensors, host, red, size] {
+  return call.issue(
+      [inner = inner_, host, inner_opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->allreduce(host, inner_opts)};
+      },
+      [tensors, host, red, size] {
         if (red.average) divide(host, size);
         copy_back(tensors, host);
       },
-      tensors, timeout_for(opts.timeout), OpType::ALLREDUCE);
+      tensors, timeout_for(opts.timeout), getRank(), OpType::ALLREDUCE);
 }
 
 WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
@@ -276,50 +323,53 @@ WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
   // One host all_reduce per tensor: gloo's coalesced form needs one dtype.
   check_all(tensors, "all_reduce_coalesced");
   auto red = map_reduction(opts.reduceOp, "all_reduce_coalesced");
-  std::vector<WorkPtr> works;
-  Agreement agree(*inner_, "all_reduce_coalesced",
+  QueuedCall call(issuer_, inner_, "all_reduce_coalesced",
                   {OpType::ALLREDUCE_COALESCED, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
   Tensors host = to_host(tensors);
-  agree.end();
-  for (auto& h : host) {
-    Tensors one{h};
-    c10d::AllreduceOptions o;
-    o.reduceOp = red.inner;
-    o.timeout = opts.timeout;
-    works.push_back(inner_->allreduce(one, o));
-  }
-  auto timeout = timeout_for(opts.timeout);
   int size = getSize();
-  return make_work(
-      nullptr, [works, tensors, host, red, size, timeout] {
-        for (auto& w : works) w->wait(timeout);
+  auto timeout = opts.timeout;
+  auto reduce_op = red.inner;
+  return call.issue(
+      [inner = inner_, host, timeout, reduce_op]() -> std::vector<WorkPtr> {
+        std::vector<WorkPtr> works;
+        for (const auto& h : host) {
+          Tensors one{h};
+          c10d::AllreduceOptions o;
+          o.reduceOp = reduce_op;
+          o.timeout = timeout;
+          works.push_back(inner->allreduce(one, o));
+        }
+        return works;
+      },
+      [tensors, host, red, size] {
         if (red.average) divide(host, size);
         copy_back(tensors, host);
       },
-      tensors, timeout, OpType::ALLREDUCE_COALESCED);
+      tensors, timeout_for(opts.timeout), getRank(), OpType::ALLREDUCE_COALESCED);
 }
 
 WorkPtr TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   check_all(tensors, "reduce");
   auto red = map_reduction(opts.reduceOp, "reduce");
-  Agreement agree(*inner_, "reduce",
+  QueuedCall call(issuer_, inner_, "reduce",
                   {OpType::REDUCE, reduce_arg(opts.reduceOp) * 65536 + opts.rootRank, tensors},
                   timeout_for(opts.timeout));
   auto host = to_host(tensors);
-  agree.end();
   c10d::ReduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
-  auto work = inner_->reduce(host, inner_opts);
   bool root = opts.rootRank == getRank();
   int size = getSize();
-  return make_work(
-      work, [tensors, host, red, size, root] {
+  return call.issue(
+      [inner = inner_, host, inner_opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->reduce(host, inner_opts)};
+      },
+      [tensors, host, red, size, root] {
         if (!root) return;  // only the root's tensor holds the result
         if (red.average) divide(host, size);
         copy_back(tensors, host);
       },
-      tensors, timeout_for(opts.timeout), OpType::REDUCE);
+      tensors, timeout_for(opts.timeout), getRank(), OpType::REDUCE);
 }
 
 WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
@@ -347,35 +397,37 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
                         " must have the input's dtype and size");
     }
   });
-  Agreement agree(*inner_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout, local);
+  QueuedCall call(issuer_, inner_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout,
+                  local);
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
-  agree.end();
+  auto finish = [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); };
   if (!uneven || inputs.size() != 1) {
-    auto work = inner_->allgather(host_out, host_in, opts);
-    return make_work(work, [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); },
-                     flat_out, timeout, OpType::ALLGATHER);
+    return call.issue(
+        [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+          return {inner->allgather(host_out, host_in, opts)};
+        },
+        finish, flat_out, timeout, rank, OpType::ALLGATHER);
   }
   // Gloo's all_gather needs equal sizes; uneven inputs (as NCCL allows) are
   // gathered as one broadcast per rank, each rank the root of its own slot.
-  TORCH_CHECK_VALUE(static_cast<int>(host_out[0].size()) == getSize(),
-                    "torch.distributed backend 'tpu': all_gather needs ", getSize(),
-                    " output tensors, got ", host_out[0].size());
-  std::vector<WorkPtr> works;
-  for (int r = 0; r < getSize(); ++r) {
-    if (r == getRank()) host_out[0][r].copy_(host_in[0]);
-    Tensors slot{host_out[0][r]};
-    c10d::BroadcastOptions b;
-    b.rootRank = r;
-    b.timeout = opts.timeout;
-    works.push_back(inner_->broadcast(slot, b));
-  }
-  return make_work(
-      nullptr, [works, flat_out, host_out, timeout] {
-        for (auto& w : works) w->wait(timeout);
-        copy_back(flat_out, flatten(host_out));
+  // (Unless the local check failed, host_out[0] holds one tensor per rank;
+  // if it failed, issue() raises before the closure runs.)
+  if (!local) host_out[0][rank].copy_(host_in[0]);
+  auto inner_timeout = opts.timeout;
+  return call.issue(
+      [inner = inner_, host_out, size, inner_timeout]() -> std::vector<WorkPtr> {
+        std::vector<WorkPtr> works;
+        for (int r = 0; r < size; ++r) {
+          Tensors slot{host_out[0][r]};
+          c10d::BroadcastOptions b;
+          b.rootRank = r;
+          b.timeout = inner_timeout;
+          works.push_back(inner->broadcast(slot, b));
+        }
+        return works;
       },
-      flat_out, timeout, OpType::ALLGATHER);
+      finish, flat_out, timeout, rank, OpType::ALLGATHER);
 }
 
 WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -388,15 +440,17 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                       output.numel(), " elements, expected input numel * world size = ",
                       input.numel() * getSize());
   });
-  Agreement agree(*inner_, "all_gather_into_tensor", {OpType::_ALLGATHER_BASE, 0, {input}},
-                  timeout_for(opts.timeout), local);
+  QueuedCall call(issuer_, inner_, "all_gather_into_tensor",
+                  {OpType::_ALLGATHER_BASE, 0, {input}}, timeout_for(opts.timeout), local);
   auto host_in = to_host(input);
   auto host_out = host_like(output);
-  agree.end();
-  auto work = inner_->_allgather_base(host_out, host_in, opts);
   Tensors outs{output};
-  return make_work(work, [outs, host_out] { copy_back(outs, {host_out}); }, outs,
-                   timeout_for(opts.timeout), OpType::_ALLGATHER_BASE);
+  return call.issue(
+      [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->_allgather_base(host_out, host_in, opts)};
+      },
+      [outs, host_out] { copy_back(outs, {host_out}); }, outs, timeout_for(opts.timeout),
+      getRank(), OpType::_ALLGATHER_BASE);
 }
 
 WorkPtr TpuBackend::allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
@@ -408,39 +462,41 @@ WorkPtr TpuBackend::allgather_into_tensor_coalesced(Tensors& outputs, Tensors& i
   for (size_t i = 0; i < inputs.size(); ++i)
     works.push_back(_allgather_base(outputs[i], inputs[i], opts));
   auto timeout = timeout_for(opts.timeout);
-  return make_work(
-      nullptr, [works, timeout] { for (auto& w : works) w->wait(timeout); }, outputs, timeout,
-      OpType::COALESCED);
+  return make_work(works, nullptr, outputs, timeout, OpType::COALESCED);
 }
 
 WorkPtr TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
                            const c10d::GatherOptions& opts) {
   check_all(inputs, "gather");
   check_all(outputs, "gather");
-  Agreement agree(*inner_, "gather", {OpType::GATHER, opts.rootRank, inputs},
+  QueuedCall call(issuer_, inner_, "gather", {OpType::GATHER, opts.rootRank, inputs},
                   timeout_for(opts.timeout));
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
-  agree.end();
-  auto work = inner_->gather(host_out, host_in, opts);
   auto flat_out = flatten(outputs);
-  return make_work(work, [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); },
-                   flat_out, timeout_for(opts.timeout), OpType::GATHER);
+  return call.issue(
+      [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->gather(host_out, host_in, opts)};
+      },
+      [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); }, flat_out,
+      timeout_for(opts.timeout), getRank(), OpType::GATHER);
 }
 
 WorkPtr TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                             const c10d::ScatterOptions& opts) {
   check_all(outputs, "scatter");
   check_all(inputs, "scatter");
-  Agreement agree(*inner_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
+  QueuedCall call(issuer_, inner_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
                   timeout_for(opts.timeout));
   std::vector<Tensors> host_in;
   for (const auto& ts : inputs) host_in.push_back(to_host(ts));
   auto host_out = host_like(outputs);
-  agree.end();
-  auto work = inner_->scatter(host_out, host_in, opts);
-  return make_work(work, [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
-                   timeout_for(opts.timeout), OpType::SCATTER);
+  return call.issue(
+      [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->scatter(host_out, host_in, opts)};
+      },
+      [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
+      timeout_for(opts.timeout), getRank(), OpType::SCATTER);
 }
 
 WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
@@ -448,23 +504,24 @@ WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& input
   check_all(outputs, "reduce_scatter");
   check_all(inputs, "reduce_scatter");
   auto red = map_reduction(opts.reduceOp, "reduce_scatter");
-  Agreement agree(*inner_, "reduce_scatter",
+  QueuedCall call(issuer_, inner_, "reduce_scatter",
                   {OpType::REDUCE_SCATTER, reduce_arg(opts.reduceOp), flatten(inputs)},
                   timeout_for(opts.timeout));
   std::vector<Tensors> host_in;
   for (const auto& ts : inputs) host_in.push_back(to_host(ts));
   auto host_out = host_like(outputs);
-  agree.end();
   c10d::ReduceScatterOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
-  auto work = inner_->reduce_scatter(host_out, host_in, inner_opts);
   int size = getSize();
-  return make_work(
-      work, [outputs, host_out, red, size] {
+  return call.issue(
+      [inner = inner_, host_out, host_in, inner_opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->reduce_scatter(host_out, host_in, inner_opts)};
+      },
+      [outputs, host_out, red, size] {
         if (red.average) divide(host_out, size);
         copy_back(outputs, host_out);
       },
-      outputs, timeout_for(opts.timeout), OpType::REDUCE_SCATTER);
+      outputs, timeout_for(opts.timeout), getRank(), OpType::REDUCE_SCATTER);
 }
 
 WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -478,23 +535,31 @@ WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                       output.numel() * getSize());
   });
   auto red = map_reduction(opts.reduceOp, "reduce_scatter_tensor");
-  Agreement agree(*inner_, "reduce_scatter_tensor",
+  QueuedCall call(issuer_, inner_, "reduce_scatter_tensor",
                   {OpType::_REDUCE_SCATTER_BASE, reduce_arg(opts.reduceOp), {output}},
                   timeout_for(opts.timeout), local);
   auto host_in = to_host(input);
-  auto host_out = host_like(output);
-  agree.end();
-  c10d::ReduceScatterOptions inner_opts = opts;
+  c10d::AllreduceOptions inner_opts;
   inner_opts.reduceOp = red.inner;
-  auto work = inner_->_reduce_scatter_base(host_out, host_in, inner_opts);
+  inner_opts.timeout = opts.timeout;
   Tensors outs{output};
-  int size = getSize();
-  return make_work(
-      work, [outs, host_out, red, size] {
-        if (red.average) divide({host_out}, size);
-        copy_back(outs, {host_out});
+  const int size = getSize(), rank = getRank();
+  const int64_t n = output.numel();
+  // Gloo's reduce_scatter_tensor all-reduces a copy of the input and copies
+  // this rank's chunk out in its wait() (no future; and it sums whatever the
+  // reduce op). The staging copy is ours: all-reduce it in place, with the
+  // op, and write back this rank's chunk.
+  return call.issue(
+      [inner = inner_, host_in, inner_opts]() -> std::vector<WorkPtr> {
+        Tensors one{host_in};
+        return {inner->allreduce(one, inner_opts)};
       },
-      outs, timeout_for(opts.timeout), OpType::_REDUCE_SCATTER_BASE);
+      [outs, host_in, red, size, rank, n] {
+        at::Tensor mine = host_in.reshape({-1}).narrow(0, rank * n, n).view(outs[0].sizes());
+        if (red.average) divide({mine}, size);
+        copy_back(outs, {mine});
+      },
+      outs, timeout_for(opts.timeout), rank, OpType::_REDUCE_SCATTER_BASE);
 }
 
 WorkPtr TpuBackend::reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
@@ -506,9 +571,7 @@ WorkPtr TpuBackend::reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& i
   for (size_t i = 0; i < inputs.size(); ++i)
     works.push_back(_reduce_scatter_base(outputs[i], inputs[i], opts));
   auto timeout = timeout_for(opts.timeout);
-  return make_work(
-      nullptr, [works, timeout] { for (auto& w : works) w->wait(timeout); }, outputs, timeout,
-      OpType::COALESCED);
+  return make_work(works, nullptr, outputs, timeout, OpType::COALESCED);
 }
 
 WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -521,37 +584,51 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
   // ranks (each rank's splits are its own; a wrong pair still aborts in gloo).
   const bool even = output_splits.empty() && input_splits.empty();
   Tensors agreed = even ? Tensors{input} : Tensors{};
-  Agreement agree(*inner_, "all_to_all_single",
-                  {OpType::ALLTOALL_BASE, even ? 0 : static_cast<int64_t>(input.scalar_type()) + 1,
-                   agreed},
+  QueuedCall call(issuer_, inner_, "all_to_all_single",
+                  {OpType::ALLTOALL_BASE,
+                   even ? 0 : static_cast<int64_t>(input.scalar_type()) + 1, agreed},
                   timeout_for(opts.timeout));
   auto host_in = to_host(input);
   auto host_out = host_like(output);
-  agree.end();
-  auto work = inner_->alltoall_base(host_out, host_in, output_splits, input_splits, opts);
   Tensors outs{output};
-  return make_work(work, [outs, host_out] { copy_back(outs, {host_out}); }, outs,
-                   timeout_for(opts.timeout), OpType::ALLTOALL_BASE);
+  return call.issue(
+      [inner = inner_, host_out, host_in, output_splits, input_splits,
+       opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->alltoall_base(host_out, host_in, output_splits, input_splits, opts)};
+      },
+      [outs, host_out] { copy_back(outs, {host_out}); }, outs, timeout_for(opts.timeout),
+      getRank(), OpType::ALLTOALL_BASE);
 }
 
 WorkPtr TpuBackend::alltoall(Tensors& outputs, Tensors& inputs,
                              const c10d::AllToAllOptions& opts) {
   check_all(outputs, "all_to_all");
   check_all(inputs, "all_to_all");
+  QueuedCall call(issuer_, inner_, "all_to_all", {OpType::ALLTOALL, 0, {}},
+                  timeout_for(opts.timeout), nullptr, /*checked=*/false);
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
-  auto work = inner_->alltoall(host_out, host_in, opts);
-  return make_work(work, [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
-                   timeout_for(opts.timeout), OpType::ALLTOALL);
+  return call.issue(
+      [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->alltoall(host_out, host_in, opts)};
+      },
+      [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
+      timeout_for(opts.timeout), getRank(), OpType::ALLTOALL);
 }
 
 WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
-  // The inner backend is host-only: it must not see the tpu device ids.
+  // The inner backend is host-only: it must not see the tpu device ids. It
+  // goes through the queue so that it follows the collectives issued before.
   c10d::BarrierOptions inner_opts = opts;
   inner_opts.device_ids.clear();
   inner_opts.device = std::nullopt;
-  auto work = inner_->barrier(inner_opts);
-  return make_work(work, nullptr, {}, timeout_for(opts.timeout), OpType::BARRIER);
+  QueuedCall call(issuer_, inner_, "barrier", {OpType::BARRIER, 0, {}},
+                  timeout_for(opts.timeout), nullptr, /*checked=*/false);
+  return call.issue(
+      [inner = inner_, inner_opts]() mutable -> std::vector<WorkPtr> {
+        return {inner->barrier(inner_opts)};
+      },
+      nullptr, {}, timeout_for(opts.timeout), getRank(), OpType::BARRIER);
 }
 
 WorkPtr TpuBackend::send(Tensors& tensors, int dst, int tag) {

@@ -4,13 +4,19 @@
 // so the transport, rendezvous and timeouts are PyTorch's own.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "distributed/issue.h"
 
 namespace ttpu::distributed {
 
@@ -24,36 +30,63 @@ inline constexpr const char* kBackendName = "tpu";
 using HostToTpuFn = void (*)(const at::Tensor& dst, const at::Tensor& host);
 void set_host_to_tpu(HostToTpuFn fn);
 
-// A host-staged collective in flight: the inner (gloo) work plus the step that
-// copies host results back into the caller's tpu tensors. The copy-back runs
-// once, on the thread that first waits (wait, getFuture or a completed
-// isCompleted poll), so the collective overlaps whatever the caller does
-// between issuing it and waiting.
+// A host-staged collective in flight: the inner (gloo) works plus the step that
+// copies host results back into the caller's tpu tensors. start() chains that
+// step on the inner works' futures, so it runs on the thread that completes
+// the last of them (gloo's worker) as soon as the data is in: getFuture()
+// returns at once and its future completes by itself, which is what lets DDP's
+// bucketed all-reduce overlap the rest of backward. wait() bounds the inner
+// waits by the timeout (gloo's own timeout errors the futures too), then runs
+// the step itself if no callback has yet. Inner works without futures (the
+// base Work's getFuture throws) keep the lazy form: the step runs on the
+// first thread that waits, asks for the future, or polls a completed work.
 class TpuWork : public c10d::Work {
  public:
-  TpuWork(c10::intrusive_ptr<c10d::Work> inner, std::function<void()> finish_fn,
-          std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout,
-          int rank, c10d::OpType type);
+  TpuWork(std::vector<c10::intrusive_ptr<c10d::Work>> inners, std::function<void()> finish_fn,
+          std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout, int rank,
+          c10d::OpType type);
 
+  // Chains completion on the inner futures; call once, right after creation
+  // (the callbacks hold a reference to the work until they run).
+  void start();
+  // A queued call (issue.h): the inner works come later, from issued() or
+  // issue_failed() on the issuing thread; wait() first runs `help` (the
+  // queue) on its own thread.
+  void defer(std::function<void()> help);
+  void issued(std::vector<c10::intrusive_ptr<c10d::Work>> inners);
+  void issue_failed(std::exception_ptr error);
   bool isCompleted() override;
   bool isSuccess() const override;
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   void synchronize() override {}
-  int sourceRank() const override { return inner_ ? inner_->sourceRank() : -1; }
+  int sourceRank() const override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
  private:
-  // Waits for the inner work, then copies back; records a failure so that
-  // every later wait rethrows it.
-  void complete(std::chrono::milliseconds timeout);
+  // Once: with `error` null runs the copy-back, then completes the future with
+  // the outputs or with the error (the inner one or the copy-back's).
+  void finish(std::exception_ptr error);
+  bool is_finished();  // finish() has run (its future may still be being marked)
+  // Called as each inner future completes; the last one finishes the work.
+  void inner_done(c10::ivalue::Future& done);
 
-  c10::intrusive_ptr<c10d::Work> inner_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> inners_;
   std::function<void()> finish_fn_;
   std::vector<at::Tensor> outputs_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<bool> chained_{false};  // completion comes from callbacks (start, defer)
+  std::atomic<size_t> remaining_{0};  // inner futures not yet completed
+  std::exception_ptr inner_error_;    // the first inner future's error (under complete_mutex_)
   std::mutex complete_mutex_;
+  bool finished_ = false;         // under complete_mutex_
+  std::timed_mutex wait_mutex_;   // held by the thread waiting for the inners
+  // Queued calls: inners_ is set once, under issue_mutex_, before issued_.
+  std::function<void()> help_;
+  mutable std::mutex issue_mutex_;
+  std::condition_variable issue_cv_;
+  bool issued_ = true;
 };
 
 class TpuBackend : public c10d::Backend {
@@ -118,14 +151,26 @@ class TpuBackend : public c10d::Backend {
 
  private:
   std::chrono::milliseconds timeout_for(std::chrono::milliseconds requested) const;
-  c10::intrusive_ptr<c10d::Work> make_work(c10::intrusive_ptr<c10d::Work> inner,
+  // Wraps `inners` (none, or every inner work the result waits for) and the
+  // copy-back `finish_fn` (run once, after all inners) in a started TpuWork.
+  c10::intrusive_ptr<c10d::Work> make_work(std::vector<c10::intrusive_ptr<c10d::Work>> inners,
                                            std::function<void()> finish_fn,
                                            std::vector<at::Tensor> outputs,
                                            std::chrono::milliseconds timeout,
                                            c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> make_work(c10::intrusive_ptr<c10d::Work> inner,
+                                           std::function<void()> finish_fn,
+                                           std::vector<at::Tensor> outputs,
+                                           std::chrono::milliseconds timeout,
+                                           c10d::OpType type) {
+    return make_work(std::vector<c10::intrusive_ptr<c10d::Work>>{std::move(inner)},
+                     std::move(finish_fn), std::move(outputs), timeout, type);
+  }
 
   c10::intrusive_ptr<c10d::Backend> inner_;
   c10::intrusive_ptr<Options> options_;
+  // Every inner collective is issued through it, in call order (issue.h).
+  std::shared_ptr<Issuer> issuer_;
 };
 
 }  // namespace ttpu::distributed

@@ -1,0 +1,71 @@
+// Issuer (issue.h): one thread per tpu group runs the queued issue steps in
+// order; waiters run them too.
+#include "distributed/issue.h"
+
+namespace ttpu::distributed {
+
+Issuer::Issuer() : thread_([this] { loop(); }) {}
+
+Issuer::~Issuer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  // The last reference may go from a job's own closure on the thread itself.
+  if (thread_.get_id() == std::this_thread::get_id())
+    thread_.detach();
+  else if (thread_.joinable())
+    thread_.join();
+}
+
+void Issuer::push(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void Issuer::run_or_push(std::function<void()> job) {
+  std::unique_lock<std::mutex> run(run_mu_, std::try_to_lock);
+  if (run.owns_lock()) {
+    bool empty;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      empty = queue_.empty();
+    }
+    if (empty) {
+      job();  // nothing before it: issuing it here keeps the order
+      return;
+    }
+  }
+  push(std::move(job));
+}
+
+void Issuer::drain() {
+  std::lock_guard<std::mutex> run(run_mu_);
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job();
+  }
+}
+
+void Issuer::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_ && queue_.empty()) return;
+    }
+    drain();
+  }
+}
+
+}  // namespace ttpu::distributed
