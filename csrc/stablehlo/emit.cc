@@ -171,16 +171,21 @@ class Emitter {
 
   bool emit_dot_with_rhs_transposed(int32_t id, const Node& n);
 
-  // Flat outputs: an output that is a 1-D reshape of an elementwise value (a
-  // whole storage written: every fused step's parameter and optimizer-state
-  // updates) is computed in that 1-D shape, with the elementwise values of
+  // Flat outputs: an output written into a donated input (tf.aliasing_output)
+  // that is a 1-D reshape of an elementwise value (a whole storage written:
+  // every fused step's parameter and optimizer-state updates) is computed in
+  // that 1-D shape, with the elementwise values of
   // the same dims feeding it, so the program's result is the elementwise op
   // itself, not a reshape of it. With the reshape, XLA fuses the value into
   // both the output's reshape and its other users (AdamW's exp_avg: the
   // stored moment and the parameter update), the donated input is then read
   // by two unordered loops, and XLA copies it first (the MLP step: 7 of 10
-  // copies, 4 MB each). Elementwise ops do not depend on shape: the values
-  // are identical. flat_: the nodes computed 1-D; flat_names_: their names.
+  // copies, 4 MB each). Each element goes through the same ops; only XLA's
+  // fusion changes (the update now reads the stored moment instead of
+  // recomputing it), and with it where XLA:CPU contracts a multiply-add into
+  // an FMA, so a fused step's values can move by an ulp, as fused and strict
+  // mode's already differ (measured: the MLP loss at step 5 of 8).
+  // flat_: the nodes computed 1-D; flat_names_: their names.
   bool flattenable(Value v) const;
   void plan_flat_outputs();
   std::string flat_operand(Value v, int64_t numel);
@@ -590,9 +595,17 @@ void Emitter::plan_flat_outputs() {
   const auto& nodes = g_.nodes();
   flat_.assign(nodes.size(), 0);
   flat_names_.assign(nodes.size(), std::string());
+  // Only outputs written into a donated input's buffer: the copies are
+  // there, and programs without donation (strict mode's per-op programs)
+  // keep their form, and so XLA's loops and their roundings, exactly.
+  std::vector<char> aliased(g_.outputs().size(), 0);
+  for (int32_t out : g_.donations()) {
+    if (out >= 0 && static_cast<size_t>(out) < aliased.size()) aliased[out] = 1;
+  }
   bool any = false;
-  for (Value o : g_.outputs()) {
-    if (o.node < 0 || static_cast<size_t>(o.node) >= nodes.size()) continue;
+  for (size_t i = 0; i < g_.outputs().size(); ++i) {
+    const Value o = g_.outputs()[i];
+    if (!aliased[i] || o.node < 0 || static_cast<size_t>(o.node) >= nodes.size()) continue;
     const Node& r = nodes[o.node];
     if (r.op != Op::kReshape || r.operands.size() != 1 || r.results[0].rank() != 1) continue;
     if (flattenable(r.operands[0])) {

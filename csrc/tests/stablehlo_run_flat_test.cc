@@ -1,8 +1,9 @@
-// End-to-end emitter suite: flat outputs (emit.cc). An output that is a 1-D
-// reshape of an elementwise value (a whole storage written, as every
-// optimizer update in a fused step) is computed 1-D together with the
-// elementwise values feeding it; its bytes are those of the same values
-// returned in their own dims (not rewritten), on the CPU plugin.
+// End-to-end emitter suite: flat outputs (emit.cc). An output written into a
+// donated input that is a 1-D reshape of an elementwise value (a whole
+// storage written, as every optimizer update in a fused step) is computed
+// 1-D together with the elementwise values feeding it; its bytes are those
+// of the same values returned in their own dims (not rewritten), on the CPU
+// plugin. Programs without donation keep their form.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -46,6 +47,8 @@ Graph adam_like(bool flat, Value* mn2d) {
   Value dot = g.dot_general(mn, P, {}, {}, {1}, {1});
   if (flat) {
     g.set_outputs({g.reshape(pn, {12}), g.reshape(mn, {12}), g.reshape(count, {12}), dot});
+    g.donate(0, 0);  // p and m are updated in place, as a fused step donates them
+    g.donate(1, 1);
   } else {
     g.set_outputs({pn, mn, count, dot});
   }
@@ -58,10 +61,12 @@ TEST(RunFlatOutputs, ElementwiseOutputsComputedFlatAreBitIdentical) {
   Graph plain = adam_like(false, &mn_plain);
   const std::string flat_text = stablehlo::emit(g, "run");
   const std::string plain_text = stablehlo::emit(plain, "run");
-  // The moment is computed 1-D and returned as is; the plain form has no such line.
+  // The moment is computed 1-D and returned as is; the integer output (not
+  // donated) and the plain form are not rewritten.
   const std::string moment = "%f" + std::to_string(mn.node) + " = \"stablehlo.select\"";
   EXPECT_NE(flat_text.find(moment), std::string::npos) << flat_text;
   EXPECT_NE(flat_text.find("\"func.return\"(%f"), std::string::npos) << flat_text;
+  EXPECT_EQ(flat_text.find("\"stablehlo.convert\"(%f"), std::string::npos) << flat_text;
   EXPECT_EQ(plain_text.find("%f"), std::string::npos) << plain_text;
   std::vector<double> pv, mv, gv;
   for (int i = 0; i < 12; ++i) {
@@ -87,17 +92,26 @@ TEST(RunFlatOutputs, ElementwiseOutputsComputedFlatAreBitIdentical) {
   }
 }
 
-// Nothing to flatten (a reduce, a reshape of a transpose, a clamp with 0-d
-// bounds): no node is computed 1-D.
+// Nothing to flatten: no donation (a strict per-op program), or a donated
+// output that is a reshape of a transpose or of a clamp with 0-d bounds.
 TEST(RunFlatOutputs, OtherGraphsUnchanged) {
-  Graph g;
-  Value x = g.parameter({DType::kF32, {2, 3}});
-  Value y = g.binary(Op::kMul, x, x);
-  Value s = g.reduce({y}, {g.constant(0, {DType::kF32, {}})}, {1}, ir::Reducer::kAdd)[0];
-  Value lo = g.constant(-1, {DType::kF32, {}}), hi = g.constant(1, {DType::kF32, {}});
-  g.set_outputs({s, g.reshape(g.transpose(y, {1, 0}), {6}), g.reshape(g.clamp(lo, x, hi), {6})});
-  const std::string text = stablehlo::emit(g, "run");
-  EXPECT_EQ(text.find("%f"), std::string::npos) << text;
+  for (bool donated : {false, true}) {
+    Graph g;
+    Value x = g.parameter({DType::kF32, {2, 3}});
+    Value p = g.parameter({DType::kF32, {6}});
+    Value q = g.parameter({DType::kF32, {6}});
+    Value y = g.binary(Op::kMul, x, x);
+    Value lo = g.constant(-1, {DType::kF32, {}}), hi = g.constant(1, {DType::kF32, {}});
+    Value sum = g.binary(Op::kAdd, g.reshape(p, {2, 3}), y);
+    g.set_outputs({g.reshape(g.transpose(y, {1, 0}), {6}), g.reshape(g.clamp(lo, x, hi), {6}),
+                   g.reshape(sum, {6})});
+    if (donated) {
+      g.donate(1, 0);
+      g.donate(2, 1);
+    }
+    const std::string text = stablehlo::emit(g, "run");
+    EXPECT_EQ(text.find("%f"), std::string::npos) << text;
+  }
 }
 
 }  // namespace
