@@ -1,7 +1,7 @@
 """Eager-mode benchmarks, side by side in one process; prints JSON medians and ratios.
 
     python bench/bench_eager.py [--out bench_eager.json] [--loops 20] [--epochs 3]
-        [--rounds 2] [--add-only] [--instructions]
+        [--rounds 2] [--add-only] [--instructions] [--cases add,neg,relu,...]
 
 (a) Per-op overhead in strict mode: ``c = a + b`` on two 1,000-element float32
     tensors, a loop of 1,000 ops ending in one sync, tpu vs CPU PyTorch
@@ -15,7 +15,11 @@
     difference over N (warm-up, compiles and syncs not counted; only the
     calling thread, so PJRT's execution threads are not in it). Noise-free,
     unlike the times; ``--callgrind-dir`` keeps the profiles for
-    ``callgrind_annotate --inclusive=yes``.
+    ``callgrind_annotate --inclusive=yes``. ``--cases`` adds other calls to
+    the count (cpu and tpu strict only, same scheme): ``neg`` (``-a``),
+    ``exp``, ``relu``, ``mul_scalar`` (``a * 0.5``), ``add_`` (``c.add_(b)``),
+    ``mul_`` (``c.mul_(b)``, ``b`` a tensor of ones), ``add_out``
+    (``torch.add(a, b, out=c)``): issue 15's dispatch cache covers each.
 (b) ``train_digits``: wall time per training step (forward, backward, optimizer
     step) for tpu strict, tpu debug and CPU. Milliseconds per step, median over
     the epochs after the first of each run (which pays for compilation on tpu).
@@ -108,10 +112,43 @@ def _add_loop(a, b, n):
     return c
 
 
-def _callgrind_child():
+def _case_loop(case, a, b, c, n):
+    """n calls of ``case`` (see the module doc's ``--cases``)."""
+    if case == "neg":
+        for _ in range(n):
+            c = -a
+    elif case == "exp":
+        for _ in range(n):
+            c = a.exp()
+    elif case == "relu":
+        for _ in range(n):
+            c = a.relu()
+    elif case == "mul_scalar":
+        for _ in range(n):
+            c = a * 0.5
+    elif case == "add_":
+        for _ in range(n):
+            c.add_(b)
+    elif case == "mul_":
+        for _ in range(n):
+            c.mul_(b)
+    elif case == "add_out":
+        for _ in range(n):
+            torch.add(a, b, out=c)
+    else:
+        raise ValueError(f"unknown case {case!r}")
+    return c
+
+
+EXTRA_CASES = ("neg", "exp", "relu", "mul_scalar", "add_", "mul_", "add_out")
+CASE_CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"))
+
+
+def _callgrind_child(cases=()):
     """Runs under callgrind (see instructions_per_op): per configuration, a
     warm-up, then loops of N and 2N ops, each called through operator.call,
-    the one function whose calls are collected and dumped."""
+    the one function whose calls are collected and dumped; then the same for
+    each extra case in cpu and tpu strict."""
     for name, device, mode in CONFIGS:
         if name not in CALLGRIND_OPS:
             continue
@@ -126,6 +163,21 @@ def _callgrind_child():
             operator.call(_add_loop, a, b, ops)
             _sync(device)  # a fused graph's flush falls outside the loops
     torchtpu.set_eager_mode("strict")
+    for case in cases:
+        for name, device, mode in CASE_CONFIGS:
+            n = CALLGRIND_OPS[name]
+            _set_mode(mode)
+            a = torch.randn(NUMEL).to(device)
+            b = torch.ones(NUMEL).to(device)
+            c = torch.randn(NUMEL).to(device)
+            for ops in (n, 2 * n):
+                _case_loop(case, a, b, c, ops)
+                _sync(device)
+            for ops in (n, 2 * n):
+                _sync(device)
+                operator.call(_case_loop, case, a, b, c, ops)
+                _sync(device)
+    torchtpu.set_eager_mode("strict")
 
 
 def _callgrind_total(path):
@@ -136,9 +188,10 @@ def _callgrind_total(path):
     raise RuntimeError(f"no totals in {path}")
 
 
-def instructions_per_op(keep_dir=None):
+def instructions_per_op(keep_dir=None, cases=()):
     """Host instructions per ``c = a + b`` (calling thread only), counted by
-    callgrind in a second run of this script: {config: instructions}."""
+    callgrind in a second run of this script: {config: instructions}, and
+    under "cases" {case: {config: instructions}} for the extra ``cases``."""
     if shutil.which("valgrind") is None:
         return {"error": "valgrind not found"}
     out_dir = keep_dir or tempfile.mkdtemp(prefix="bench_eager_cg_")
@@ -148,7 +201,8 @@ def instructions_per_op(keep_dir=None):
     cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
            "--toggle-collect=_operator_call", "--dump-after=_operator_call",
            f"--callgrind-out-file={os.path.join(out_dir, 'callgrind.out')}",
-           sys.executable, os.path.abspath(__file__), "--_callgrind-child"]
+           sys.executable, os.path.abspath(__file__), "--_callgrind-child",
+           "--cases", ",".join(cases)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # One dump per collected loop, numbered in call order (the final dump at
     # exit, with nothing collected since, comes last).
@@ -159,6 +213,13 @@ def instructions_per_op(keep_dir=None):
     for k, name in enumerate(CALLGRIND_OPS):
         n = CALLGRIND_OPS[name]
         result[name] = (totals[2 * k + 1] - totals[2 * k]) / n
+    k = len(CALLGRIND_OPS)
+    for case in cases:
+        for name, _, _ in CASE_CONFIGS:
+            n = CALLGRIND_OPS[name]
+            result.setdefault("cases", {}).setdefault(case, {})[name] = \
+                (totals[2 * k + 1] - totals[2 * k]) / n
+            k += 1
     if keep_dir is None:
         shutil.rmtree(out_dir, ignore_errors=True)
     else:
@@ -213,10 +274,17 @@ def main(argv=None):
                    help="also count instructions per op under callgrind")
     p.add_argument("--callgrind-dir", default=None,
                    help="keep the callgrind profiles here (2N-op loop of each config)")
+    p.add_argument("--cases", default="",
+                   help="with --instructions: extra calls to count, comma-separated, of "
+                        + ",".join(EXTRA_CASES))
     p.add_argument("--_callgrind-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    cases = [c for c in args.cases.split(",") if c]
+    for c in cases:
+        if c not in EXTRA_CASES:
+            p.error(f"unknown case {c!r} (known: {', '.join(EXTRA_CASES)})")
     if args._callgrind_child:
-        return _callgrind_child()
+        return _callgrind_child(cases)
     # One warning per op that falls back is useful in a run, noise in a report:
     # the fallback counts go into the JSON instead.
     warnings.filterwarnings("ignore", message=r"tpu: .* has no tpu lowering")
@@ -224,7 +292,8 @@ def main(argv=None):
     load_at_start = os.getloadavg()[0]
     previous = torchtpu.get_eager_mode()
     add = add_us_per_op(args.loops)
-    instructions = instructions_per_op(args.callgrind_dir) if args.instructions else None
+    instructions = (instructions_per_op(args.callgrind_dir, cases) if args.instructions
+                    else None)
     if not args.add_only:
         step_ms, steps, runs = train_ms_per_step(args.rounds, args.epochs, args.batch_size,
                                                  args.seed)

@@ -1,9 +1,14 @@
 """Strict mode's dispatch cache (csrc/aten/dispatch_cache.h): a repeated call of
-add / sub / mul / div runs its program again without being lowered. Every
-result must equal CPU PyTorch's and the uncached call's, whatever changes
-between calls: the values of the inputs, scalar values and kinds, aliasing,
-views, layouts, dtypes, the default dtype.
+add / sub / mul / div, their scalar forms and a few unary ops, functional,
+in-place or out=, runs its program again without being lowered. Every result
+must equal CPU PyTorch's and the uncached call's, whatever changes between
+calls: the values of the inputs, scalar values and kinds, aliasing, views,
+layouts, dtypes, the default dtype.
 """
+
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -156,3 +161,164 @@ def test_fused_mode_does_not_use_it():
     torchtpu.sync()
     assert hits() == before
     torch.testing.assert_close(y.cpu(), x.cpu() * 3)
+
+
+UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "sin", "cos",
+         "reciprocal", "relu"]
+
+
+def _positive(x):
+    return x.abs() + 0.5
+
+
+@pytest.mark.parametrize("op", UNARY)
+def test_unary_ops_replayed_and_exact(op):
+    x = _positive(torch.randn(5, 7))  # log, sqrt, rsqrt take positive values
+    f = getattr(torch, op)
+    tx = x.to("tpu")
+    f(tx)
+    before = hits()
+    for _ in range(3):
+        check(f, x)
+        check(lambda p: f(p.t()), x)          # a transposed view keeps its layout
+        check(lambda p: f(p[1:, ::2]), x)     # an offset, strided view
+    assert hits() - before >= 6
+    if op not in ("relu", "neg", "abs"):
+        check(f, torch.arange(6, dtype=torch.int32) + 1)  # the default float dtype
+    assert torchtpu.metrics.total_fallbacks() == 0
+
+
+def test_scalar_variants():
+    x = torch.randn(3, 4)
+    for _ in range(2):
+        for e in (2, 3, 0.5, 2, -1.5):
+            check(lambda p: torch.pow(p.abs(), e), x)
+        for s in (1.5, 2, 1.5):
+            check(lambda p: torch.rsub(p, s), x)
+            check(lambda p: torch.rsub(p, s, alpha=2), x)
+            check(lambda p: s - p, x)
+
+
+def _inplace(op, *args):
+    return lambda t, *rest: getattr(t.clone(), op + "_")(*rest, *args)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_inplace_binary(op):
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    tx, ty = x.to("tpu"), y.to("tpu")
+    cx = x.clone()
+    acc = tx.clone()
+    before = hits()
+    for _ in range(4):  # the same storage written again and again
+        getattr(acc, op + "_")(ty)
+        getattr(cx, op + "_")(y)
+    assert hits() - before >= 3
+    torch.testing.assert_close(acc.cpu(), cx)
+    for _ in range(2):
+        check(lambda p, q: getattr(p.clone(), op + "_")(q), x, y)
+        check(lambda p, q: getattr(p.clone(), op + "_")(q[0]), x, y)     # broadcast
+        check(lambda p: getattr(p.clone(), op + "_")(2.5), x)           # Python scalar
+        check(lambda p, q: getattr(p.clone().t(), op + "_")(q.t()), x, y)  # views
+
+        def into_view(p, q):  # writing through a view: the base sees it
+            base = p.clone()
+            getattr(base[1:, 2:], op + "_")(q[1:, 2:])
+            return base
+        check(into_view, x, y)
+
+        def self_alias(p):  # reading the written storage
+            t = p.clone()
+            getattr(t, op + "_")(t)
+            return t
+        check(self_alias, x)
+    assert torchtpu.metrics.total_fallbacks() == 0
+
+
+@pytest.mark.parametrize("op", UNARY)
+def test_inplace_unary(op):
+    x = _positive(torch.randn(16))
+    for _ in range(3):
+        check(lambda p: getattr(p.clone(), op + "_")(), x)
+        check(lambda p: getattr(p.clone()[::2], op + "_")(), x)
+
+
+def test_inplace_errors_stay():
+    a = torch.randn(4, 1).to("tpu")
+    b = torch.randn(4, 3).to("tpu")
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+            a.add_(b)
+    i = torch.arange(4).to("tpu")
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            i.mul_(torch.ones(4, device="tpu"))
+    t = torch.randn(4, 4).to("tpu")
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="unsupported operation"):
+            t.t().mul_(t)  # partial overlap, refused as on CPU
+
+
+def test_out_variants():
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    tx, ty = x.to("tpu"), y.to("tpu")
+    out = torch.empty(4, 6, device="tpu")
+    cpu_out = torch.empty(4, 6)
+    for op in ("add", "sub", "mul", "div", "exp", "neg", "sigmoid"):
+        f = getattr(torch, op)
+        binary = op in ("add", "sub", "mul", "div")
+        before = hits()
+        for k in range(3):
+            args = (tx, ty) if binary else (tx,)
+            r = f(*args, out=out)
+            assert r is out
+            f(*((x, y) if binary else (x,)), out=cpu_out)
+            torch.testing.assert_close(out.cpu(), cpu_out)
+        assert hits() - before >= 1, op
+    # An out that must be resized: not replayed under its old sizes.
+    for _ in range(2):
+        small = torch.empty(0, device="tpu")
+        torch.add(tx, ty, out=small)
+        assert small.shape == (4, 6)
+        torch.testing.assert_close(small.cpu(), x + y)
+    # An out of another dtype: cast as on CPU.
+    d = torch.empty(4, 6, dtype=torch.float64, device="tpu")
+    for _ in range(2):
+        torch.mul(tx, ty, out=d)
+        torch.testing.assert_close(d.cpu(), (x * y).double())
+    assert torchtpu.metrics.total_fallbacks() == 0
+
+
+def test_same_as_uncached_path():
+    """Every call kind in a process with TORCHTPU_DISPATCH_CACHE=0 gives the
+    same bits as here."""
+    script = r"""
+import torch, torchtpu
+torchtpu.set_eager_mode("strict")
+g = torch.Generator().manual_seed(0)
+x = (torch.randn(6, 5, generator=g).abs() + 0.5).to("tpu")
+y = torch.randn(6, 5, generator=g).to("tpu")
+res = []
+for _ in range(3):
+    res += [x + y, x * 0.5, 2 - x, x.pow(3), x.exp(), x.rsqrt(), x.t().sigmoid(), y.relu()]
+    t = x.clone(); t.add_(y); t.mul_(0.25); t.sqrt_(); res.append(t)
+    o = torch.empty(6, 5, device="tpu"); torch.div(x, y, out=o); torch.neg(o, out=o)
+    res.append(o)
+torch.save([r.cpu() for r in res], __import__("sys").argv[1])
+print(torchtpu.metrics.metrics()["dispatch_cache_hits"])
+"""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        outs, counts = [], []
+        for flag in ("1", "0"):
+            path = os.path.join(d, f"r{flag}.pt")
+            env = dict(os.environ, TORCHTPU_DISPATCH_CACHE=flag)
+            p = subprocess.run([sys.executable, "-c", script, path], env=env,
+                               capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, p.stderr[-2000:]
+            counts.append(int(p.stdout.strip().splitlines()[-1]))
+            outs.append(torch.load(path))
+    assert counts[0] > 0 and counts[1] == 0
+    for a, b in zip(*outs, strict=True):
+        assert a.dtype == b.dtype and a.stride() == b.stride()
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)  # the same bits

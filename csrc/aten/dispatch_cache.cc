@@ -35,17 +35,21 @@ uint64_t hash_of(const int64_t* words, size_t n) {
 
 }  // namespace
 
-bool DispatchCache::allowed(const std::string& name) {
+bool DispatchCache::allowed(const std::string& key) {
   static const bool on = [] {
     const char* v = std::getenv("TORCHTPU_DISPATCH_CACHE");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   // Rules read nothing but their arguments' metadata, scalar values and the
-  // default dtype (rules/binary.cc: add_sub, mul, div without a rounding mode).
+  // default dtype (rules/elementwise: binary.cc's add_sub, mul, div without a
+  // rounding mode, rsub, pow_rule; unary.cc's float_op / neg / abs rules;
+  // activation.cc's relu).
   static const std::unordered_set<std::string> ops = {
-      "aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor", "aten::sub.Scalar",
-      "aten::mul.Tensor", "aten::mul.Scalar", "aten::div.Tensor", "aten::div.Scalar"};
-  return on && ops.count(name) != 0;
+      "add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "mul.Tensor", "mul.Scalar",
+      "div.Tensor", "div.Scalar", "rsub.Scalar", "pow.Tensor_Scalar",
+      "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "sin", "cos",
+      "reciprocal", "relu"};
+  return on && ops.count(key) != 0;
 }
 
 bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* key) {
@@ -133,6 +137,13 @@ bool DispatchCache::replay(const Key& key, c10::ArrayRef<c10::IValue> args, int 
   }
   out->reserve(e->outputs.size());
   size_t k = 0;
+  // Results first, then the written storages (LoweringContext::run's order).
+  const size_t computed = buffers.size() - e->writes.size();
+  for (size_t w = 0; w < e->writes.size(); ++w) {
+    runtime::Slot* slot = tpu_slot(args[e->writes[w]]);
+    slot->buffer = buffers.at(computed + w);
+    slot->producer = op;
+  }
   for (const Output& o : e->outputs) {
     if (!o.defined) {
       out->emplace_back();
@@ -152,7 +163,8 @@ bool DispatchCache::replay(const Key& key, c10::ArrayRef<c10::IValue> args, int 
 }
 
 void DispatchCache::remember(const Key& key, c10::ArrayRef<c10::IValue> args,
-                             const LoweringContext& ctx, const std::vector<at::Tensor>& results) {
+                             const LoweringContext& ctx, const std::vector<at::Tensor>& results,
+                             std::vector<int> writes) {
   if (!ctx.replayable()) return;
   auto e = std::make_shared<Entry>();
   e->key.assign(key.begin(), key.end());
@@ -201,8 +213,13 @@ void DispatchCache::remember(const Key& key, c10::ArrayRef<c10::IValue> args,
     }
     e->outputs.push_back(std::move(o));
   }
-  // One program output per computed result (nothing written besides).
-  if (computed != static_cast<size_t>(e->exe->num_outputs())) return;
+  for (int w : writes) {
+    if (w < 0 || static_cast<size_t>(w) >= args.size() || tpu_slot(args[w]) == nullptr) return;
+  }
+  e->writes = std::move(writes);
+  // One program output per computed result and per storage written (so
+  // nothing else was written).
+  if (computed + e->writes.size() != static_cast<size_t>(e->exe->num_outputs())) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_.size() < kMaxEntries) {
     entries_.push_back(std::move(e));

@@ -14,11 +14,15 @@
 // buffers, its results given the same sizes, strides and dtypes.
 //
 // Only ops whose rules depend on nothing else are cached (allowed(): the
-// elementwise arithmetic of add, sub, mul, div), functional overloads only,
-// and a call is remembered only when its lowering was replayable
+// elementwise arithmetic of add, sub, mul, div and their scalar forms, a few
+// common unary ops), in their functional, in-place and out= overloads, and a
+// call is remembered only when its lowering was replayable
 // (LoweringContext::replayable(): no random state, no host tensor's value,
-// no write, no storage state changed). TORCHTPU_DISPATCH_CACHE=0 turns it
-// off. Results are the same programs on the same buffers: identical.
+// no storage state changed) and everything it wrote was an argument's
+// storage (an in-place op's self, an out= tensor that needed no resize): a
+// replay writes its new buffers into the same arguments' storages.
+// TORCHTPU_DISPATCH_CACHE=0 turns it off. Results are the same programs on
+// the same buffers: identical.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -38,23 +42,27 @@ class DispatchCache {
  public:
   using Key = c10::SmallVector<int64_t, 48>;
 
-  // Whether calls of the functional op `name` ("aten::add.Tensor") are cached,
-  // and the cache is on (TORCHTPU_DISPATCH_CACHE, read once).
-  static bool allowed(const std::string& name);
+  // Whether calls of the op whose functional rule is `key` ("add.Tensor";
+  // also its in-place and out= overloads) are cached, and the cache is on
+  // (TORCHTPU_DISPATCH_CACHE, read once).
+  static bool allowed(const std::string& key);
   // The key of a call on `device`; false when the call cannot be cached (a
   // host tensor of more than 0 dims, a list, a storage never written or
   // pending in fused mode).
   static bool make_key(c10::ArrayRef<c10::IValue> args, int device, Key* key);
 
   // Runs the program cached under `key` on this call's arguments and returns
-  // its results in `out`; false on a miss. Throws c10::Error naming `op` if
-  // the execute fails (as LoweringContext::run does).
+  // its results in `out` (none for an in-place or out= call: their storages
+  // get the written buffers); false on a miss. Throws c10::Error naming `op`
+  // if the execute fails (as LoweringContext::run does).
   bool replay(const Key& key, c10::ArrayRef<c10::IValue> args, int device, const std::string& op,
               std::vector<at::Tensor>* out);
   // Remembers the call that just ran through `ctx` (if it was replayable)
-  // with its `results`.
+  // with its `results`; `writes`: the arguments whose storages it wrote (an
+  // in-place op's self, the out tensor), in the order of their program
+  // outputs after the results.
   void remember(const Key& key, c10::ArrayRef<c10::IValue> args, const LoweringContext& ctx,
-                const std::vector<at::Tensor>& results);
+                const std::vector<at::Tensor>& results, std::vector<int> writes = {});
 
  private:
   struct Source {
@@ -74,6 +82,7 @@ class DispatchCache {
     std::shared_ptr<pjrt::Executable> exe;
     std::vector<Source> sources;
     std::vector<Output> outputs;
+    std::vector<int> writes;  // per written storage: the argument it belongs to
   };
   // A few shapes per op are common (a training loop's); past this many the
   // oldest entry makes room. Each holds its program loaded.

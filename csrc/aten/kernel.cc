@@ -122,7 +122,7 @@ class LoweringKernel final : public c10::OperatorKernel {
                  std::string key)
       : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)),
         key_(std::move(key)) {
-    if (variant_ == Variant::kFunctional && DispatchCache::allowed(name_)) {
+    if (variant_ != Variant::kOutOnly && DispatchCache::allowed(key_)) {
       cache_ = std::make_unique<DispatchCache>();
     }
   }
@@ -183,8 +183,23 @@ class LoweringKernel final : public c10::OperatorKernel {
     if (cacheable) {
       std::vector<at::Tensor> tensors;
       if (cache_->replay(key, args, device, name_, &tensors)) {
+        // The checks below passed for these arguments' metadata when the
+        // call was remembered; an in-place or out= call's storages now hold
+        // the written buffers.
+        std::vector<c10::IValue> returns;
+        if (variant_ == Variant::kInplace) {
+          returns.push_back(args[0]);
+        } else if (variant_ == Variant::kOut) {
+          for (size_t i = 0; i < nargs; ++i) {
+            if (schema.arguments()[i].is_out()) returns.push_back(args[i]);
+          }
+        }
         torch::jit::drop(*stack, nargs);
-        push_returns(schema, std::move(tensors), stack);
+        if (variant_ == Variant::kFunctional) {
+          push_returns(schema, std::move(tensors), stack);
+        } else {
+          for (auto& r : returns) stack->emplace_back(std::move(r));
+        }
         return;
       }
     }
@@ -234,6 +249,7 @@ class LoweringKernel final : public c10::OperatorKernel {
                     c10::IntArrayRef(t.dims));
         ctx.write(self, values[0]);
         ctx.run({});
+        if (cacheable) cache_->remember(key, args, ctx, {}, {0});
         torch::jit::drop(*stack, nargs);
         stack->emplace_back(std::move(self));
         return;
@@ -258,10 +274,16 @@ class LoweringKernel final : public c10::OperatorKernel {
         for (size_t i = 0; i < outs.size(); ++i) {
           const ir::TensorType t = ctx.g().type(values[i]);
           check_out_dtype(key_, to_aten(t.dtype), outs[i]);
+          // A resized out has new metadata (and storage): not replayable
+          // under the key of its old sizes.
+          if (outs[i].sizes() != c10::IntArrayRef(t.dims)) cacheable = false;
           resize_out(outs[i], t.dims);
           ctx.write(outs[i], values[i]);
         }
         ctx.run({});
+        if (cacheable && outs.size() == 1) {
+          cache_->remember(key, args, ctx, {}, {static_cast<int>(first_out)});
+        }
         torch::jit::drop(*stack, nargs);
         for (auto& o : outs) stack->emplace_back(std::move(o));
         return;

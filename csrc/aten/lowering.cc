@@ -304,7 +304,8 @@ ir::Value LoweringContext::rng_state(const std::optional<at::Generator>& gen) {
 }
 
 void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
-  replayable_ = false;
+  // Replayable still: the dispatch cache replays a write only into the
+  // storage of the same argument (written_slots()).
   TORCH_CHECK(dst.device().type() == c10::DeviceType::PrivateUse1,
               "Expected all tensors to be on the same device, but found at least two "
               "devices, tpu:", device_, " and ", dst.device(), "! (in ", op_, ")");

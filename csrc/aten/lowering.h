@@ -92,7 +92,8 @@ class LoweringContext {
   // For strict mode's dispatch cache (dispatch_cache.h), after run(): whether
   // the program ran and its parameters were bound only to the storages read
   // and to buffers fixed by the call's arguments (no random state, no host
-  // tensor's value, no write, no storage changed on the way); the buffers
+  // tensor's value, no storage changed on the way; a write is allowed, the
+  // cache replays it only into the same argument's storage); the buffers
   // bound, in parameter order; the program.
   bool replayable() const { return replayable_ && executable_ != nullptr; }
   const std::vector<runtime::RecordedArg>& bound_args() const { return args_; }

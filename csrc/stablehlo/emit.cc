@@ -93,6 +93,7 @@ class Emitter {
         sig += " {tf.aliasing_output = " + std::to_string(g_.donations()[i]) + " : i32}";
       }
     }
+    plan_flat_outputs();
     for (size_t id = 0; id < g_.nodes().size(); ++id) emit_node(static_cast<int32_t>(id));
 
     std::string out_names, out_types;
@@ -170,10 +171,33 @@ class Emitter {
 
   bool emit_dot_with_rhs_transposed(int32_t id, const Node& n);
 
+  // Flat outputs: an output written into a donated input (tf.aliasing_output)
+  // that is a 1-D reshape of an elementwise value (a whole storage written:
+  // every fused step's parameter and optimizer-state updates) is computed in
+  // that 1-D shape, with the elementwise values of
+  // the same dims feeding it, so the program's result is the elementwise op
+  // itself, not a reshape of it. With the reshape, XLA fuses the value into
+  // both the output's reshape and its other users (AdamW's exp_avg: the
+  // stored moment and the parameter update), the donated input is then read
+  // by two unordered loops, and XLA copies it first (the MLP step: 7 of 10
+  // copies, 4 MB each). Each element goes through the same ops; only XLA's
+  // fusion changes (the update now reads the stored moment instead of
+  // recomputing it), and with it where XLA:CPU contracts a multiply-add into
+  // an FMA, so a fused step's values can move by an ulp, as fused and strict
+  // mode's already differ (measured: the MLP loss at step 5 of 8).
+  // flat_: the nodes computed 1-D; flat_names_: their names.
+  bool flattenable(Value v) const;
+  void plan_flat_outputs();
+  std::string flat_operand(Value v, int64_t numel);
+  void emit_flat(int32_t id, const Node& n);
+  bool is_flat(Value v) const { return !flat_.empty() && flat_[v.node] != 0; }
+
   const ir::Graph& g_;
   const EmitOptions options_;
   std::vector<std::shared_ptr<const ir::UserFunction>> kernels_;
   std::vector<std::string> names_;
+  std::vector<char> flat_;
+  std::vector<std::string> flat_names_;
   std::string body_;
   int temp_ = 0;
   int region_counter_ = 0;
@@ -190,6 +214,10 @@ void Emitter::emit_node(int32_t id) {
                     " int attributes, expected " + std::to_string(count));
     }
   };
+  if (is_flat({id, 0})) {
+    emit_flat(id, n);
+    return;
+  }
   switch (n.op) {
     case Op::kParameter:
       if (names_[id].empty()) {
@@ -232,6 +260,10 @@ void Emitter::emit_node(int32_t id) {
       return;
     }
     case Op::kReshape:
+      if (n.operands.size() == 1 && is_flat(n.operands[0]) && n.results[0].rank() == 1) {
+        names_[id] = flat_names_[n.operands[0].node];  // the value, computed 1-D
+        return;
+      }
       line(id, "stablehlo.reshape", n.operands, "");
       return;
     case Op::kBroadcastInDim:
@@ -536,6 +568,114 @@ bool Emitter::emit_dot_with_rhs_transposed(int32_t id, const Node& n) {
   transpose(name, dotb, ot, n.results[0]);
   names_[id] = name;
   return true;
+}
+
+// An elementwise value of rank 2 or more whose operands all have its dims (no
+// implicit scalar), written as one stablehlo op (not atan or a NaN-propagating
+// float max/min, which expand to several).
+bool Emitter::flattenable(Value v) const {
+  if (v.node < 0 || static_cast<size_t>(v.node) >= g_.nodes().size()) return false;
+  const Node& n = g_.nodes()[v.node];
+  if (n.results.size() != 1 || n.results[0].rank() < 2) return false;
+  if (!is_elementwise(n.op) && n.op != Op::kCompare) return false;
+  if (n.op == Op::kAtan) return false;
+  if ((n.op == Op::kMax || n.op == Op::kMin) && ir::is_float(n.results[0].dtype)) return false;
+  for (Value o : n.operands) {
+    if (o.node < 0 || static_cast<size_t>(o.node) >= g_.nodes().size() ||
+        g_.type(o).dims != n.results[0].dims) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Marks each output's elementwise value and, through operands of the same
+// dims, the elementwise values it is computed from.
+void Emitter::plan_flat_outputs() {
+  const auto& nodes = g_.nodes();
+  flat_.assign(nodes.size(), 0);
+  flat_names_.assign(nodes.size(), std::string());
+  // Only outputs written into a donated input's buffer: the copies are
+  // there, and programs without donation (strict mode's per-op programs)
+  // keep their form, and so XLA's loops and their roundings, exactly.
+  std::vector<char> aliased(g_.outputs().size(), 0);
+  for (int32_t out : g_.donations()) {
+    if (out >= 0 && static_cast<size_t>(out) < aliased.size()) aliased[out] = 1;
+  }
+  bool any = false;
+  for (size_t i = 0; i < g_.outputs().size(); ++i) {
+    const Value o = g_.outputs()[i];
+    if (!aliased[i] || o.node < 0 || static_cast<size_t>(o.node) >= nodes.size()) continue;
+    const Node& r = nodes[o.node];
+    if (r.op != Op::kReshape || r.operands.size() != 1 || r.results[0].rank() != 1) continue;
+    if (flattenable(r.operands[0])) {
+      flat_[r.operands[0].node] = 1;
+      any = true;
+    }
+  }
+  if (!any) {
+    flat_.clear();
+    return;
+  }
+  for (size_t id = nodes.size(); id-- > 0;) {
+    if (!flat_[id]) continue;
+    for (Value o : nodes[id].operands) {
+      if (flattenable(o)) flat_[o.node] = 1;
+    }
+  }
+}
+
+// `v` (dims D, `numel` elements) as a 1-D value: its flat form, the 1-D value
+// it is a reshape of, a scalar broadcast or splat constant made 1-D, else a
+// reshape. Never a reshape of a reshape, which XLA would move back after the op.
+std::string Emitter::flat_operand(Value v, int64_t numel) {
+  if (is_flat(v)) return flat_names_[v.node];
+  const Node& n = g_.nodes()[v.node];
+  const TensorType& t = g_.type(v);
+  const TensorType ft{t.dtype, {numel}};
+  const std::string name = "%t" + std::to_string(temp_++);
+  if (n.op == Op::kReshape && n.operands.size() == 1 && g_.type(n.operands[0]).dims == ft.dims) {
+    return ref(n.operands[0]);
+  }
+  if (n.op == Op::kConstant) return temp_constant(n.attrs.literal, ft);
+  if (n.op == Op::kBroadcastInDim && n.operands.size() == 1 &&
+      g_.type(n.operands[0]).rank() == 0) {
+    body_ += "    " + name + " = \"stablehlo.broadcast_in_dim\"(" + ref(n.operands[0]) +
+             ") {broadcast_dimensions = array<i64>} : (" + g_.type(n.operands[0]).mlir() +
+             ") -> " + ft.mlir() + "\n";
+    return name;
+  }
+  body_ += "    " + name + " = \"stablehlo.reshape\"(" + ref(v) + ") : (" + t.mlir() + ") -> " +
+           ft.mlir() + "\n";
+  return name;
+}
+
+// Node `id` computed 1-D (%f<id>), and its own dims as a reshape of that for
+// any other user (XLA drops it when unused).
+void Emitter::emit_flat(int32_t id, const Node& n) {
+  const TensorType& t = n.results[0];
+  const int64_t numel = t.numel();
+  const TensorType ft{t.dtype, {numel}};
+  std::string operands, types;
+  for (size_t i = 0; i < n.operands.size(); ++i) {
+    operands += (i ? ", " : "") + flat_operand(n.operands[i], numel);
+    types += std::string(i ? ", " : "") +
+             TensorType{g_.type(n.operands[i]).dtype, {numel}}.mlir();
+  }
+  std::string op = elementwise_op(n.op), attrs;
+  if (n.op == Op::kCompare) {
+    op = "stablehlo.compare";
+    attrs = " {comparison_direction = " + comparison_direction(n.attrs.cmp) +
+            ", compare_type = " + comparison_type(g_.type(n.operands[0]).dtype) + "}";
+  }
+  const std::string flat = "%f" + std::to_string(id);
+  body_ += "    " + flat + " = \"" + op + "\"(" + operands + ")" + attrs + " : (" + types +
+           ") -> " + ft.mlir() + "\n";
+  flat_names_[id] = flat;
+  const std::string name = "%" + std::to_string(id);
+  body_ += "    " + name + " = \"stablehlo.reshape\"(" + flat + ") : (" + ft.mlir() + ") -> " +
+           t.mlir() + "\n";
+  names_[id] = name;
 }
 
 }  // namespace
