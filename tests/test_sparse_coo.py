@@ -84,11 +84,12 @@ def test_arithmetic_and_promotion_as_cpu(dtype):
     r = d2.to("tpu") + t1  # dense + sparse is dense
     assert r.device.type == "tpu" and not r.is_sparse
     torch.testing.assert_close(r.cpu(), d2 + s1)
-    # In-place sparse math on tpu is refused (csrc/aten/sparse.cc) rather than
-    # risk the crash seen writing the result back.
     inplace = t2.clone()
-    with pytest.raises(NotImplementedError, match="in place"):
-        inplace.add_(t1)
+    assert inplace.add_(t1) is inplace  # written back into the tpu tensor
+    assert_sparse_equal(inplace, s2 + s1)
+    scaled = t1.clone()
+    scaled.mul_(2)
+    assert_sparse_equal(scaled, s1 * 2)
     assert torchtpu.metrics.total_fallbacks() > 0  # sparse math is host work
     # What CPU refuses raises the same type: sparse / sparse.
     with pytest.raises(RuntimeError) as cpu:

@@ -60,18 +60,6 @@ at::Tensor to_cpu(const at::Tensor& t, bool written, std::vector<Moved>& moved) 
 void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
-  // Writing a CPU result back into a tpu sparse tensor crashed in the plugin
-  // (a freed buffer read, seen with x.add_(y)); refused until understood.
-  for (size_t i = 0; i < n; ++i) {
-    const c10::IValue& v = (*stack)[stack->size() - n + i];
-    const auto* alias = schema.arguments()[i].alias_info();
-    if (alias != nullptr && alias->isWrite() && v.isTensor() && on_tpu(v.toTensor()) &&
-        v.toTensor().is_sparse()) {
-      TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", schema.name(), " writes a sparse tpu tensor "
-                                  "in place, which is not supported yet; use the out-of-place "
-                                  "op (x = x + y) or a CPU sparse tensor");
-    }
-  }
   count_cpu_fallback(op, " for sparse COO tensors");
   std::vector<Moved> moved;
   c10::Device device(c10::DeviceType::PrivateUse1, 0);
