@@ -1,7 +1,8 @@
 """Checks of device values (index ranges, nll_loss targets, multinomial
 probabilities) are reported at the next host read in strict and fused mode, at
 the op in debug mode, and a read costs one downloaded byte however many checks
-are pending (csrc/aten/deferred_check.h)."""
+are pending (csrc/aten/deferred_check.h). Python indexing (x[idx], x[idx] = v)
+is the exception in strict mode: it raises IndexError at the call, as CPU does."""
 
 import pytest
 import torch
@@ -26,6 +27,37 @@ def test_out_of_range_index_raises_at_the_next_read_not_at_the_op(mode):
     # The failed check is consumed: later work runs and reads normally.
     good = F.embedding(torch.tensor([1, 2], device="tpu"), w)
     torch.testing.assert_close(good.cpu(), w.cpu()[[1, 2]])
+
+
+def test_python_indexing_raises_at_the_call_in_strict_mode():
+    # PyTorch's own test_indexing (test_trivial_fancy_out_of_bounds) expects
+    # IndexError from __getitem__ / __setitem__ themselves; Python code relies
+    # on it (the sequence protocol, try/except IndexError).
+    torchtpu.set_eager_mode("strict")
+    a = torch.zeros(5, device="tpu")
+    ind = torch.ones(20, dtype=torch.int64, device="tpu")
+    ind[-1] = 10
+    msg = "index 10 is out of bounds for dimension 0 with size 5"
+    with pytest.raises(IndexError, match=msg):
+        a[ind]
+    with pytest.raises(IndexError, match=msg):
+        a[ind] = 0
+    ind[-1] = -6
+    with pytest.raises(IndexError, match="index -6 is out of bounds"):
+        a[ind]
+    torchtpu.sync()  # nothing left pending
+    assert torch.equal(a.cpu(), torch.zeros(5))
+    ind[-1] = -5  # in range (Python-style wrap): no error, CPU's values
+    torch.testing.assert_close(a[ind].cpu(), torch.zeros(20))
+
+
+def test_python_indexing_defers_in_fused_mode():
+    torchtpu.set_eager_mode("fused")
+    a = torch.zeros(5, device="tpu")
+    ind = torch.tensor([1, 10], device="tpu")
+    y = a[ind]  # no read at the op: the pending graph is not cut
+    with pytest.raises(IndexError, match="index 10 is out of bounds for dimension 0 with size 5"):
+        y.cpu()
 
 
 def test_debug_mode_raises_at_the_op():

@@ -38,6 +38,9 @@ _DTYPES = {
     "ui64": torch.uint64,
     "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
     "complex<f32>": torch.complex64, "complex<f64>": torch.complex128,
+    "f8E4M3FN": torch.float8_e4m3fn, "f8E5M2": torch.float8_e5m2,
+    "f8E4M3FNUZ": torch.float8_e4m3fnuz, "f8E5M2FNUZ": torch.float8_e5m2fnuz,
+    "f8E8M0FNU": torch.float8_e8m0fnu,
 }
 
 # kernel key (the op's string argument) -> _Spec; filled outside traced code.

@@ -64,6 +64,11 @@ ir::DType to_ir(c10::ScalarType t) {
     case c10::kDouble: return ir::DType::kF64;
     case c10::kComplexFloat: return ir::DType::kC64;
     case c10::kComplexDouble: return ir::DType::kC128;
+    case c10::kFloat8_e4m3fn: return ir::DType::kF8E4M3FN;
+    case c10::kFloat8_e5m2: return ir::DType::kF8E5M2;
+    case c10::kFloat8_e4m3fnuz: return ir::DType::kF8E4M3FNUZ;
+    case c10::kFloat8_e5m2fnuz: return ir::DType::kF8E5M2FNUZ;
+    case c10::kFloat8_e8m0fnu: return ir::DType::kF8E8M0FNU;
     default: break;
   }
   // NotImplementedError, as CPU reports a dtype an op lacks (a TypeError would
@@ -88,6 +93,11 @@ c10::ScalarType to_aten(ir::DType t) {
     case ir::DType::kF64: return c10::kDouble;
     case ir::DType::kC64: return c10::kComplexFloat;
     case ir::DType::kC128: return c10::kComplexDouble;
+    case ir::DType::kF8E4M3FN: return c10::kFloat8_e4m3fn;
+    case ir::DType::kF8E5M2: return c10::kFloat8_e5m2;
+    case ir::DType::kF8E4M3FNUZ: return c10::kFloat8_e4m3fnuz;
+    case ir::DType::kF8E5M2FNUZ: return c10::kFloat8_e5m2fnuz;
+    case ir::DType::kF8E8M0FNU: return c10::kFloat8_e8m0fnu;
   }
   TORCH_CHECK(false, "unknown IR dtype");
 }

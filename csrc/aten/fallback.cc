@@ -24,7 +24,7 @@ bool fallback_is_error() {
 }
 
 // `why` completes "has no tpu lowering" in the error and the warning.
-void fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* why) {
+void count_for(const c10::OperatorHandle& op, const char* why) {
   const auto& name = op.schema().operator_name();
   std::string full = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
   TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "tpu: ", full, " has no tpu lowering",
@@ -38,6 +38,10 @@ void fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, const
     TORCH_WARN("tpu: ", full, " has no tpu lowering", why, "; running it on CPU (copies its "
                "inputs to host and back). Set TORCHTPU_FALLBACK=error to make this an error.");
   }
+}
+
+void fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* why) {
+  count_for(op, why);
   at::native::cpu_fallback(op, stack);
 }
 
@@ -50,6 +54,8 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* why) {
   fallback_for(op, stack, why);
 }
+
+void count_cpu_fallback(const c10::OperatorHandle& op, const char* why) { count_for(op, why); }
 
 std::map<std::string, int64_t> fallback_counts() {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -18,6 +18,9 @@ namespace ttpu::aten {
 // message (" for complex tensors").
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                       const char* why = "");
+// The counting, warning and TORCHTPU_FALLBACK=error check alone, for
+// fallbacks that move their arguments themselves (sparse.cc).
+void count_cpu_fallback(const c10::OperatorHandle& op, const char* why);
 
 // Thrown by a lowering rule, before it has run anything on the device, to hand
 // the call to run_cpu_fallback: inputs CPU supports that the rule does not

@@ -155,6 +155,13 @@ class LoweringKernel final : public c10::OperatorKernel {
       run_cpu_fallback(op, stack, kUnsignedWhy);
       return;
     }
+    // float8 (unsigned_gate.h): only the ops that move, select or compare
+    // values, which CPU implements for float8, run natively; the rest on CPU,
+    // which computes or raises as CPU does.
+    if (!float8_native(key_) && any_float8(schema, args)) {
+      run_cpu_fallback(op, stack, " for float8 tensors");
+      return;
+    }
     try {
       run(schema, rule, op, stack, /*cacheable=*/!complex && !unsigned_gated, unsigned_gated);
     } catch (const DeclinedToCpu& d) {
@@ -336,7 +343,9 @@ class LoweringKernel final : public c10::OperatorKernel {
   // kernels do for the barebones unsigned dtypes too (x.sin(), x / y, x * 1.5).
   static bool all_floating(LoweringContext& ctx, const std::vector<ir::Value>& values) {
     for (ir::Value v : values) {
-      if (v.valid() && !ir::is_float(ctx.g().type(v).dtype)) return false;
+      if (!v.valid()) continue;
+      const ir::DType d = ctx.g().type(v).dtype;
+      if (!ir::is_float(d) || ir::is_float8(d)) return false;
     }
     return true;
   }

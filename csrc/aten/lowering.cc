@@ -105,6 +105,12 @@ uint64_t scalar_bits(const c10::Scalar& s, ir::DType d) {
     case ir::DType::kF64: return bits(s.to<double>());
     case ir::DType::kC64:
     case ir::DType::kC128: break;  // LoweringContext::scalar builds them from parts
+    // c10's own conversions: float8 rounding is PyTorch's (ir/float8.h).
+    case ir::DType::kF8E4M3FN: return bits(s.to<c10::Float8_e4m3fn>().x);
+    case ir::DType::kF8E5M2: return bits(s.to<c10::Float8_e5m2>().x);
+    case ir::DType::kF8E4M3FNUZ: return bits(s.to<c10::Float8_e4m3fnuz>().x);
+    case ir::DType::kF8E5M2FNUZ: return bits(s.to<c10::Float8_e5m2fnuz>().x);
+    case ir::DType::kF8E8M0FNU: return bits(s.to<c10::Float8_e8m0fnu>().x);
   }
   TORCH_CHECK(false, "unknown dtype");
 }
@@ -180,6 +186,20 @@ namespace {
 // bits (300.0 -> uint8 44, -1.0 -> 255). XLA's convert saturates instead, so
 // a NaN index read element 0 where CPU raises IndexError.
 ir::Value convert_as_cpu(ir::Graph& g, ir::Value v, ir::DType to) {
+  const ir::DType from = g.type(v).dtype;
+  if (ir::is_float8(from) && !ir::is_float8(to)) {
+    // Graph::convert follows PyTorch for float and bool targets; integers go
+    // float8 -> float -> the cvtt rules below, as PyTorch converts.
+    if (!ir::is_integral(to)) return g.convert(v, to);
+    v = g.convert(v, ir::DType::kF32);
+    if (ir::is_integral(to) && from != ir::DType::kF8E4M3FN && from != ir::DType::kF8E5M2) {
+      // CPU gives 0 for the NaN of the FNUZ types and e8m0 (measured over all
+      // codes), the integer minimum for the other NaNs.
+      const ir::TensorType t = g.type(v);
+      return g.select(g.compare(ir::Cmp::kNE, v, v), g.constant(0, {to, t.dims}),
+                      convert_as_cpu(g, v, to));
+    }
+  }
   const ir::TensorType t = g.type(v);
   const bool via_cvtt = ir::is_float(t.dtype) && ir::is_integral(to) &&
                         to != ir::DType::kU32 && to != ir::DType::kU64;

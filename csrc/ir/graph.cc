@@ -393,6 +393,15 @@ Value Graph::select(Value pred, Value on_true, Value on_false) {
   if (tp.rank() != 0 && tp.dims != tt.dims) {
     fail("select", "predicate " + tp.mlir() + " must be a scalar or match " + tt.mlir());
   }
+  if (is_float8(tt.dtype)) {
+    // On the bit patterns: XLA:CPU computes a float8 select in a wider float
+    // and converts back, which rewrites NaN codes (e5m2's 0x7F came back 0x7E).
+    const Value t8 = bitcast_convert(on_true, DType::kU8);
+    const Value f8 = bitcast_convert(on_false, DType::kU8);
+    return bitcast_convert(
+        add_node(Node{Op::kSelect, {pred, t8, f8}, {TensorType{DType::kU8, tt.dims}}, {}}),
+        tt.dtype);
+  }
   return add_node(Node{Op::kSelect, {pred, on_true, on_false}, {tt}, {}});
 }
 
@@ -413,6 +422,7 @@ Value Graph::convert(Value x, DType to) {
   // the computation dtype) add no node.
   if (operand_type("convert", x).dtype == to) return x;
   const TensorType t = operand_type("convert", x);
+  if (is_float8(t.dtype) || is_float8(to)) return convert_float8(x, to);
   if (t.dtype == DType::kBool && (is_float(to) || is_complex(to))) {
     // Through u8: XLA's algebraic simplifier rewrites convert(pred) * y as
     // select(pred, y, 0) (and x / broadcast(s) as a multiply first), which is
@@ -421,9 +431,14 @@ Value Graph::convert(Value x, DType to) {
     // jax 0.10.2's XLA:CPU).
     x = convert(x, DType::kU8);
   }
+  return convert_node(x, to);
+}
+
+Value Graph::convert_node(Value x, DType to) {
   Attrs a;
   a.dtype = to;
-  return add_node(Node{Op::kConvert, {x}, {TensorType{to, t.dims}}, std::move(a)});
+  return add_node(
+      Node{Op::kConvert, {x}, {TensorType{to, operand_type("convert", x).dims}}, std::move(a)});
 }
 
 Value Graph::bitcast_convert(Value x, DType to) {
@@ -513,6 +528,12 @@ Value Graph::slice(Value x, const std::vector<int64_t>& start, const std::vector
 Value Graph::concatenate(const std::vector<Value>& xs, int64_t dim) {
   if (xs.empty()) fail("concatenate", "needs at least one operand");
   TensorType r = operand_type("concatenate", xs[0]);
+  if (is_float8(r.dtype)) {
+    // On the bit patterns, as select (XLA:CPU rewrote e5m2 NaN codes).
+    std::vector<Value> bits;
+    for (Value x : xs) bits.push_back(bitcast_convert(x, DType::kU8));
+    return bitcast_convert(concatenate(bits, dim), r.dtype);
+  }
   if (dim < 0 || dim >= r.rank()) {
     fail("concatenate", "dimension " + std::to_string(dim) + " out of range for " + r.mlir());
   }
@@ -536,6 +557,11 @@ Value Graph::pad(Value x, Value pad_value, const std::vector<int64_t>& low,
                  const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
   const TensorType t = operand_type("pad", x);
   const TensorType tv = operand_type("pad", pad_value);
+  if (is_float8(t.dtype) && tv.dtype == t.dtype) {  // on the bit patterns, as select
+    return bitcast_convert(pad(bitcast_convert(x, DType::kU8),
+                               bitcast_convert(pad_value, DType::kU8), low, high, interior),
+                           t.dtype);
+  }
   if (tv.rank() != 0 || tv.dtype != t.dtype) {
     fail("pad", "padding value " + tv.mlir() + " must be a scalar of " + t.mlir() + "'s dtype");
   }
@@ -607,6 +633,12 @@ Value Graph::dynamic_update_slice(Value x, Value update, const std::vector<Value
   const char* op = "dynamic_update_slice";
   const TensorType t = operand_type(op, x);
   const TensorType tu = operand_type(op, update);
+  if (is_float8(t.dtype) && tu.dtype == t.dtype) {  // on the bit patterns, as select
+    return bitcast_convert(dynamic_update_slice(bitcast_convert(x, DType::kU8),
+                                                bitcast_convert(update, DType::kU8),
+                                                start_indices),
+                           t.dtype);
+  }
   bool ok = tu.dtype == t.dtype && tu.rank() == t.rank();
   for (int64_t i = 0; ok && i < t.rank(); ++i) ok = tu.dims[i] <= t.dims[i];
   if (!ok) fail(op, "update " + tu.mlir() + " does not fit in operand " + t.mlir());

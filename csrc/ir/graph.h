@@ -189,7 +189,9 @@ class Graph {
   Value compare(Cmp cmp, Value a, Value b);
   Value select(Value pred, Value on_true, Value on_false);
   Value clamp(Value lo, Value x, Value hi);
-  Value convert(Value x, DType to);  // no node if already `to`
+  // No node if already `to`. To and from float8 it follows PyTorch's
+  // conversion, not XLA's (float8.h; graph_float8.cc).
+  Value convert(Value x, DType to);
   Value bitcast_convert(Value x, DType to);
 
   // --- movement
@@ -298,6 +300,10 @@ class Graph {
 
  private:
   Value add_node(Node node);
+  // The conversions to and from float8 (graph_float8.cc); convert_node is
+  // one plain convert node.
+  Value convert_float8(Value x, DType to);
+  Value convert_node(Value x, DType to);
   // append()'s body; moves from `movable` (which is &sub) when not null.
   std::vector<Value> append_from(const Graph& sub, Graph* movable, const std::vector<Value>& args,
                                  const std::vector<Value>& values);

@@ -143,6 +143,12 @@ Value Graph::scatter(Value operand, Value indices, Value updates, const ScatterD
   const TensorType t = operand_type(op, operand);
   const TensorType ti = operand_type(op, indices);
   const TensorType tu = operand_type(op, updates);
+  if (is_float8(t.dtype) && tu.dtype == t.dtype && reducer == Reducer::kReplace) {
+    // A replacing scatter moves bits: on the bit patterns, as select.
+    return bitcast_convert(scatter(bitcast_convert(operand, DType::kU8), indices,
+                                   bitcast_convert(updates, DType::kU8), dims, reducer),
+                           t.dtype);
+  }
   if (!simple_reducer(reducer) && reducer != Reducer::kReplace) {
     fail(op, "reducer must be add/mul/max/min/and/or/replace");
   }

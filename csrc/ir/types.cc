@@ -1,5 +1,7 @@
 #include "ir/types.h"
 
+#include "ir/float8.h"
+
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -23,6 +25,11 @@ std::string_view mlir_name(DType t) {
     case DType::kF64: return "f64";
     case DType::kC64: return "complex<f32>";
     case DType::kC128: return "complex<f64>";
+    case DType::kF8E4M3FN: return "f8E4M3FN";
+    case DType::kF8E5M2: return "f8E5M2";
+    case DType::kF8E4M3FNUZ: return "f8E4M3FNUZ";
+    case DType::kF8E5M2FNUZ: return "f8E5M2FNUZ";
+    case DType::kF8E8M0FNU: return "f8E8M0FNU";
   }
   throw IrError("mlir_name: unknown DType " + std::to_string(static_cast<int>(t)));
 }
@@ -31,7 +38,12 @@ int64_t byte_size(DType t) {
   switch (t) {
     case DType::kBool:
     case DType::kU8:
-    case DType::kI8: return 1;
+    case DType::kI8:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0FNU: return 1;
     case DType::kI16:
     case DType::kU16:
     case DType::kF16:
@@ -49,7 +61,8 @@ int64_t byte_size(DType t) {
 }
 
 bool is_float(DType t) {
-  return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64;
+  return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64 ||
+         is_float8(t);
 }
 
 DType complex_part(DType t) {
@@ -193,6 +206,8 @@ uint64_t literal_bits(double value, DType dtype) {
     case DType::kC128: return literal_bits(value, complex_part(dtype));
     default: break;
   }
+  // Through float first, as PyTorch converts a double to float8.
+  if (is_float8(dtype)) return float8_bits(static_cast<float>(value), dtype);
   if (!std::isfinite(value)) {
     throw IrError("constant: " + std::to_string(value) + " has no value in integer dtype " +
                   std::string(mlir_name(dtype)));
@@ -222,6 +237,11 @@ uint64_t literal_bits_int(int64_t value, DType dtype) {
     }
     case DType::kC64:
     case DType::kC128: return literal_bits_int(value, complex_part(dtype));
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0FNU: return float8_bits(static_cast<float>(value), dtype);
     default: return static_cast<uint64_t>(value) & width_mask(dtype);
   }
 }
@@ -235,6 +255,9 @@ double literal_to_double(uint64_t bits, DType dtype) {
     case DType::kC64:
     case DType::kC128: return literal_to_double(bits, complex_part(dtype));
     default: break;
+  }
+  if (is_float8(dtype)) {
+    return std::bit_cast<float>(float8_to_f32_bits(static_cast<uint8_t>(bits), dtype));
   }
   if (is_unsigned(dtype)) return static_cast<double>(bits & width_mask(dtype));
   return static_cast<double>(literal_to_int(bits, dtype));

@@ -26,11 +26,19 @@ enum class DType : uint8_t {
   kF64,
   kC64,   // complex<f32>: (real, imag) f32 pairs, 8 bytes
   kC128,  // complex<f64>
+  // float8 (1 byte each); their conversions follow PyTorch's, not XLA's
+  // (float8.h). After kC128 so the older dtypes keep their numbers.
+  kF8E4M3FN,
+  kF8E5M2,
+  kF8E4M3FNUZ,
+  kF8E5M2FNUZ,
+  kF8E8M0FNU,
 };
 
 std::string_view mlir_name(DType t);  // "i1", "ui8", "i32", "bf16", "f32", ...
 int64_t byte_size(DType t);
-bool is_float(DType t);
+bool is_float(DType t);  // float8 included
+inline bool is_float8(DType t) { return t >= DType::kF8E4M3FN && t <= DType::kF8E8M0FNU; }
 bool is_unsigned(DType t);  // kBool counts as unsigned
 inline bool is_complex(DType t) { return t == DType::kC64 || t == DType::kC128; }
 inline bool is_integral(DType t) { return !is_float(t) && !is_complex(t) && t != DType::kBool; }

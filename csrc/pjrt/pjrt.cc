@@ -27,6 +27,11 @@ static_assert(static_cast<int>(ElementType::kF32) == PJRT_Buffer_Type_F32);
 static_assert(static_cast<int>(ElementType::kBF16) == PJRT_Buffer_Type_BF16);
 static_assert(static_cast<int>(ElementType::kC64) == PJRT_Buffer_Type_C64);
 static_assert(static_cast<int>(ElementType::kC128) == PJRT_Buffer_Type_C128);
+static_assert(static_cast<int>(ElementType::kF8E5M2) == PJRT_Buffer_Type_F8E5M2);
+static_assert(static_cast<int>(ElementType::kF8E4M3FN) == PJRT_Buffer_Type_F8E4M3FN);
+static_assert(static_cast<int>(ElementType::kF8E5M2FNUZ) == PJRT_Buffer_Type_F8E5M2FNUZ);
+static_assert(static_cast<int>(ElementType::kF8E4M3FNUZ) == PJRT_Buffer_Type_F8E4M3FNUZ);
+static_assert(static_cast<int>(ElementType::kF8E8M0FNU) == PJRT_Buffer_Type_F8E8M0FNU);
 
 using namespace detail;
 
@@ -168,8 +173,11 @@ class UnloadedExecutable {
 
 bool is_known_type(ElementType type) {
   const int t = static_cast<int>(type);
-  return t >= static_cast<int>(ElementType::kPred) &&
-         t <= static_cast<int>(ElementType::kC128);
+  return (t >= static_cast<int>(ElementType::kPred) &&
+          t <= static_cast<int>(ElementType::kC128)) ||
+         type == ElementType::kF8E5M2 || type == ElementType::kF8E4M3FN ||
+         type == ElementType::kF8E5M2FNUZ || type == ElementType::kF8E4M3FNUZ ||
+         type == ElementType::kF8E8M0FNU;
 }
 
 void check_device_index(const char* method, int index, int count) {
@@ -213,6 +221,7 @@ int64_t element_size(ElementType type) {
     throw PjrtError("element_size", "unknown element type " +
                                         std::to_string(static_cast<int>(type)), -1);
   }
+  if (static_cast<int>(type) > static_cast<int>(ElementType::kC128)) return 1;  // float8
   return kSizes[static_cast<int>(type)];
 }
 

@@ -90,6 +90,11 @@ enum class ElementType : int {
   kBF16 = 13,
   kC64 = 14,   // (real, imag) f32 pairs
   kC128 = 15,  // (real, imag) f64 pairs
+  kF8E5M2 = 16,
+  kF8E4M3FN = 17,
+  kF8E5M2FNUZ = 19,
+  kF8E4M3FNUZ = 20,
+  kF8E8M0FNU = 28,
 };
 int64_t element_size(ElementType type);  // bytes per element
 

@@ -15,6 +15,9 @@ std::optional<ElementType> element_type(const std::string& name) {
       {"f16", ElementType::kF16},   {"f32", ElementType::kF32},   {"f64", ElementType::kF64},
       {"bf16", ElementType::kBF16}, {"complex<f32>", ElementType::kC64},
       {"complex<f64>", ElementType::kC128},
+      {"f8E5M2", ElementType::kF8E5M2},         {"f8E4M3FN", ElementType::kF8E4M3FN},
+      {"f8E5M2FNUZ", ElementType::kF8E5M2FNUZ}, {"f8E4M3FNUZ", ElementType::kF8E4M3FNUZ},
+      {"f8E8M0FNU", ElementType::kF8E8M0FNU},
   };
   for (const auto& [n, t] : kTypes) {
     if (name == n) return t;

@@ -296,7 +296,10 @@ TensorType parse_tensor_type(const std::string& text, const std::string& what) {
       {"i16", DType::kI16},   {"i32", DType::kI32},  {"i64", DType::kI64},
       {"ui32", DType::kU32},  {"ui64", DType::kU64}, {"ui16", DType::kU16}, {"f16", DType::kF16},
       {"bf16", DType::kBF16}, {"f32", DType::kF32},  {"f64", DType::kF64},
-      {"complex<f32>", DType::kC64}, {"complex<f64>", DType::kC128}};
+      {"complex<f32>", DType::kC64}, {"complex<f64>", DType::kC128},
+      {"f8E4M3FN", DType::kF8E4M3FN}, {"f8E5M2", DType::kF8E5M2},
+      {"f8E4M3FNUZ", DType::kF8E4M3FNUZ}, {"f8E5M2FNUZ", DType::kF8E5M2FNUZ},
+      {"f8E8M0FNU", DType::kF8E8M0FNU}};
   for (const auto& [name, dtype] : kTypes) {
     if (elem == name) {
       out.dtype = dtype;

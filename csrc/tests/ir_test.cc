@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "ir/float8.h"
 #include "ir/graph.h"
 
 namespace ttpu::ir {
@@ -51,6 +52,37 @@ TEST(Types, NamesAndSizes) {
   EXPECT_EQ(i64({}).mlir(), "tensor<i64>");
   EXPECT_EQ(f32({2, 0}).numel(), 0);
   EXPECT_EQ(i64({}).numel(), 1);
+}
+
+TEST(Literal, Float8AsPyTorch) {
+  // Values checked against CPU PyTorch 2.13 (tensor.to(dtype).view(uint8)).
+  EXPECT_TRUE(is_float(DType::kF8E4M3FN));
+  EXPECT_TRUE(is_float8(DType::kF8E8M0FNU));
+  EXPECT_FALSE(is_float8(DType::kC128));
+  EXPECT_EQ(byte_size(DType::kF8E5M2), 1);
+  EXPECT_EQ(mlir_name(DType::kF8E4M3FNUZ), "f8E4M3FNUZ");
+  EXPECT_EQ(literal_bits(448.0, DType::kF8E4M3FN), 0x7Eu);
+  EXPECT_EQ(literal_bits(499.8, DType::kF8E4M3FN), 0x7Eu);  // saturates
+  EXPECT_EQ(literal_bits(-INFINITY, DType::kF8E4M3FN), 0xFEu);
+  EXPECT_EQ(literal_bits(NAN, DType::kF8E4M3FN), 0x7Fu);
+  EXPECT_EQ(literal_bits(1.0625 + 0x1p-40, DType::kF8E4M3FN), 0x38u);  // via float: a tie
+  EXPECT_EQ(literal_bits(61439.0, DType::kF8E5M2), 0x7Bu);
+  EXPECT_EQ(literal_bits(61440.0, DType::kF8E5M2), 0x7Cu);  // ties to even: infinity
+  EXPECT_EQ(literal_bits(-0.0, DType::kF8E5M2), 0x80u);
+  EXPECT_EQ(literal_bits(244.0, DType::kF8E4M3FNUZ), 0x7Fu);
+  EXPECT_EQ(literal_bits(248.0, DType::kF8E4M3FNUZ), 0x80u);  // overflow: NaN
+  EXPECT_EQ(literal_bits(-0.0, DType::kF8E4M3FNUZ), 0u);
+  EXPECT_EQ(literal_bits(3.0, DType::kF8E8M0FNU), 129u);  // ties up
+  EXPECT_EQ(literal_bits(-4.0, DType::kF8E8M0FNU), 129u);  // sign dropped
+  EXPECT_EQ(literal_bits(0.0, DType::kF8E8M0FNU), 0u);
+  EXPECT_EQ(literal_to_double(0x7E, DType::kF8E4M3FN), 448.0);
+  EXPECT_EQ(literal_to_double(0x01, DType::kF8E4M3FN), 0x1p-9);
+  EXPECT_EQ(literal_to_double(0x7B, DType::kF8E5M2FNUZ), 28672.0);
+  EXPECT_EQ(literal_to_double(127, DType::kF8E8M0FNU), 1.0);
+  EXPECT_EQ(float8_to_f32_bits(0x7F, DType::kF8E4M3FN), 0x7FF00000u);
+  EXPECT_EQ(float8_to_f32_bits(0xFD, DType::kF8E5M2), 0xFFE00000u);
+  EXPECT_EQ(float8_to_f32_bits(0x80, DType::kF8E5M2FNUZ), 0x7F800001u);
+  EXPECT_EQ(float8_to_f32_bits(0, DType::kF8E8M0FNU), 0x00400000u);
 }
 
 TEST(Literal, HalfRoundsToNearestEven) {

@@ -86,8 +86,8 @@ TEST(KernelModule, ErrorsNameTheKernel) {
   EXPECT_NE(error("func.func @main(%x: tensor<?xf32>) -> tensor<4xf32> { return %x }")
                 .find("dynamic dimensions"),
             std::string::npos);
-  EXPECT_NE(error("func.func @main(%x: tensor<4xf8E4M3FN>) -> tensor<4xf32> { return %x }")
-                .find("f8E4M3FN"),
+  EXPECT_NE(error("func.func @main(%x: tensor<4xf4E2M1FN>) -> tensor<4xf32> { return %x }")
+                .find("f4E2M1FN"),
             std::string::npos);
   EXPECT_NE(error("func.func private @a(%x: tensor<4xf32>) -> tensor<4xf32> { return %x }")
                 .find("no @main"),

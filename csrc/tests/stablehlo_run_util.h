@@ -102,6 +102,11 @@ inline pjrt::ElementType element_type(ir::DType t) {
     case ir::DType::kF64: return E::kF64;
     case ir::DType::kC64: return E::kC64;
     case ir::DType::kC128: return E::kC128;
+    case ir::DType::kF8E4M3FN: return E::kF8E4M3FN;
+    case ir::DType::kF8E5M2: return E::kF8E5M2;
+    case ir::DType::kF8E4M3FNUZ: return E::kF8E4M3FNUZ;
+    case ir::DType::kF8E5M2FNUZ: return E::kF8E5M2FNUZ;
+    case ir::DType::kF8E8M0FNU: return E::kF8E8M0FNU;
   }
   throw std::runtime_error("element_type: unknown dtype");
 }

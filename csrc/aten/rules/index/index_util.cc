@@ -104,7 +104,7 @@ ir::Value read_index(LoweringContext& ctx, const at::Tensor& index) {
 
 void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t dim,
                        int64_t size, bool allow_negative, RangeError err,
-                       const char* prefix) {
+                       const char* prefix, bool at_op_in_strict) {
   if (index.numel() == 0) return;
   std::string text = prefix;
   auto report = [=](int64_t lo, int64_t hi) {
@@ -141,6 +141,10 @@ void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t di
   auto check = [report](const at::Tensor& host) {
     report(host[0].item<int64_t>(), host[1].item<int64_t>());
   };
+  if (at_op_in_strict && runtime::Runtime::get().mode() == runtime::EagerMode::kStrict) {
+    check(to_host(extremes));
+    return;
+  }
   check_device_values(extremes, ok, check);
 }
 
@@ -300,7 +304,7 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self,
       for (size_t i = 0; i < parts.size(); ++i) {
         if (parts[i].from_mask) continue;
         check_index_range(ctx, parts[i].index, static_cast<int64_t>(i), self.size(parts[i].dim),
-                          true, RangeError::kBoundsIndex);
+                          true, RangeError::kBoundsIndex, "", /*at_op_in_strict=*/true);
       }
     }
   }

@@ -28,16 +28,19 @@ enum class RangeError {
 // starts the message where the op's CPU text has one ("index_copy_(): ").
 //
 // The values live on the device: a small min/max program computes them. In
-// strict and debug mode they are read at once (a sync per checked op: the
-// pending work the index depends on must finish first) and the error is raised
-// here. In fused mode (and compiled graphs) the min/max joins the pending graph
-// and the check is deferred to the next host read (aten/deferred_check.h), as
-// CUDA reports a device-side assert. A silent clamp (XLA's gather semantics)
-// would return wrong values, so one of the two always happens. A CPU index is
-// checked on the host for free.
+// debug mode they are read at once (a sync per checked op: the pending work
+// the index depends on must finish first) and the error is raised here. In
+// strict and fused mode (and compiled graphs) the check is deferred to the
+// next host read (aten/deferred_check.h), as CUDA reports a device-side
+// assert, except with `at_op_in_strict`: Python indexing (x[idx], x[idx] = v)
+// reads at once in strict mode too, since Python code relies on its
+// IndexError at the call (the sequence protocol, try/except IndexError); fused
+// mode still defers it. A silent clamp (XLA's gather semantics) would return
+// wrong values, so one of the two always happens. A CPU index is checked on
+// the host for free.
 void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t dim,
                        int64_t size, bool allow_negative, RangeError err,
-                       const char* prefix = "");
+                       const char* prefix = "", bool at_op_in_strict = false);
 
 // Coordinates of every element of `index` (i64, shape S of rank r >= 1) for an
 // element-wise gather/scatter along `dim`: i64 [S..., r] whose entry k is the

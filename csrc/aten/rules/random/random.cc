@@ -95,7 +95,9 @@ ir::Value standard_normal(LoweringContext& ctx, ir::Value state,
 }
 
 void check_float(const at::Tensor& self, const char* kernel) {
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", kernel,
+  // CPU's random kernels take no float8 (its uniform_, normal_ raise).
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) &&
+                                  !c10::isFloat8Type(self.scalar_type()), "\"", kernel,
                               "\" not implemented for '", self.scalar_type(), "'");
 }
 
@@ -346,6 +348,9 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std,
 
 at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   check_p(p);
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isFloat8Type(self.scalar_type()),
+                              "\"bernoulli_scalar_cpu_\" not implemented for '",
+                              self.scalar_type(), "'");
   if (self.numel() == 0) return self;
   LoweringContext ctx("aten::bernoulli_.float", self.device().index());
   ctx.write(self, bernoulli_values(ctx, self, ctx.scalar(p, p_dtype(self)), gen));
