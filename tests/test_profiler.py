@@ -100,6 +100,12 @@ def test_key_averages_lists_device_rows():
         assert e.device_type == torch.autograd.DeviceType.PrivateUse1
         assert e.self_device_time_total > 0
     assert sum(e.count for e in device_rows) == m["executes"]
+    # A compile is host time only: no program's device time on its row (it
+    # once shared the op's correlation id and showed the op's device time).
+    compile_rows = [e for k, e in avgs.items() if k.startswith("XLA compile: ")]
+    assert sum(e.count for e in compile_rows) == m["compiles"] > 0
+    assert all(e.self_device_time_total == 0 for e in compile_rows)
+    assert all(e.self_cpu_time_total > 0 for e in compile_rows)
     table = prof.key_averages().table(sort_by="self_device_time_total")
     assert "XLA program: aten::sin" in table
     assert "Memcpy DtoH" in table

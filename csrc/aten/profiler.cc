@@ -50,6 +50,7 @@ namespace trace = runtime::trace;
 constexpr int32_t kProgramsRow = 1;
 constexpr int32_t kCopiesRow = 2;
 constexpr int32_t kCompilesRow = 0x74707563;  // "tpuc": not a real thread id
+constexpr int32_t kCompileIds = 1 << 30;      // correlation ids of compile events
 constexpr int64_t kDeviceSortBase = 0x1000000;  // device rows after the host's
 
 const std::set<ActivityType>& supported() {
@@ -177,7 +178,11 @@ class Session : public libkineto::IActivityProfilerSession {
       a.threadId = row;
       // A compile is a host event of its own: with the op's correlation id,
       // key_averages would list the op's device time on the compile's row too.
-      a.id = r.kind == trace::Kind::kCompile ? 0 : static_cast<int32_t>(r.correlation);
+      // Id 0 is no escape (PyTorch gives such an event a correlation id of
+      // its own, which device events of that id then attach to): ids from
+      // kCompileIds up are ones no device event links to.
+      a.id = r.kind == trace::Kind::kCompile ? kCompileIds + compile_seq_++
+                                             : static_cast<int32_t>(r.correlation);
       if (linked != nullptr && r.correlation != 0 && r.kind != trace::Kind::kCompile) {
         a.linked = (*linked)(static_cast<int32_t>(r.correlation));
       }
@@ -199,6 +204,7 @@ class Session : public libkineto::IActivityProfilerSession {
 
   bool programs_, copies_, compiles_;
   bool has_compiles_ = false;
+  int32_t compile_seq_ = 0;
   std::vector<trace::Record> records_;
   int64_t offset_ns_ = 0;
   std::set<int> devices_;
