@@ -75,12 +75,13 @@ def test_exit_hook_leaves_no_python_object_on_autograd_threads():
 
 
 def test_pending_async_error_at_exit_is_reported():
-    # A deferred device check (index out of range) that nothing read before exit
-    # must not vanish: a warning names the op. The exit code stays the script's.
+    # A deferred device check (index_select's range check; Python indexing now
+    # checks at the call in strict mode) that nothing read before exit must not
+    # vanish: a warning names the op. The exit code stays the script's.
     r = run_py("""
         import torch
         x = torch.zeros(3, device="tpu")
-        y = x[torch.tensor([5], device="tpu")]
+        y = torch.index_select(x, 0, torch.tensor([5], device="tpu"))
     """)
     assert r.returncode == 0, r.stderr
     assert "pending at interpreter exit" in r.stderr, r.stderr
