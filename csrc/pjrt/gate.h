@@ -1,5 +1,5 @@
 // The gate every PJRT C API call goes through, shared by the layer's .cc
-// files (pjrt.cc, multi_device.cc). Internal: nothing outside csrc/pjrt
+// files (pjrt.cc, executable.cc, multi_device.cc). Internal: nothing outside csrc/pjrt
 // includes it.
 #pragma once
 
@@ -20,6 +20,16 @@ Args make_args(size_t struct_size) {
   return args;
 }
 #define TTPU_ARGS(T) make_args<T>(T##_STRUCT_SIZE)
+
+// A device index outside [0, count) would make the plugin read past its device list.
+inline void check_device_index(const char* method, int index, int count) {
+  if (index < 0 || index >= count) {
+    throw PjrtError(method,
+                    "device index " + std::to_string(index) + " out of range [0, " +
+                        std::to_string(count) + ")",
+                    -1);
+  }
+}
 
 inline bool has_slot(const PJRT_Api* api, size_t offset, size_t size) {
   return offset + size <= api->struct_size;
