@@ -23,6 +23,24 @@ bool covers_storage(const at::Tensor& t) {
          t.numel() * static_cast<int64_t>(t.element_size()) == slot.nbytes;
 }
 
+// Whether dense host `src` can become tpu `dst`'s whole buffer as one upload
+// (same dtype and shape, no lazy conj / neg bits, dst covering its storage).
+bool one_upload(const at::Tensor& dst, const at::Tensor& src) {
+  return dst.numel() > 0 && src.scalar_type() == dst.scalar_type() &&
+         src.sizes() == dst.sizes() && src.is_contiguous() && !src.is_conj() && !src.is_neg() &&
+         !dst.is_conj() && !dst.is_neg() && covers_storage(dst);
+}
+
+// `dst`'s storage now holds `buffer`, written whole by a copy from the host.
+void store_upload(const at::Tensor& dst, std::shared_ptr<pjrt::Buffer> buffer) {
+  auto& slot = slot_of(dst);
+  runtime::forget_pending(slot);  // fully overwritten: a pending value is moot
+  slot.error.clear();
+  slot.buffer = std::move(buffer);
+  slot.dtype = to_ir(dst.scalar_type());
+  slot.producer = "aten::_copy_from";
+}
+
 // Bytes of a slot's whole buffer on the host, as a 1-D CPU tensor of its dtype.
 at::Tensor download_slot(runtime::Slot& slot) {
   run_deferred_checks();
@@ -157,22 +175,16 @@ void from_host(const at::Tensor& dst, const at::Tensor& src_cpu) {
 void adopt_host(const at::Tensor& dst, const at::Tensor& src) {
   TORCH_CHECK(src.device().is_cpu() && dst.device().type() == c10::DeviceType::PrivateUse1,
               "tpu: adopt_host copies a CPU tensor into a tpu tensor");
-  if (dst.numel() == 0 || src.scalar_type() != dst.scalar_type() || src.sizes() != dst.sizes() ||
-      !src.is_contiguous() || src.is_conj() || src.is_neg() || dst.is_conj() || dst.is_neg() ||
-      !covers_storage(dst)) {
+  if (!one_upload(dst, src)) {
     from_host(dst, src);
     return;
   }
-  auto& slot = slot_of(dst);
-  runtime::forget_pending(slot);  // fully overwritten: a pending value is moot
-  slot.error.clear();
   // The plugin may read (and, for a donated buffer, write) this memory for as
   // long as the buffer lives: the storage stays alive until it says so.
-  slot.buffer = runtime::Runtime::get().upload_adopting(
-      src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()}, dst.device().index(),
-      [keep = src.storage()]() mutable { keep = c10::Storage(); });
-  slot.dtype = to_ir(dst.scalar_type());
-  slot.producer = "aten::_copy_from";
+  store_upload(dst, runtime::Runtime::get().upload_adopting(
+                        src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()},
+                        dst.device().index(),
+                        [keep = src.storage()]() mutable { keep = c10::Storage(); }));
 }
 
 namespace {
@@ -180,21 +192,14 @@ namespace {
 // A non_blocking copy from pinned host memory that can go as one upload: started
 // here, finished by the plugin after return. False: not that case.
 bool from_pinned_async(const at::Tensor& dst, const at::Tensor& src) {
-  if (src.numel() == 0 || src.scalar_type() != dst.scalar_type() || src.sizes() != dst.sizes() ||
-      !src.is_contiguous() || src.is_conj() || src.is_neg() || dst.is_conj() || dst.is_neg() ||
-      !covers_storage(dst) || !is_pinned_ptr(src.data_ptr()))
-    return false;
-  auto& slot = slot_of(dst);
-  runtime::forget_pending(slot);  // fully overwritten: a pending value is moot
-  slot.error.clear();
+  if (!one_upload(dst, src) || !is_pinned_ptr(src.data_ptr())) return false;
   // The plugin reads the pinned block after this returns: its storage stays
   // alive until the copy is done, even if the caller drops the tensor (as
   // CUDA's pinned allocator holds a freed block until its copies complete).
-  slot.buffer = runtime::Runtime::get().upload_async(
-      src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()}, dst.device().index(),
-      [keep = src.storage()]() mutable { keep = c10::Storage(); });
-  slot.dtype = to_ir(dst.scalar_type());
-  slot.producer = "aten::_copy_from";
+  store_upload(dst, runtime::Runtime::get().upload_async(
+                        src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()},
+                        dst.device().index(),
+                        [keep = src.storage()]() mutable { keep = c10::Storage(); }));
   return true;
 }
 
