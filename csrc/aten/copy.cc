@@ -10,6 +10,7 @@
 
 #include "aten/copy.h"
 #include "aten/deferred_check.h"
+#include "aten/host_staging.h"
 #include "aten/lowering.h"
 #include "aten/ops_util.h"
 #include "aten/pinned.h"
@@ -35,10 +36,12 @@ bool one_upload(const at::Tensor& dst, const at::Tensor& src) {
 void store_upload(const at::Tensor& dst, std::shared_ptr<pjrt::Buffer> buffer) {
   auto& slot = slot_of(dst);
   runtime::forget_pending(slot);  // fully overwritten: a pending value is moot
-  slot.error.clear();
+  // The strings are written only when they change: a collective's write-back
+  // runs here on gloo's thread while the caller may read the slot (backend.h).
+  if (!slot.error.empty()) slot.error.clear();
   slot.buffer = std::move(buffer);
   slot.dtype = to_ir(dst.scalar_type());
-  slot.producer = "aten::_copy_from";
+  if (slot.producer != "aten::_copy_from") slot.producer = "aten::_copy_from";
 }
 
 // Bytes of a slot's whole buffer on the host, as a 1-D CPU tensor of its dtype.
@@ -185,6 +188,55 @@ void adopt_host(const at::Tensor& dst, const at::Tensor& src) {
                         src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()},
                         dst.device().index(),
                         [keep = src.storage()]() mutable { keep = c10::Storage(); }));
+}
+
+std::shared_ptr<void> adopt_host_retiring(const at::Tensor& dst, const at::Tensor& src) {
+  // Read on the writing thread: reads elsewhere do not race with it, and the
+  // only writer of a collective's output is its own write-back.
+  std::shared_ptr<void> old = slot_of(dst).buffer;
+  adopt_host(dst, src);
+  return old;
+}
+
+std::function<void()> download_later(const at::Tensor& src, const at::Tensor& dst) {
+  TORCH_CHECK(src.device().type() == c10::DeviceType::PrivateUse1 && dst.device().is_cpu(),
+              "tpu: download_later reads a tpu tensor into a CPU tensor");
+  const bool plain = src.numel() > 0 && !src.is_conj() && !src.is_neg() && !dst.is_conj() &&
+                     !dst.is_neg() && src.scalar_type() == dst.scalar_type() &&
+                     src.sizes() == dst.sizes() && dst.is_contiguous() &&
+                     slot_of(src).dtype == to_ir(src.scalar_type());
+  if (!plain) {
+    const_cast<at::Tensor&>(dst).copy_(src);
+    return nullptr;
+  }
+  at::Tensor dense = src;
+  if (!covers_storage(src)) {
+    // A view: its elements are gathered on the device (launched, not waited
+    // for), so only they cross and the copy stays off this thread.
+    LoweringContext ctx("aten::_copy_from", src.device().index());
+    dense = ctx.run({ctx.tensor(src)})[0];
+  }
+  auto& slot = slot_of(dense);
+  run_deferred_checks();
+  try {
+    runtime::materialize(slot);
+  } catch (const pjrt::PjrtError& e) {
+    TORCH_CHECK(false, "tpu: ", e.what());
+  }
+  if (slot.buffer == nullptr) {  // never written: zeros
+    const_cast<at::Tensor&>(dst).zero_();
+    return nullptr;
+  }
+  // The step holds the buffer (not the slot, which later ops may refill).
+  return [buffer = slot.buffer, nbytes = slot.nbytes, dst,
+          producer = slot.producer.empty() ? std::string("a transfer") : slot.producer] {
+    try {
+      runtime::Runtime::get().download(*buffer, dst.data_ptr(), nbytes);
+    } catch (const pjrt::PjrtError& e) {
+      TORCH_CHECK(false, "tpu: ", producer, " (issued earlier, run asynchronously) failed: ",
+                  e.what());
+    }
+  };
 }
 
 namespace {

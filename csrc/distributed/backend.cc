@@ -88,17 +88,31 @@ StagingPool& pool() {
 // A host buffer for a result: same shape and dtype, contiguous.
 at::Tensor host_like(const at::Tensor& t) { return pool().acquire(t.sizes(), t.scalar_type()); }
 
-// Dense, contiguous host copy: what gloo requires.
-at::Tensor to_host(const at::Tensor& t) {
+std::atomic<HostToTpuFn> g_host_to_tpu{nullptr};
+std::atomic<TpuToHostFn> g_tpu_to_host{nullptr};
+
+// The device-to-host copies a queued call still has to make: they run on the
+// issue queue (issue.h) ahead of its collective, not on the caller's thread.
+using Pending = std::vector<std::function<void()>>;
+
+// Dense, contiguous host copy: what gloo requires. With `pending`, the copy
+// itself may be left there (it reads the values `t` has now); without, it is
+// made here.
+at::Tensor to_host(const at::Tensor& t, Pending* pending) {
   at::Tensor h = host_like(t);
-  h.copy_(t);
+  TpuToHostFn fn = g_tpu_to_host.load();
+  if (fn != nullptr && pending != nullptr) {
+    if (auto step = fn(t, h)) pending->push_back(std::move(step));
+  } else {
+    h.copy_(t);
+  }
   return h;
 }
 
-Tensors to_host(const Tensors& ts) {
+Tensors to_host(const Tensors& ts, Pending* pending) {
   Tensors out;
   out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(to_host(t));
+  for (const auto& t : ts) out.push_back(to_host(t, pending));
   return out;
 }
 
@@ -115,8 +129,6 @@ std::vector<Tensors> host_like(const std::vector<Tensors>& tss) {
   return out;
 }
 
-std::atomic<HostToTpuFn> g_host_to_tpu{nullptr};
-
 // Host results into the caller's tpu tensors, in place (storage and data_ptr
 // kept). The staging buffer becomes the device buffer where the plugin allows
 // (no new device allocation, whose first touch costs as much as the copy
@@ -126,7 +138,7 @@ void copy_back(const Tensors& dst, const Tensors& src) {
   HostToTpuFn fn = g_host_to_tpu.load();
   for (size_t i = 0; i < dst.size(); ++i) {
     if (fn != nullptr)
-      fn(dst[i], src[i]);
+      retire(fn(dst[i], src[i]));
     else
       const_cast<at::Tensor&>(dst[i]).copy_(src[i]);
   }
@@ -199,6 +211,7 @@ class QueuedCall {
              CallSignature sig, std::chrono::milliseconds timeout,
              std::exception_ptr local = nullptr, bool checked = true)
       : issuer_(std::move(issuer)), local_(std::move(local)), state_(std::make_shared<State>()) {
+    release_retired();  // the caller's thread: its reads before this call are over
     sig.valid = !local_;
     if (!checked || !signature_checks_enabled()) {
       if (local_) std::rethrow_exception(local_);
@@ -214,6 +227,9 @@ class QueuedCall {
     });
   }
 
+  // Where the call's device-to-host copies go (run first by its queued job).
+  Pending* pending() { return &pending_; }
+
   WorkPtr issue(IssueFn fn, std::function<void()> finish_fn, Tensors outputs,
                 std::chrono::milliseconds timeout, int rank, OpType type) {
     auto work = c10::make_intrusive<TpuWork>(std::vector<WorkPtr>{}, std::move(finish_fn),
@@ -222,12 +238,25 @@ class QueuedCall {
     work->defer([weak] {
       if (auto issuer = weak.lock()) issuer->drain();
     });
-    issuer_->push([state = state_, local = local_, fn = std::move(fn), work] {
+    issuer_->push([state = state_, local = local_, fn = std::move(fn), work,
+                   pending = std::move(pending_)] {
+      // The staging copies first: they overlap the signature exchange's round
+      // trip. One that fails (the op producing the input failed on the
+      // device) still lets the collective run, so that the ranks stay in
+      // step; this rank's work raises the error (what it sent is unspecified).
+      std::exception_ptr copy_error;
+      for (const auto& step : pending) {
+        try {
+          step();
+        } catch (...) {
+          if (!copy_error) copy_error = std::current_exception();
+        }
+      }
       try {
         if (state->error) std::rethrow_exception(state->error);
         if (state->check) state->check->verify();
         if (local) std::rethrow_exception(local);
-        work->issued(fn());
+        work->issued(fn(), copy_error);
       } catch (...) {
         work->issue_failed(std::current_exception());
       }
@@ -244,6 +273,7 @@ class QueuedCall {
   std::shared_ptr<Issuer> issuer_;
   std::exception_ptr local_;
   std::shared_ptr<State> state_;
+  Pending pending_;
 };
 
 int64_t reduce_arg(const ReduceOp& op) { return static_cast<int64_t>(op.op_); }
@@ -251,6 +281,29 @@ int64_t reduce_arg(const ReduceOp& op) { return static_cast<int64_t>(op.op_); }
 }  // namespace
 
 void set_host_to_tpu(HostToTpuFn fn) { g_host_to_tpu.store(fn); }
+void set_tpu_to_host(TpuToHostFn fn) { g_tpu_to_host.store(fn); }
+
+namespace {
+std::mutex g_retired_mutex;
+// Never destroyed: write-backs may still run at exit.
+auto* g_retired = new std::vector<std::shared_ptr<void>>();
+}  // namespace
+
+void retire(std::shared_ptr<void> buffer) {
+  if (!buffer) return;
+  std::lock_guard<std::mutex> lock(g_retired_mutex);
+  g_retired->push_back(std::move(buffer));
+}
+
+void release_retired() {
+  std::vector<std::shared_ptr<void>> drop;
+  {
+    std::lock_guard<std::mutex> lock(g_retired_mutex);
+    if (g_retired->empty()) return;
+    drop.swap(*g_retired);
+  }
+  // Destroyed here, outside the lock (a buffer's end calls the plugin).
+}
 
 TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size,
                        std::chrono::milliseconds timeout)
@@ -287,7 +340,7 @@ WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& op
   check_all(tensors, "broadcast");
   QueuedCall call(issuer_, inner_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
                   timeout_for(opts.timeout));
-  auto host = to_host(tensors);
+  auto host = to_host(tensors, call.pending());
   bool root = opts.rootRank == getRank();
   return call.issue(
       [inner = inner_, host, opts]() mutable -> std::vector<WorkPtr> {
@@ -303,7 +356,7 @@ WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& op
   QueuedCall call(issuer_, inner_, "all_reduce",
                   {OpType::ALLREDUCE, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
-  auto host = to_host(tensors);
+  auto host = to_host(tensors, call.pending());
   c10d::AllreduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
   int size = getSize();
@@ -326,7 +379,7 @@ WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
   QueuedCall call(issuer_, inner_, "all_reduce_coalesced",
                   {OpType::ALLREDUCE_COALESCED, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
-  Tensors host = to_host(tensors);
+  Tensors host = to_host(tensors, call.pending());
   int size = getSize();
   auto timeout = opts.timeout;
   auto reduce_op = red.inner;
@@ -355,7 +408,7 @@ WorkPtr TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   QueuedCall call(issuer_, inner_, "reduce",
                   {OpType::REDUCE, reduce_arg(opts.reduceOp) * 65536 + opts.rootRank, tensors},
                   timeout_for(opts.timeout));
-  auto host = to_host(tensors);
+  auto host = to_host(tensors, call.pending());
   c10d::ReduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
   bool root = opts.rootRank == getRank();
@@ -399,7 +452,7 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
   });
   QueuedCall call(issuer_, inner_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout,
                   local);
-  auto host_in = to_host(inputs);
+  auto host_in = to_host(inputs, call.pending());
   auto host_out = host_like(outputs);
   auto finish = [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); };
   if (!uneven || inputs.size() != 1) {
@@ -413,10 +466,11 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
   // gathered as one broadcast per rank, each rank the root of its own slot.
   // (Unless the local check failed, host_out[0] holds one tensor per rank;
   // if it failed, issue() raises before the closure runs.)
-  if (!local) host_out[0][rank].copy_(host_in[0]);
   auto inner_timeout = opts.timeout;
   return call.issue(
-      [inner = inner_, host_out, size, inner_timeout]() -> std::vector<WorkPtr> {
+      [inner = inner_, host_out, host_in, rank, size, inner_timeout]() -> std::vector<WorkPtr> {
+        // Runs after the staging copies (and only if the local check passed).
+        host_out[0][rank].copy_(host_in[0]);
         std::vector<WorkPtr> works;
         for (int r = 0; r < size; ++r) {
           Tensors slot{host_out[0][r]};
@@ -442,7 +496,7 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
   });
   QueuedCall call(issuer_, inner_, "all_gather_into_tensor",
                   {OpType::_ALLGATHER_BASE, 0, {input}}, timeout_for(opts.timeout), local);
-  auto host_in = to_host(input);
+  auto host_in = to_host(input, call.pending());
   auto host_out = host_like(output);
   Tensors outs{output};
   return call.issue(
@@ -471,7 +525,7 @@ WorkPtr TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
   check_all(outputs, "gather");
   QueuedCall call(issuer_, inner_, "gather", {OpType::GATHER, opts.rootRank, inputs},
                   timeout_for(opts.timeout));
-  auto host_in = to_host(inputs);
+  auto host_in = to_host(inputs, call.pending());
   auto host_out = host_like(outputs);
   auto flat_out = flatten(outputs);
   return call.issue(
@@ -489,7 +543,7 @@ WorkPtr TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
   QueuedCall call(issuer_, inner_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
                   timeout_for(opts.timeout));
   std::vector<Tensors> host_in;
-  for (const auto& ts : inputs) host_in.push_back(to_host(ts));
+  for (const auto& ts : inputs) host_in.push_back(to_host(ts, call.pending()));
   auto host_out = host_like(outputs);
   return call.issue(
       [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
@@ -508,7 +562,7 @@ WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& input
                   {OpType::REDUCE_SCATTER, reduce_arg(opts.reduceOp), flatten(inputs)},
                   timeout_for(opts.timeout));
   std::vector<Tensors> host_in;
-  for (const auto& ts : inputs) host_in.push_back(to_host(ts));
+  for (const auto& ts : inputs) host_in.push_back(to_host(ts, call.pending()));
   auto host_out = host_like(outputs);
   c10d::ReduceScatterOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
@@ -538,7 +592,7 @@ WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
   QueuedCall call(issuer_, inner_, "reduce_scatter_tensor",
                   {OpType::_REDUCE_SCATTER_BASE, reduce_arg(opts.reduceOp), {output}},
                   timeout_for(opts.timeout), local);
-  auto host_in = to_host(input);
+  auto host_in = to_host(input, call.pending());
   c10d::AllreduceOptions inner_opts;
   inner_opts.reduceOp = red.inner;
   inner_opts.timeout = opts.timeout;
@@ -588,7 +642,7 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                   {OpType::ALLTOALL_BASE,
                    even ? 0 : static_cast<int64_t>(input.scalar_type()) + 1, agreed},
                   timeout_for(opts.timeout));
-  auto host_in = to_host(input);
+  auto host_in = to_host(input, call.pending());
   auto host_out = host_like(output);
   Tensors outs{output};
   return call.issue(
@@ -606,7 +660,7 @@ WorkPtr TpuBackend::alltoall(Tensors& outputs, Tensors& inputs,
   check_all(inputs, "all_to_all");
   QueuedCall call(issuer_, inner_, "all_to_all", {OpType::ALLTOALL, 0, {}},
                   timeout_for(opts.timeout), nullptr, /*checked=*/false);
-  auto host_in = to_host(inputs);
+  auto host_in = to_host(inputs, call.pending());
   auto host_out = host_like(outputs);
   return call.issue(
       [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
@@ -633,7 +687,7 @@ WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
 
 WorkPtr TpuBackend::send(Tensors& tensors, int dst, int tag) {
   check_all(tensors, "send");
-  auto host = to_host(tensors);
+  auto host = to_host(tensors, nullptr);  // send is not queued: copied here
   auto work = inner_->send(host, dst, tag);
   // The host copy lives in the closure until the send completes.
   return make_work(work, [host] {}, tensors, options_->timeout, OpType::SEND);

@@ -25,10 +25,27 @@ inline constexpr const char* kBackendName = "tpu";
 
 // How results reach the caller's tpu tensors: `fn(dst, host)` writes `host`
 // into `dst` in place and may keep `host`'s memory as the device buffer's own
-// (torchtpu's core installs aten::adopt_host; the default is copy_). Staging
-// buffers are never written after they are handed over.
-using HostToTpuFn = void (*)(const at::Tensor& dst, const at::Tensor& host);
+// (torchtpu's core installs aten::adopt_host_retiring; the default is copy_).
+// Staging buffers are never written after they are handed over. It returns
+// the device buffer `dst` held before (or null), which is kept alive until
+// the caller's thread is back in the backend (retire() below): a read of the
+// output that overlaps the write-back then sees old or new values, never
+// freed memory.
+using HostToTpuFn = std::shared_ptr<void> (*)(const at::Tensor& dst, const at::Tensor& host);
 void set_host_to_tpu(HostToTpuFn fn);
+
+// How inputs reach the host: `fn(src, host)` starts reading tpu `src` into
+// the dense host tensor `host` and returns the step that finishes the copy on
+// another thread (the issue queue), or null when the copy is done already
+// (torchtpu's core installs aten::download_later; the default is copy_, on
+// the calling thread). The step holds `src`'s values as of the call.
+using TpuToHostFn = std::function<void()> (*)(const at::Tensor& src, const at::Tensor& host);
+void set_tpu_to_host(TpuToHostFn fn);
+
+// Old device buffers replaced by write-backs, held until release_retired()
+// runs on a caller's thread (every queued call and every wait()).
+void retire(std::shared_ptr<void> buffer);
+void release_retired();
 
 // A host-staged collective in flight: the inner (gloo) works plus the step that
 // copies host results back into the caller's tpu tensors. start() chains that
@@ -53,7 +70,11 @@ class TpuWork : public c10d::Work {
   // issue_failed() on the issuing thread; wait() first runs `help` (the
   // queue) on its own thread.
   void defer(std::function<void()> help);
-  void issued(std::vector<c10::intrusive_ptr<c10d::Work>> inners);
+  // `fail_with` (non-null): the inners run (the ranks stay in step) but the
+  // work fails with it instead of writing back (this rank's input could not
+  // be read).
+  void issued(std::vector<c10::intrusive_ptr<c10d::Work>> inners,
+              std::exception_ptr fail_with = nullptr);
   void issue_failed(std::exception_ptr error);
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -79,6 +100,7 @@ class TpuWork : public c10d::Work {
   std::atomic<bool> chained_{false};  // completion comes from callbacks (start, defer)
   std::atomic<size_t> remaining_{0};  // inner futures not yet completed
   std::exception_ptr inner_error_;    // the first inner future's error (under complete_mutex_)
+  std::exception_ptr fail_with_;      // see issued() (under complete_mutex_)
   std::mutex complete_mutex_;
   bool finished_ = false;         // under complete_mutex_
   std::timed_mutex wait_mutex_;   // held by the thread waiting for the inners

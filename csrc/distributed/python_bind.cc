@@ -12,8 +12,11 @@ namespace py = pybind11;
 
 namespace ttpu::distributed {
 
-void bind(py::module& m, void (*host_to_tpu)(const at::Tensor&, const at::Tensor&)) {
+void bind(py::module& m,
+          std::shared_ptr<void> (*host_to_tpu)(const at::Tensor&, const at::Tensor&),
+          std::function<void()> (*tpu_to_host)(const at::Tensor&, const at::Tensor&)) {
   set_host_to_tpu(host_to_tpu);
+  set_tpu_to_host(tpu_to_host);
   m.def(
       "_dist_tpu_backend",
       [](py::object store, int rank, int size, py::object timeout) {

@@ -37,7 +37,11 @@ void TpuWork::defer(std::function<void()> help) {
   chained_ = true;  // its future completes by itself (from issued() on)
 }
 
-void TpuWork::issued(std::vector<WorkPtr> inners) {
+void TpuWork::issued(std::vector<WorkPtr> inners, std::exception_ptr fail_with) {
+  if (fail_with) {
+    std::lock_guard<std::mutex> guard(complete_mutex_);
+    fail_with_ = std::move(fail_with);
+  }
   {
     std::lock_guard<std::mutex> lock(issue_mutex_);
     inners_ = std::move(inners);
@@ -110,6 +114,7 @@ void TpuWork::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> guard(complete_mutex_);
     if (finished_) return;
+    if (!error) error = fail_with_;
     if (!error) {
       try {
         if (finish_fn_) finish_fn_();
@@ -202,6 +207,7 @@ bool TpuWork::wait(std::chrono::milliseconds timeout) {
                     "torch.distributed backend 'tpu': timed out waiting for the collective");
   }
   future_->wait();  // another thread may still be marking it (immediate then)
+  release_retired();  // this thread's reads before wait() are over
   if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
   return true;
 }

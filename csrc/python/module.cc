@@ -19,6 +19,7 @@
 #include "aten/deferred_check.h"
 #include "aten/device.h"
 #include "aten/fallback.h"
+#include "aten/host_staging.h"
 #include "aten/lowering.h"
 #include "aten/memory.h"
 #include "aten/profiler.h"
@@ -139,7 +140,7 @@ PYBIND11_MODULE(_C, m) {
   ttpu::aten::register_profiler();
   install_recompile_hooks();
   install_wait_poll();
-  ttpu::distributed::bind(m, &ttpu::aten::adopt_host);
+  ttpu::distributed::bind(m, &ttpu::aten::adopt_host_retiring, &ttpu::aten::download_later);
 
   m.def("_set_default_plugin", &Runtime::set_default_plugin);
   m.def("_is_in_bad_fork", [] { return ttpu::pjrt::in_forked_child(); });
