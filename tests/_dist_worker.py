@@ -303,6 +303,61 @@ def check_collectives(rank, world, tpu_pg, cpu_pg):
         close(g_out, torch.tensor([0.0] * 4 + [1.0] * 4))
     report("async_mixed_in_order", async_mixed_in_order)
 
+    def async_issue_does_not_wait_for_producer():
+        # The staging copy runs on the group's issuing thread: an async
+        # all_reduce of a tensor whose producing ops are still running returns
+        # before they finish (the caller did wait for them before).
+        x = torch.full((1024, 1024), 1.0 / 1024, device="tpu")
+        torchtpu.sync()
+        dist.barrier(group=cpu_pg)
+        y = x
+        for _ in range(6):  # ~0.1-0.5 s of device work on this machine
+            y = y @ x
+        done = torch.tpu.Event()
+        done.record()
+        work = dist.all_reduce(y, group=tpu_pg, async_op=True)
+        fut = work.get_future()
+        pending = not done.query()
+        assert work.wait(timeout=TIMEOUT)
+        assert pending, "all_reduce waited for the ops producing its input"
+        close(fut.value()[0], torch.full((1024, 1024), 2.0 / 1024), rtol=1e-4)
+    report("async_issue_does_not_wait_for_producer", async_issue_does_not_wait_for_producer)
+
+    def async_input_read_at_call():
+        # What is sent is the input's value at the call: later writes to it
+        # (before wait) do not reach the peers.
+        g_in = torch.full((4,), float(rank), device="tpu")
+        g_out = torch.empty(8, device="tpu")
+        work = dist.all_gather_into_tensor(g_out, g_in, group=tpu_pg, async_op=True)
+        g_in.add_(100)
+        assert work.wait(timeout=TIMEOUT)
+        close(g_out, torch.tensor([0.0] * 4 + [1.0] * 4))
+    report("async_input_read_at_call", async_input_read_at_call)
+
+    def read_output_while_in_flight():
+        # Touching an output before wait() is a race (as on CUDA), but it must
+        # stay memory-safe while the write-back swaps its device buffer from
+        # gloo's thread: each read sees the old or the new value, never a
+        # crash. 64K floats take the adopting write-back.
+        seen_old = seen_new = 0
+        for i in range(40):
+            t = torch.full((256, 256), float(rank + 1 + i), device="tpu")
+            old, new = float(rank + 1 + i), float(3 + 2 * i)
+            work = dist.all_reduce(t, group=tpu_pg, async_op=True)
+            reads = 0
+            while not work.is_completed() or reads == 0:
+                v = t.cpu()
+                s = (t * 2).sum().item()
+                assert v.eq(old).all() or v.eq(new).all(), f"mixed values {v.unique()}"
+                assert s in (2 * old * v.numel(), 2 * new * v.numel()), s
+                seen_old += int(v[0, 0].item() == old)
+                reads += 1
+            assert work.wait(timeout=TIMEOUT)
+            seen_new += 1
+            close(t, torch.full((256, 256), new))
+        assert seen_new == 40
+    report("read_output_while_in_flight", read_output_while_in_flight)
+
     def cpu_tensor_rejected():
         # A CPU tensor alone: the group has no CPU backend, torch's ProcessGroup
         # refuses it (as for a CUDA tensor on a gloo-less NCCL group).

@@ -78,6 +78,8 @@ MAIN_CHECKS = (
        "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single_uneven",
        "scatter_gather_reduce", "send_recv_barrier", "non_contiguous", "async_wait_future",
        "async_issue_does_not_wait_for_peer", "async_mixed_in_order",
+       "async_issue_does_not_wait_for_producer", "async_input_read_at_call",
+       "read_output_while_in_flight",
        "cpu_tensor_rejected", "group_name_kept", "ddp_sgd_5_steps",
        "ddp_no_sync_accumulation", "ddp_find_unused_parameters", "future_completes_without_wait",
        "ddp_many_buckets", "future_gets_error", "peer_exit_raises", "staging_adopted"]
