@@ -15,6 +15,8 @@ after a barrier) so that their ratios are comparable on a noisy machine
 - signature: the 64-byte all-gather the tpu backend checks calls with;
 - tpu: ``all_reduce(t, async_op=True)`` (tpu_issue, until it returns), then
   ``wait()`` + sync (tpu_wait);
+- issue_caller_cpu_ms: the calling thread's own CPU time in tpu_issue and
+  overlapped_issue (time.thread_time; the rest of their wall time is waiting);
 - sum_of_stages: d2h + gloo + h2d (what a serial host path costs at best);
 - compute: unrelated device work (4 matmuls 384x384, then sync);
 - overlapped: what DDP's bucket hook does: ``all_reduce(t, async_op=True)``
@@ -93,6 +95,7 @@ def worker(rank, port, sizes, iters):
             "overlapped": [overlap_issue, compute, overlap_wait],
         }
         samples = {k: [[] for _ in v] for k, v in stages.items()}
+        thread_cpu = {k: [[] for _ in v] for k, v in stages.items()}  # the caller's own
         # Per stage and call: process CPU seconds (all threads) and voluntary
         # context switches (thread hops, waits): counts that a busy machine's
         # scheduling delays do not inflate the way they inflate wall time.
@@ -106,10 +109,11 @@ def worker(rank, port, sizes, iters):
                     torchtpu.metrics.reset()
                 cpu0, ru0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
                 for j, fn in enumerate(calls):
-                    start = time.perf_counter()
+                    start, tstart = time.perf_counter(), time.thread_time()
                     fn()
                     if i:  # round 0 warms up
                         samples[key][j].append(time.perf_counter() - start)
+                        thread_cpu[key][j].append(time.thread_time() - tstart)
                 if i:
                     cpu[key].append(time.process_time() - cpu0)
                     csw[key].append(resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
@@ -129,6 +133,10 @@ def worker(rank, port, sizes, iters):
         row["overlap"] = round((row["tpu"] + row["compute"] - row["overlapped"])
                                / min(row["tpu"], row["compute"]), 2)
         row["overlapped_issue"] = ms(samples["overlapped"][0])
+        # CPU time of the calling thread alone in the issuing call (what the
+        # caller spends, as opposed to how long it is kept waiting).
+        row["issue_caller_cpu_ms"] = {"tpu": ms(thread_cpu["tpu"][0]),
+                                      "overlapped": ms(thread_cpu["overlapped"][0])}
         row["tpu_over_gloo"] = round(row["tpu"] / row["gloo"], 2)
         row["tpu_over_gloo_min"] = round(row["tpu_min"] / row["gloo_min"], 2)
         row["cpu_ms"] = {k: ms(v) for k, v in cpu.items()}

@@ -1,5 +1,5 @@
-// TpuBackend: every collective copies its tpu inputs to host tensors (torchtpu's
-// ordinary device-to-host copy, which waits for the ops that produce them), runs
+// TpuBackend: every collective copies its tpu inputs to host tensors (started at
+// the call, finished on the group's issue queue: aten::download_later), runs
 // the same collective on the inner gloo backend, and copies the host results
 // back into the caller's tpu tensors in place (copy_ keeps storage and data_ptr,
 // which DDP's bucket views and FSDP's padded buffers rely on).
