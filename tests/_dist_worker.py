@@ -637,6 +637,30 @@ def group_mismatch(rank, world):
                                  "failed its own argument checks")
     report("mismatch_local_error_reaches_peer", local_error_on_one_rank)
 
+    def deferred_device_error_on_one_rank():
+        # Rank 1's input comes from an op whose device-side check failed
+        # (index_select out of range, checked when the value is first read):
+        # that surfaces while the call stages its input, before the signature
+        # exchange, so rank 1 raises its own IndexError and rank 0 learns of it
+        # (before, rank 1 raised after the exchange and rank 0 went on into a
+        # collective rank 1 never joined).
+        x = torch.zeros(4, device="tpu")
+        idx = torch.tensor([1 if rank == 0 else 7], device="tpu")
+        y = torch.index_select(x, 0, idx)
+        if rank == 1:
+            try:
+                dist.all_reduce(y)
+            except IndexError as e:
+                assert "index" in str(e).lower(), str(e)
+            else:
+                raise AssertionError("the failed device check did not raise")
+            t2 = torch.full((3,), 2.0, device="tpu")
+            dist.all_reduce(t2)
+            close(t2, torch.full((3,), 3.0))
+        else:
+            raises_on_every_rank(lambda: dist.all_reduce(y), "failed its own argument checks")
+    report("mismatch_deferred_device_error_reaches_peer", deferred_device_error_on_one_rank)
+
     def reduce_scatter_tensor():
         out = torch.empty(2 + rank, device="tpu")
         inp = torch.ones(2 * (2 + rank), device="tpu")

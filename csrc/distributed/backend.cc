@@ -197,6 +197,39 @@ std::exception_ptr local_check(F check) {
   return nullptr;
 }
 
+// A call's device-to-host copies, started on the caller's thread before its
+// signature exchange: starting one runs the deferred device checks of the ops
+// producing the input (an index out of range, ...), and such an error must be
+// part of the signature (valid = false) so that every rank raises instead of
+// the others running a collective this rank never joins. The copies
+// themselves run later, first in the call's queued job.
+class Staging {
+ public:
+  Staging() { release_retired(); }  // the caller's thread: its reads before this call are over
+  at::Tensor in(const at::Tensor& t) {
+    if (!error_) {
+      try {
+        return to_host(t, &pending_);
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    }
+    return host_like(t);  // never sent: the call fails with error_
+  }
+  Tensors in(const Tensors& ts) {
+    Tensors out;
+    out.reserve(ts.size());
+    for (const auto& t : ts) out.push_back(in(t));
+    return out;
+  }
+  std::exception_ptr error() const { return error_; }
+  Pending take() { return std::move(pending_); }
+
+ private:
+  Pending pending_;
+  std::exception_ptr error_;
+};
+
 using IssueFn = std::function<std::vector<WorkPtr>()>;
 
 // One call through the group's issue queue (issue.h). The constructor issues
@@ -207,11 +240,15 @@ using IssueFn = std::function<std::vector<WorkPtr>()>;
 // reach the work: its wait() and its future.
 class QueuedCall {
  public:
-  QueuedCall(std::shared_ptr<Issuer> issuer, WorkBackendPtr inner, const char* name,
-             CallSignature sig, std::chrono::milliseconds timeout,
+  // `staged`: the call's input copies, started before (their pending steps
+  // move here; an error starting them counts as a local error, after `local`).
+  QueuedCall(Staging& staged, std::shared_ptr<Issuer> issuer, WorkBackendPtr inner,
+             const char* name, CallSignature sig, std::chrono::milliseconds timeout,
              std::exception_ptr local = nullptr, bool checked = true)
-      : issuer_(std::move(issuer)), local_(std::move(local)), state_(std::make_shared<State>()) {
-    release_retired();  // the caller's thread: its reads before this call are over
+      : issuer_(std::move(issuer)),
+        local_(local ? std::move(local) : staged.error()),
+        state_(std::make_shared<State>()),
+        pending_(staged.take()) {
     sig.valid = !local_;
     if (!checked || !signature_checks_enabled()) {
       if (local_) std::rethrow_exception(local_);
@@ -226,9 +263,6 @@ class QueuedCall {
       }
     });
   }
-
-  // Where the call's device-to-host copies go (run first by its queued job).
-  Pending* pending() { return &pending_; }
 
   WorkPtr issue(IssueFn fn, std::function<void()> finish_fn, Tensors outputs,
                 std::chrono::milliseconds timeout, int rank, OpType type) {
@@ -338,9 +372,10 @@ WorkPtr TpuBackend::make_work(std::vector<WorkPtr> inners, std::function<void()>
 
 WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
   check_all(tensors, "broadcast");
-  QueuedCall call(issuer_, inner_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
+  Staging st;  // before the exchange: its errors are part of the signature
+  auto host = st.in(tensors);
+  QueuedCall call(st, issuer_, inner_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
                   timeout_for(opts.timeout));
-  auto host = to_host(tensors, call.pending());
   bool root = opts.rootRank == getRank();
   return call.issue(
       [inner = inner_, host, opts]() mutable -> std::vector<WorkPtr> {
@@ -353,10 +388,11 @@ WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& op
 WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
   check_all(tensors, "all_reduce");
   auto red = map_reduction(opts.reduceOp, "all_reduce");
-  QueuedCall call(issuer_, inner_, "all_reduce",
+  Staging st;  // before the exchange: its errors are part of the signature
+  auto host = st.in(tensors);
+  QueuedCall call(st, issuer_, inner_, "all_reduce",
                   {OpType::ALLREDUCE, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
-  auto host = to_host(tensors, call.pending());
   c10d::AllreduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
   int size = getSize();
@@ -376,10 +412,11 @@ WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
   // One host all_reduce per tensor: gloo's coalesced form needs one dtype.
   check_all(tensors, "all_reduce_coalesced");
   auto red = map_reduction(opts.reduceOp, "all_reduce_coalesced");
-  QueuedCall call(issuer_, inner_, "all_reduce_coalesced",
+  Staging st;  // before the exchange: its errors are part of the signature
+  Tensors host = st.in(tensors);
+  QueuedCall call(st, issuer_, inner_, "all_reduce_coalesced",
                   {OpType::ALLREDUCE_COALESCED, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
-  Tensors host = to_host(tensors, call.pending());
   int size = getSize();
   auto timeout = opts.timeout;
   auto reduce_op = red.inner;
@@ -405,10 +442,11 @@ WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
 WorkPtr TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   check_all(tensors, "reduce");
   auto red = map_reduction(opts.reduceOp, "reduce");
-  QueuedCall call(issuer_, inner_, "reduce",
+  Staging st;  // before the exchange: its errors are part of the signature
+  auto host = st.in(tensors);
+  QueuedCall call(st, issuer_, inner_, "reduce",
                   {OpType::REDUCE, reduce_arg(opts.reduceOp) * 65536 + opts.rootRank, tensors},
                   timeout_for(opts.timeout));
-  auto host = to_host(tensors, call.pending());
   c10d::ReduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
   bool root = opts.rootRank == getRank();
@@ -450,9 +488,10 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
                         " must have the input's dtype and size");
     }
   });
-  QueuedCall call(issuer_, inner_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout,
+  Staging st;  // before the exchange: its errors are part of the signature
+  auto host_in = st.in(inputs);
+  QueuedCall call(st, issuer_, inner_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout,
                   local);
-  auto host_in = to_host(inputs, call.pending());
   auto host_out = host_like(outputs);
   auto finish = [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); };
   if (!uneven || inputs.size() != 1) {
@@ -494,9 +533,10 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                       output.numel(), " elements, expected input numel * world size = ",
                       input.numel() * getSize());
   });
-  QueuedCall call(issuer_, inner_, "all_gather_into_tensor",
+  Staging st;  // before the exchange: its errors are part of the signature
+  auto host_in = st.in(input);
+  QueuedCall call(st, issuer_, inner_, "all_gather_into_tensor",
                   {OpType::_ALLGATHER_BASE, 0, {input}}, timeout_for(opts.timeout), local);
-  auto host_in = to_host(input, call.pending());
   auto host_out = host_like(output);
   Tensors outs{output};
   return call.issue(
@@ -523,9 +563,10 @@ WorkPtr TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
                            const c10d::GatherOptions& opts) {
   check_all(inputs, "gather");
   check_all(outputs, "gather");
-  QueuedCall call(issuer_, inner_, "gather", {OpType::GATHER, opts.rootRank, inputs},
+  Staging st;  // before the exchange: its errors are part of the signature
+  auto host_in = st.in(inputs);
+  QueuedCall call(st, issuer_, inner_, "gather", {OpType::GATHER, opts.rootRank, inputs},
                   timeout_for(opts.timeout));
-  auto host_in = to_host(inputs, call.pending());
   auto host_out = host_like(outputs);
   auto flat_out = flatten(outputs);
   return call.issue(
@@ -540,10 +581,11 @@ WorkPtr TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                             const c10d::ScatterOptions& opts) {
   check_all(outputs, "scatter");
   check_all(inputs, "scatter");
-  QueuedCall call(issuer_, inner_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
-                  timeout_for(opts.timeout));
+  Staging st;  // before the exchange: its errors are part of the signature
   std::vector<Tensors> host_in;
-  for (const auto& ts : inputs) host_in.push_back(to_host(ts, call.pending()));
+  for (const auto& ts : inputs) host_in.push_back(st.in(ts));
+  QueuedCall call(st, issuer_, inner_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
+                  timeout_for(opts.timeout));
   auto host_out = host_like(outputs);
   return call.issue(
       [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
@@ -558,11 +600,12 @@ WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& input
   check_all(outputs, "reduce_scatter");
   check_all(inputs, "reduce_scatter");
   auto red = map_reduction(opts.reduceOp, "reduce_scatter");
-  QueuedCall call(issuer_, inner_, "reduce_scatter",
+  Staging st;  // before the exchange: its errors are part of the signature
+  std::vector<Tensors> host_in;
+  for (const auto& ts : inputs) host_in.push_back(st.in(ts));
+  QueuedCall call(st, issuer_, inner_, "reduce_scatter",
                   {OpType::REDUCE_SCATTER, reduce_arg(opts.reduceOp), flatten(inputs)},
                   timeout_for(opts.timeout));
-  std::vector<Tensors> host_in;
-  for (const auto& ts : inputs) host_in.push_back(to_host(ts, call.pending()));
   auto host_out = host_like(outputs);
   c10d::ReduceScatterOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
@@ -589,10 +632,11 @@ WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                       output.numel() * getSize());
   });
   auto red = map_reduction(opts.reduceOp, "reduce_scatter_tensor");
-  QueuedCall call(issuer_, inner_, "reduce_scatter_tensor",
+  Staging st;  // before the exchange: its errors are part of the signature
+  auto host_in = st.in(input);
+  QueuedCall call(st, issuer_, inner_, "reduce_scatter_tensor",
                   {OpType::_REDUCE_SCATTER_BASE, reduce_arg(opts.reduceOp), {output}},
                   timeout_for(opts.timeout), local);
-  auto host_in = to_host(input, call.pending());
   c10d::AllreduceOptions inner_opts;
   inner_opts.reduceOp = red.inner;
   inner_opts.timeout = opts.timeout;
@@ -638,11 +682,12 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
   // ranks (each rank's splits are its own; a wrong pair still aborts in gloo).
   const bool even = output_splits.empty() && input_splits.empty();
   Tensors agreed = even ? Tensors{input} : Tensors{};
-  QueuedCall call(issuer_, inner_, "all_to_all_single",
+  Staging st;  // before the exchange: its errors are part of the signature
+  auto host_in = st.in(input);
+  QueuedCall call(st, issuer_, inner_, "all_to_all_single",
                   {OpType::ALLTOALL_BASE,
                    even ? 0 : static_cast<int64_t>(input.scalar_type()) + 1, agreed},
                   timeout_for(opts.timeout));
-  auto host_in = to_host(input, call.pending());
   auto host_out = host_like(output);
   Tensors outs{output};
   return call.issue(
@@ -658,9 +703,10 @@ WorkPtr TpuBackend::alltoall(Tensors& outputs, Tensors& inputs,
                              const c10d::AllToAllOptions& opts) {
   check_all(outputs, "all_to_all");
   check_all(inputs, "all_to_all");
-  QueuedCall call(issuer_, inner_, "all_to_all", {OpType::ALLTOALL, 0, {}},
+  Staging st;  // before the exchange: its errors are part of the signature
+  auto host_in = st.in(inputs);
+  QueuedCall call(st, issuer_, inner_, "all_to_all", {OpType::ALLTOALL, 0, {}},
                   timeout_for(opts.timeout), nullptr, /*checked=*/false);
-  auto host_in = to_host(inputs, call.pending());
   auto host_out = host_like(outputs);
   return call.issue(
       [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
@@ -676,7 +722,8 @@ WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
   c10d::BarrierOptions inner_opts = opts;
   inner_opts.device_ids.clear();
   inner_opts.device = std::nullopt;
-  QueuedCall call(issuer_, inner_, "barrier", {OpType::BARRIER, 0, {}},
+  Staging st;  // none: no tensors
+  QueuedCall call(st, issuer_, inner_, "barrier", {OpType::BARRIER, 0, {}},
                   timeout_for(opts.timeout), nullptr, /*checked=*/false);
   return call.issue(
       [inner = inner_, inner_opts]() mutable -> std::vector<WorkPtr> {
