@@ -3,7 +3,7 @@ mode and on CPU PyTorch, side by side in one process; prints JSON medians and ra
 
     python bench/bench_fused.py [--out bench_fused.json] [--steps 20] [--rounds 5]
         [--warmup 3] [--compile-steps 50] [--cache-rounds 2] [--mem-steps 5]
-        [--only mlp,digits,gpt] [--quick]
+        [--only mlp,digits,gpt] [--quick] [--hybrid-rounds N]
 
 Workloads (issue 4), each a full training step: forward, loss, backward,
 optimizer update:
@@ -50,6 +50,13 @@ For ``gpt`` only, in separate processes (RSS is per process):
   with an empty cache directory (cold) and of the next one (warm), seconds, as
   in ``bench_cache.py`` (which covers the ``digits`` step in strict mode only).
   Target: cold over warm at least 5x.
+- ``hybrid_first_step`` (``--hybrid-rounds N``, default 0: not run): the
+  first fused step's seconds (``step_only_s``), compiles, persistent-cache
+  hits and ops run one by one, median of N rounds, in four kinds of process:
+  an empty cache dir with hybrid mode off and on (``cold``), and a cache dir
+  a strict run of one step filled (``strict_warm``: each op's program at
+  hand, the fused program not), hybrid off and on
+  (``torchtpu.set_eager_mode``'s ``hybrid``).
 
 A benchmark, not a test: nothing here asserts. ``--quick`` runs a smaller
 version of everything (about 1.5 minutes on 2 cores, 3.5 without --quick,
@@ -358,9 +365,10 @@ def child_main(device, mode, steps):
                       "fallbacks": torchtpu.metrics.fallback_counts()}))
 
 
-def run_child(device, mode, steps, cache_dir=None):
+def run_child(device, mode, steps, cache_dir=None, hybrid=False):
     env = dict(os.environ)
     env.pop("TORCHTPU_EAGER_MODE", None)
+    env["TORCHTPU_FUSED_HYBRID"] = "1" if hybrid else "0"
     if cache_dir is not None:
         env["TORCHTPU_CACHE_DIR"] = cache_dir
         env.pop("TORCHTPU_CACHE", None)
@@ -381,8 +389,35 @@ def run_child(device, mode, steps, cache_dir=None):
         "compiles": m["compiles"],
         "compile_s": m["compile_seconds"],
         "persistent_hits": m["persistent_hits"],
+        "fused_strict_ops": m["fused_strict_ops"],
         "fallbacks": out["fallbacks"],
     }
+
+
+def hybrid_first_step(rounds):
+    """First fused GPT step with and without hybrid mode (see module doc)."""
+    runs = {k: [] for k in ("cold", "cold_hybrid", "strict_warm", "strict_warm_hybrid")}
+    root = tempfile.mkdtemp(prefix="torchtpu-bench-hybrid-")
+    try:
+        for r in range(rounds):
+            for hybrid in (False, True):
+                d = os.path.join(root, f"cold{r}{hybrid}")
+                runs["cold_hybrid" if hybrid else "cold"].append(
+                    run_child("tpu", "fused", 3, d, hybrid))
+            strict_dir = os.path.join(root, f"strict{r}")
+            run_child("tpu", "strict", 1, strict_dir)
+            for hybrid in (False, True):
+                d = os.path.join(root, f"warm{r}{hybrid}")
+                shutil.copytree(strict_dir, d)
+                runs["strict_warm_hybrid" if hybrid else "strict_warm"].append(
+                    run_child("tpu", "fused", 3, d, hybrid))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    fields = ("step_only_s", "compiles", "persistent_hits", "fused_strict_ops")
+    return {"rounds": rounds,
+            "median": {k: {f: statistics.median(x[f] for x in v) for f in fields}
+                       for k, v in runs.items()},
+            "same_first_loss": len({x["first_loss"] for v in runs.values() for x in v}) == 1}
 
 
 def peak_rss(steps):
@@ -446,6 +481,9 @@ def main(argv=None):
                    help="fused steps after warm-up whose compiles are counted")
     p.add_argument("--cache-rounds", type=int, default=2, help="cold+warm process pairs")
     p.add_argument("--mem-steps", type=int, default=5, help="GPT steps per peak-RSS process")
+    p.add_argument("--hybrid-rounds", type=int, default=0,
+                   help="rounds of the hybrid first-step processes (0: none; runs "
+                   "even with --only '')")
     p.add_argument("--only", default=",".join(WORKLOADS),
                    help="comma-separated workloads to run (mlp,digits,gpt)")
     p.add_argument("--quick", action="store_true",
@@ -480,6 +518,8 @@ def main(argv=None):
     if "gpt" in workloads:
         report["gpt_peak_rss"] = peak_rss(args.mem_steps)
         report["gpt_persistent_cache"] = persistent_cache(args.cache_rounds)
+    if args.hybrid_rounds > 0:
+        report["gpt_hybrid_first_step"] = hybrid_first_step(args.hybrid_rounds)
     # Timings on a busy machine are noisy: say how busy it was.
     report["host"] = {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                       "loadavg_1m": [load_at_start, os.getloadavg()[0]],

@@ -5,7 +5,7 @@ from torchtpu import _C
 _MODES = ("strict", "debug", "fused")
 
 
-def set_eager_mode(mode):
+def set_eager_mode(mode, *, hybrid=None):
     """Selects how ATen ops execute on tpu.
 
     ``"strict"``: each op is compiled once per signature, enqueued, and the host
@@ -22,12 +22,38 @@ def set_eager_mode(mode):
     A line that keeps producing new graphs warns, and one whose graphs keep
     changing shape stops fusing and runs strict (see :mod:`torchtpu.config`).
 
+    ``hybrid`` (bool, or None to leave it as it is; at start
+    ``TORCHTPU_FUSED_HYBRID=1`` turns it on, else off): in fused mode, a graph
+    whose program is not compiled yet does not wait for XLA when every op's
+    own program is at hand (in memory or in the persistent compile cache, as
+    after a strict run of the same code): its fused program compiles on a
+    background thread while its ops run one by one as strict mode's programs,
+    and the same graph runs as one program once that compile is done. When
+    some op's program is not at hand the graph compiles as usual (measured,
+    a GPT step's ~150 small compiles cost more than its one fused compile:
+    see csrc/runtime/fusion.h). A Python line whose graph was found compiled
+    records without per-op programs again. Values equal strict mode's while
+    a graph runs op by op and fused mode's once it runs fused (fused results
+    equal strict's up to the last bits). ``torch.compile`` graphs are always
+    one program.
+
     Raises:
         ValueError: ``mode`` is not one of ``"strict"``, ``"debug"``, ``"fused"``.
+        TypeError: ``hybrid`` is not a bool or None.
     """
     if mode not in _MODES:
         raise ValueError(f"eager mode must be one of {_MODES}, got {mode!r}")
+    if hybrid is not None and not isinstance(hybrid, bool):
+        raise TypeError(f"hybrid must be a bool or None, got {type(hybrid).__name__}")
     _C._set_eager_mode(mode)
+    if hybrid is not None:
+        _C._set_fused_hybrid(hybrid)
+
+
+def fused_hybrid():
+    """Whether fused mode runs new graphs op by op while they compile (see
+    :func:`set_eager_mode`'s ``hybrid``)."""
+    return _C._get_fused_hybrid()
 
 
 def get_eager_mode():

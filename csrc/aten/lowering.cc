@@ -373,28 +373,6 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
                   std::vector<int64_t>(dst.sizes().begin(), dst.sizes().end())};
 }
 
-namespace {
-
-// Largest tensor (elements) at which a strict per-op program is compiled with
-// pjrt::Optimization::kQuick. Measured (bench/bench_compile_time.py --per-op):
-// the quick settings cut compile CPU time about 30% (median and p90), but
-// some ops then run slower on large tensors (softmax on 1024x1024: +45%).
-// Below this size every op runs in microseconds either way, and dispatch
-// dominates; above it the program is built for speed, as it may run every
-// step of a long loop.
-constexpr int64_t kQuickMaxElements = int64_t{1} << 16;
-
-pjrt::Optimization strict_optimization(const ir::Graph& graph) {
-  for (const auto& node : graph.nodes()) {
-    for (const auto& t : node.results) {
-      if (t.numel() > kQuickMaxElements) return pjrt::Optimization::kFull;
-    }
-  }
-  return pjrt::Optimization::kQuick;
-}
-
-}  // namespace
-
 std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& results) {
   std::vector<ir::Value> outs;
   std::vector<at::Tensor> tensors;
@@ -465,7 +443,7 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
   try {
     // Runtime::run's two steps, keeping the program for the dispatch cache.
     auto& rt = runtime::Runtime::get();
-    executable_ = rt.compile(graph_, op_, nullptr, strict_optimization(graph_));
+    executable_ = rt.compile(graph_, op_, nullptr, runtime::per_op_optimization(graph_));
     buffers = rt.execute(*executable_, raw, device_, op_);
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, "tpu: ", op_, " failed: ", e.what());

@@ -29,6 +29,7 @@
 #include "runtime/event.h"
 #include "runtime/fusion.h"
 #include "runtime/fusion_guard.h"
+#include "runtime/fusion_hybrid.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 
@@ -152,8 +153,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_initialized", &Runtime::initialized);
   // Compiles still running on their own threads (the exit hook waits for them).
   m.def("_compiles_running", [] {
-    return Runtime::initialized() ? Runtime::get().compiles_running() : 0;
+    return (Runtime::initialized() ? Runtime::get().compiles_running() : 0) +
+           ttpu::runtime::background_compiles();
   });
+  m.def("_set_fused_hybrid", &ttpu::runtime::set_fused_hybrid);
+  m.def("_get_fused_hybrid", &ttpu::runtime::fused_hybrid);
   m.def("_resolve_plugin_path", [] { return guarded([] { return Runtime::resolve_plugin_path(); }); });
   m.def("_plugin_path", [] { return guarded([] { return Runtime::get().plugin_path(); }); });
   m.def("_platform_name", [] { return guarded([] { return Runtime::get().client().platform_name(); }); });

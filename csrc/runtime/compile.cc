@@ -16,12 +16,24 @@
 #include <system_error>
 #include <thread>
 
+#include <sys/stat.h>
+
 #include "pjrt/compile_options.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 #include "stablehlo/emit.h"
 
 namespace ttpu::runtime {
+
+pjrt::Optimization per_op_optimization(const ir::Graph& graph) {
+  constexpr int64_t kQuickMaxElements = int64_t{1} << 16;
+  for (const auto& node : graph.nodes()) {
+    for (const auto& t : node.results) {
+      if (t.numel() > kQuickMaxElements) return pjrt::Optimization::kFull;
+    }
+  }
+  return pjrt::Optimization::kQuick;
+}
 
 // One compile in progress; every caller that wants its program waits on it.
 struct Runtime::CompileJob {
@@ -92,6 +104,21 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
     }
   }
   return await(*job);
+}
+
+bool Runtime::program_at_hand(const ir::Graph& graph, pjrt::Optimization level) {
+  if (!quick_compile_) level = pjrt::Optimization::kFull;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (programs_.count(graph.fingerprint()) != 0) return true;
+  }
+  if (disk_cache_ == nullptr) return false;
+  const std::string text = stablehlo::emit(graph, "torchtpu", emit_options_);
+  cache::Key disk_key = level == pjrt::Optimization::kFull
+                            ? cache_keys_->key(text)
+                            : cache_keys_->key(text, pjrt::compile_options_bytes(level));
+  struct stat st;
+  return ::stat(disk_cache_->entry_path(disk_key).c_str(), &st) == 0;
 }
 
 std::shared_ptr<pjrt::Executable> Runtime::await(CompileJob& job) {

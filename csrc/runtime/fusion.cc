@@ -7,6 +7,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "runtime/fusion_hybrid.h"
+
 namespace ttpu::runtime {
 namespace {
 
@@ -110,6 +112,8 @@ void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
     start_ = locate_source();
     // A torch.compile graph (capture) is always one program.
     per_op_ = !capture_.active && recompile_guard().stops_fusing(start_);
+    hybrid_ = !per_op_ && !capture_.active && fused_hybrid() && !line_warm(start_);
+    per_op_ = per_op_ || hybrid_;
   }
   std::vector<ir::Value> bound;
   bound.reserve(args.size());
@@ -150,6 +154,7 @@ void Fusion::reset() {
   first_op_.clear();
   start_.clear();
   per_op_ = false;
+  hybrid_ = false;
   per_op_ops_.clear();
   producers_.clear();
   summary_.clear();
@@ -202,6 +207,7 @@ void Fusion::flush() {
   std::vector<OpProgram> per_op = std::move(per_op_ops_);
   auto producers = std::move(producers_);
   const bool can_run_per_op = per_op_ && per_op.size() == ops_;
+  const bool hybrid = hybrid_;
   reset();
   // Listed while this frame runs, so that forget() can reach `live`.
   struct Flushing {
@@ -224,22 +230,11 @@ void Fusion::flush() {
       s->error = message;
     }
   };
-  const std::string key = graph.fingerprint();
-  if (can_run_per_op && !rt.has_program(key)) {
-    // A storm: not compiled, run op by op (see fusion.h).
-    try {
-      run_per_op(start, per_op, producers, outs, live);
-    } catch (const std::runtime_error& e) {
-      std::string message = name + " (run op by op) failed: " + e.what();
-      fail(message);
-      throw pjrt::PjrtError("fused execution", message, -1);
-    } catch (...) {
-      fail(name + " was interrupted before it ran; its values are lost");
-      throw;  // KeyboardInterrupt from an interruptible wait goes on unchanged
-    }
-    return;
-  }
-  if (!rt.has_program(key)) {
+  // A graph new to this process is shown to the recompile guard first, once.
+  bool shown = false;
+  auto guard_new_graph = [&] {
+    if (shown) return;
+    shown = true;
     for (int32_t p : graph.parameters()) summary.parameters.push_back(graph.type({p, 0}));
     summary.donations = graph.donations();
     try {
@@ -250,6 +245,38 @@ void Fusion::flush() {
       fail(name + " was not compiled: " + e.what());
       throw;
     }
+  };
+  const std::string key = graph.fingerprint();
+  // Hybrid (fusion.h): a new program compiles in the background, and the ops
+  // run one by one until it is ready.
+  bool per_op_now = false;
+  if (can_run_per_op && hybrid) {
+    const Background state = background_state(key);
+    if (state == Background::kCompiling) {
+      per_op_now = true;
+    } else if (state == Background::kNone && !rt.has_program(key) && per_op_at_hand(per_op)) {
+      guard_new_graph();
+      per_op_now = compile_in_background(graph, key, name);
+    }
+  } else if (can_run_per_op) {
+    per_op_now = !rt.has_program(key);  // a storm: not compiled (see fusion.h)
+  }
+  if (fused_hybrid()) set_line_warm(start, !per_op_now && rt.has_program(key));
+  if (per_op_now) {
+    try {
+      run_per_op(start, per_op, producers, outs, live, /*segments=*/!hybrid);
+    } catch (const std::runtime_error& e) {
+      std::string message = name + " (run op by op) failed: " + e.what();
+      fail(message);
+      throw pjrt::PjrtError("fused execution", message, -1);
+    } catch (...) {
+      fail(name + " was interrupted before it ran; its values are lost");
+      throw;  // KeyboardInterrupt from an interruptible wait goes on unchanged
+    }
+    return;
+  }
+  if (!rt.has_program(key) && !(hybrid && background_state(key) == Background::kFailed)) {
+    guard_new_graph();
   }
   try {
     buffers = rt.run(graph, raw, device_, name, &key);

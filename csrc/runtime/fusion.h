@@ -23,6 +23,19 @@
 // segment program (fusion_per_op.cc). So a growing dimension recompiles only
 // the few small programs of the ops it reaches. Same boundaries, same results.
 //
+// Hybrid (opt-in, fusion_hybrid.h): a graph whose program is not compiled
+// yet need not wait for XLA. It keeps each op's program as a storm's graph
+// does; at the flush, if every op's program is at hand (in memory or in the
+// persistent cache: strict mode ran them before), its fused program starts
+// compiling on a thread of its own and the ops run one by one meanwhile
+// (strict mode's programs, no segments). Otherwise it compiles as usual:
+// measured, compiling a step's ~150 small programs costs more than its one
+// fused program (bench/bench_fused.py's GPT step, cold: 16.3 s vs 5.9 s). A
+// later graph with the same structure runs fused once that compile is done,
+// and op by op while it is not. A start line whose graph was found compiled
+// stops keeping per-op programs (recording costs less) until a graph from it
+// is new again. Results: the per-op programs are strict mode's.
+//
 // Buffer donation: at a flush, a live slot whose previous buffer the graph read
 // and that nothing else holds (no other storage shares it, see Slot) donates
 // that buffer to the program, aliased to the slot's own output, so an in-place
@@ -134,6 +147,7 @@ class Fusion {
     size_t op, result;
   };
   bool per_op_ = false;  // start_ stopped fusing: ops_ are kept in per_op_ops_
+  bool hybrid_ = false;  // per_op_ because of hybrid mode, not a storm
   std::vector<OpProgram> per_op_ops_;
   std::map<std::pair<int32_t, int32_t>, Producer> producers_;  // graph_ value -> op result
   // Per start line: the signature of each op of the last graph run op by op
@@ -145,10 +159,16 @@ class Fusion {
                const std::vector<ir::Value>& mapped, const std::string& op);
   // Runs `ops` (a graph from `start`) without compiling the graph and gives
   // each of `live` (whose values are `outputs` of the fused graph) its
-  // buffer. Throws pjrt::PjrtError (or ir::IrError).
+  // buffer. `segments`: ops unchanged since the line's previous such graph
+  // run as one cached program (storms); hybrid graphs run strictly op by op.
+  // Throws pjrt::PjrtError (or ir::IrError).
   void run_per_op(const std::string& start, const std::vector<OpProgram>& ops,
                   const std::map<std::pair<int32_t, int32_t>, Producer>& producers,
-                  const std::vector<ir::Value>& outputs, const std::vector<Slot*>& live);
+                  const std::vector<ir::Value>& outputs, const std::vector<Slot*>& live,
+                  bool segments);
+  // Hybrid mode's test: every op of `ops` has its program loaded or on disk
+  // (running op by op then compiles nothing in the open).
+  static bool per_op_at_hand(const std::vector<OpProgram>& ops);
   // Runs ops [begin, end) as one program; fills their `results`.
   void run_segment(const std::vector<OpProgram>& ops, size_t begin, size_t end,
                    std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>>& results);

@@ -46,6 +46,14 @@ void Fusion::keep_op(const ir::Graph& op_graph, const std::vector<RecordedArg>& 
 
 using Results = std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>>;
 
+bool Fusion::per_op_at_hand(const std::vector<OpProgram>& ops) {
+  Runtime& rt = Runtime::get();
+  for (const OpProgram& p : ops) {
+    if (!rt.program_at_hand(p.graph, per_op_optimization(p.graph))) return false;
+  }
+  return true;
+}
+
 // One program for ops [begin, end): an input from outside the range is a
 // parameter (one per buffer of one type, one per earlier result), and every
 // result of every op is an output, so the segment's structure depends only on
@@ -108,15 +116,17 @@ void Fusion::run_segment(const std::vector<OpProgram>& ops, size_t begin, size_t
 
 void Fusion::run_per_op(const std::string& start, const std::vector<OpProgram>& ops,
                         const std::map<std::pair<int32_t, int32_t>, Producer>& producers,
-                        const std::vector<ir::Value>& outputs, const std::vector<Slot*>& live) {
+                        const std::vector<ir::Value>& outputs, const std::vector<Slot*>& live,
+                        bool segments) {
   Runtime& rt = Runtime::get();
-  std::vector<size_t> sigs(ops.size());
+  std::vector<size_t> sigs(segments ? ops.size() : 0);
   // A hash is enough: equal hashes of different programs only put an op in a
   // segment that then compiles anew; results come from the ops either way.
-  for (size_t j = 0; j < ops.size(); ++j) {
+  for (size_t j = 0; j < sigs.size(); ++j) {
     sigs[j] = std::hash<std::string>{}(ops[j].graph.fingerprint());
   }
-  std::vector<size_t>& previous = last_per_op_[start];
+  std::vector<size_t> none;
+  std::vector<size_t>& previous = segments ? last_per_op_[start] : none;
   auto stable = [&](size_t j) { return j < previous.size() && previous[j] == sigs[j]; };
   Results results(ops.size());
   size_t j = 0;
@@ -131,11 +141,13 @@ void Fusion::run_per_op(const std::string& start, const std::vector<OpProgram>& 
       for (const OpInput& in : ops[j].inputs) {
         raw.push_back(in.buffer != nullptr ? in.buffer : results[in.op][in.result].get());
       }
-      results[j] = rt.run(ops[j].graph, raw, device_, ops[j].op);
+      // Compiled as strict mode compiles it, so both modes share the program.
+      results[j] = rt.run(ops[j].graph, raw, device_, ops[j].op, nullptr,
+                          per_op_optimization(ops[j].graph));
     }
     j = end;
   }
-  previous = std::move(sigs);
+  if (segments) previous = std::move(sigs);
   rt.metrics().fused_strict_ops += static_cast<int64_t>(ops.size());
   for (size_t i = 0; i < live.size(); ++i) {
     if (live[i] == nullptr) continue;

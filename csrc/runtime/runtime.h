@@ -92,6 +92,15 @@ struct Slot {
 
 pjrt::ElementType element_type(ir::DType t);
 
+// The XLA settings for a strict per-op program: kQuick when every tensor it
+// makes has at most 2^16 elements. Measured (bench/bench_compile_time.py
+// --per-op): the quick settings cut compile CPU time about 30% (median and
+// p90), but some ops then run slower on large tensors (softmax on 1024x1024:
+// +45%). Below this size every op runs in microseconds either way, and
+// dispatch dominates; above it the program is built for speed, as it may run
+// every step of a long loop.
+pjrt::Optimization per_op_optimization(const ir::Graph& graph);
+
 class Runtime {
  public:
   // The process runtime, initialised on first use with the plugin path set by
@@ -143,6 +152,11 @@ class Runtime {
   std::shared_ptr<pjrt::Executable> compile(const ir::Graph& graph, const std::string& op,
                                             const std::string* fingerprint = nullptr,
                                             pjrt::Optimization level = pjrt::Optimization::kFull);
+  // Whether `graph`'s program (compiled at `level`) can run without an XLA
+  // compile: loaded in memory, or an entry in the persistent cache (only its
+  // presence is checked; a damaged entry compiles later as usual). Emits the
+  // StableHLO text to find the disk key when not in memory.
+  bool program_at_hand(const ir::Graph& graph, pjrt::Optimization level);
   // Whether a program with this fingerprint was compiled (or loaded) in this
   // process, evicted since or not: the recompile guard's "new graph".
   // A program still compiling (one a Ctrl-C left running) counts as compiled.
