@@ -108,6 +108,30 @@ def test_out_and_inplace_keep_their_own_layout():
     assert_close_cpu(dev, t * 2)
 
 
+
+@pytest.mark.parametrize("start", [(0,), (5,), (2, 3)])
+@pytest.mark.parametrize("op", ["add", "exp", "mul_tensor"])
+def test_a_resized_out_takes_tensor_iterators_layout(start, op):
+    # TensorIterator restrides an out= tensor it has to resize to the result's
+    # computed layout (here the transposed input's), warning as CPU does when
+    # the out had elements; an out of the right shape keeps its own strides.
+    t = torch.randn(2, 3).t()
+    fns = {"add": lambda a, o: torch.add(a, 1, out=o), "exp": lambda a, o: torch.exp(a, out=o),
+           "mul_tensor": lambda a, o: torch.mul(a, a, out=o)}
+    expected = torch.empty(start)
+    fns[op](t, expected)
+    out = torch.empty(start, device="tpu")
+    with no_fallback():
+        fns[op](to_tpu_keep(t), out)
+    assert out.stride() == expected.stride() == (1, 3)
+    assert_close_cpu(out, expected)
+
+
+def test_resizing_an_out_with_elements_warns_as_on_cpu():
+    t = to_tpu_keep(torch.randn(2, 3).t())
+    with pytest.warns(UserWarning, match="was resized"):
+        torch.sin(t, out=torch.empty(5, device="tpu"))
+
 @pytest.mark.parametrize("shape", [(2, 3), (0, 2), (5,), (), (2, 1, 3)])
 def test_nonzero_and_argwhere_are_column_major(shape):
     x = (torch.arange(int(torch.tensor(shape).prod().item()) if shape else 1) % 3)
