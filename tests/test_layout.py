@@ -252,6 +252,26 @@ def test_linalg_results_take_cpus_column_major_layout(op, order):
         assert_close_cpu(got, expected)
 
 
+
+@pytest.mark.parametrize("a_shape, k", [((6, 3), 2), ((2, 5, 3), 4), ((3, 5), 2), ((4, 4), 1), ((7, 2), 1)])
+@pytest.mark.parametrize("driver", ["gels", "gelsd"])
+def test_lstsq_solution_of_a_tall_a_is_a_view_of_the_taller_buffer(a_shape, k, driver):
+    # LAPACK solves in B's column-major buffer of max(m, n) rows; a tall A's
+    # solution is its first n rows, so its column stride is m (CPU: (1, 6)
+    # for A 6x3), and its storage is the whole buffer.
+    torch.manual_seed(0)
+    a = torch.randn(*a_shape, dtype=torch.float64)
+    b = torch.randn(*a_shape[:-1], k, dtype=torch.float64)
+    expected = torch.linalg.lstsq(a, b, driver=driver).solution
+    with no_fallback():
+        got = torch.linalg.lstsq(a.to("tpu"), b.to("tpu"), driver=driver).solution
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    if k > 1:  # (a size-1 column's stride addresses nothing past the rows)
+        assert got.untyped_storage().nbytes() == expected.untyped_storage().nbytes()
+    assert got.is_contiguous() == expected.is_contiguous()
+    assert_close_cpu(got, expected)
+    assert_close_cpu(got * 2, expected * 2)
+
 def _fft_inputs():
     torch.manual_seed(2)
     x = torch.randn(3, 4, 6)
