@@ -127,6 +127,33 @@ def test_a_resized_out_takes_tensor_iterators_layout(start, op):
     assert_close_cpu(out, expected)
 
 
+
+def _long():
+    return torch.empty(0, dtype=torch.long)
+
+
+OUT_FORMS = {
+    # CPU: sort, addr and glu restride a resized out; flip / index_put / put's
+    # out= forms resize it row-major.
+    "sort": lambda t, o: torch.sort(t, 1, out=(o, _long().to(t.device)))[0],
+    "sort_stable": lambda t, o: torch.sort(t, dim=0, stable=True, out=(o, _long().to(t.device)))[1],
+    "addr": lambda t, o: torch.addr(t, torch.ones(4, device=t.device), torch.ones(3, device=t.device), out=o),
+    "glu": lambda t, o: torch._C._nn.glu(t, 0, out=o),
+    "flip": lambda t, o: torch.ops.aten.flip.out(t, [0], out=o),
+    "index_put": lambda t, o: torch.ops.aten.index_put.out(
+        t, (torch.tensor([0], device=t.device),), torch.tensor(1.0, device=t.device), out=o),
+}
+
+
+@pytest.mark.parametrize("op", sorted(OUT_FORMS))
+def test_resized_outs_of_non_pointwise_ops_take_cpus_layout(op):
+    t = torch.arange(12.0).reshape(3, 4).t()
+    expected = OUT_FORMS[op](t, torch.empty(0))
+    with no_fallback():
+        got = OUT_FORMS[op](to_tpu_keep(t), torch.empty(0, device="tpu"))
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    assert_close_cpu(got, expected)
+
 def test_resizing_an_out_with_elements_warns_as_on_cpu():
     t = to_tpu_keep(torch.randn(2, 3).t())
     with pytest.warns(UserWarning, match="was resized"):

@@ -425,6 +425,24 @@ LayoutRule result_layout(const c10::OperatorHandle& op) {
   if (!name.overload_name.empty()) key += "." + name.overload_name;
   auto it = layout_table().find(key);
   if (it != layout_table().end()) return it->second;
+  // An out= overload (addr.out, sort.values_stable) has its functional's
+  // rule: the overload name without its "out" / "values" words.
+  std::string functional;
+  size_t start = 0;
+  const std::string& overload = name.overload_name;
+  while (start <= overload.size()) {
+    size_t end = overload.find('_', start);
+    if (end == std::string::npos) end = overload.size();
+    const std::string word = overload.substr(start, end - start);
+    if (word != "out" && word != "values" && !word.empty()) {
+      functional += (functional.empty() ? "" : "_") + word;
+    }
+    start = end + 1;
+  }
+  if (functional != overload) {
+    it = layout_table().find(functional.empty() ? name.name : name.name + "." + functional);
+    if (it != layout_table().end()) return it->second;
+  }
   return {op.hasTag(at::Tag::pointwise) ? ResultLayout::kIterator : ResultLayout::kRowMajor};
 }
 
