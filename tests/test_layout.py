@@ -280,8 +280,8 @@ def test_linalg_results_take_cpus_column_major_layout(op, order):
 
 
 
-@pytest.mark.parametrize("a_shape, k", [((6, 3), 2), ((2, 5, 3), 4), ((3, 5), 2), ((4, 4), 1), ((7, 2), 1)])
-@pytest.mark.parametrize("driver", ["gels", "gelsd"])
+@pytest.mark.parametrize("a_shape, k, driver", [((6, 3), 2, "gels"), ((2, 5, 3), 4, "gels"),
+                                                ((3, 5), 2, "gels"), ((7, 2), 1, "gelsd")])
 def test_lstsq_solution_of_a_tall_a_is_a_view_of_the_taller_buffer(a_shape, k, driver):
     # LAPACK solves in B's column-major buffer of max(m, n) rows; a tall A's
     # solution is its first n rows, so its column stride is m (CPU: (1, 6)
