@@ -161,6 +161,48 @@ def check_events_on_device_1():
     assert end.query() and start.elapsed_time(end) >= 0.0
 
 
+
+def check_rng_state_per_device():
+    # CUDA's API: one generator per device, saved and restored all at once.
+    torch.manual_seed(3)
+    a0, a1 = torch.rand(4, device=T0), torch.rand(4, device=T1)
+    torch.manual_seed(3)
+    assert torch.equal(a0.cpu(), torch.rand(4, device=T0).cpu())
+    assert torch.equal(a1.cpu(), torch.rand(4, device=T1).cpu())
+    states = torch.tpu.get_rng_state_all()
+    assert len(states) == 2 and all(s.dtype == torch.uint8 for s in states)
+    x0, x1 = torch.rand(3, device=T0), torch.rand(3, device=T1)
+    torch.tpu.set_rng_state_all(states)
+    assert torch.equal(x0.cpu(), torch.rand(3, device=T0).cpu())
+    assert torch.equal(x1.cpu(), torch.rand(3, device=T1).cpu())
+    s1 = torch.tpu.get_rng_state(1)
+    y = torch.rand(3, device=T1)
+    torch.tpu.set_rng_state(s1, 1)
+    assert torch.equal(y.cpu(), torch.rand(3, device=T1).cpu())
+    try:
+        torch.tpu.set_rng_state_all(states * 2)
+        raise AssertionError("three states for two devices must raise")
+    except IndexError:
+        pass
+
+
+def check_copies_into_views_and_dtypes_across_devices():
+    src = torch.arange(12.0, device=T1).reshape(3, 4)
+    ref = torch.arange(12.0).reshape(3, 4)
+    dst = torch.zeros(6, 4, device=T0)
+    dst[::2].copy_(src)
+    exp = torch.zeros(6, 4)
+    exp[::2] = ref
+    assert dst.device == T0 and torch.equal(dst.cpu(), exp)
+    d2 = torch.zeros(4, 3, dtype=torch.int32, device=T0).copy_(src.t())
+    assert torch.equal(d2.cpu(), ref.t().to(torch.int32))
+    d3 = torch.zeros(3, 4, device=T0).copy_(src[0])  # broadcast source
+    assert torch.equal(d3.cpu(), ref[0].expand(3, 4))
+    for dt in (torch.bool, torch.bfloat16, torch.int8, torch.float64):
+        a = (torch.arange(6) % 4).to(dt)
+        r = a.to(T0).to(T1, torch.float32)
+        assert r.device == T1 and torch.equal(r.cpu(), a.float()), dt
+
 def main():
     torchtpu.set_eager_mode(os.environ.get("TORCHTPU_TEST_MODE", "strict"))
     assert torch.tpu.device_count() == 2, torch.tpu.device_count()

@@ -342,3 +342,72 @@ def test_pow_small_integral_exponent_is_bit_identical_to_cpu(dtype, exponent):
     same = (got == want) | (got.isnan() & want.isnan())
     assert bool(same.all()), (x[~same][:5], got[~same][:5], want[~same][:5])
     assert torch.equal(got[~want.isnan()].signbit(), want[~want.isnan()].signbit())
+
+
+_NAN_F32_BITS = [0x7FC00000, 0xFFC00000, 0x7FFFFFFF, 0xFFFFFFFF, 0xFFC12345, 0x7FC00001]
+
+
+def _nan_f32():
+    return torch.tensor(_NAN_F32_BITS, dtype=torch.int64).to(torch.int32).view(torch.float32)
+
+
+def _bits16(t):
+    return [v & 0xFFFF for v in t.cpu().view(torch.int16).tolist()]
+
+
+@pytest.mark.parametrize("path", ["to", "copy_", "from_double", "from_half", "promotion",
+                                  "autocast_mm", "strided_copy"])
+def test_bfloat16_of_any_nan_is_the_canonical_0x7fc0(path):
+    # c10::BFloat16's rounding gives every NaN as 0x7FC0 (sign and payload
+    # dropped); XLA's convert kept the sign (-nan gave 0xFFC0). CPU's scalar and
+    # strided conversions, its bf16 arithmetic and autocast's results give
+    # 0x7FC0; only its AVX contiguous float->bf16 copy gives 0xFFFF (see README).
+    x = _nan_f32()
+    n = len(_NAN_F32_BITS)
+    fns = {
+        "to": lambda t: t.to(torch.bfloat16),
+        "copy_": lambda t: torch.empty(n, dtype=torch.bfloat16, device=t.device).copy_(t),
+        "from_double": lambda t: t.double().to(torch.bfloat16),
+        "from_half": lambda t: t.half().to(torch.bfloat16),
+        "promotion": lambda t: torch.zeros(n, dtype=torch.bfloat16, device=t.device) + t.to(torch.bfloat16),
+        "autocast_mm": lambda t: _autocast_mm(t),
+        "strided_copy": lambda t: torch.stack([t, t], 1)[:, 0].to(torch.bfloat16),
+    }
+    with no_fallback():
+        got = fns[path](x.to("tpu"))
+    assert got.dtype == torch.bfloat16
+    assert _bits16(got) == [0x7FC0] * n, [hex(b) for b in _bits16(got)]
+    if path not in ("to", "copy_"):  # CPU's vectorised copy gives 0xFFFF there
+        assert _bits16(fns[path](x)) == [0x7FC0] * n
+    assert _bits16(torch.tensor([math.nan, -math.nan], dtype=torch.bfloat16)) == [0x7FC0] * 2
+
+
+def _autocast_mm(t):
+    with torch.autocast(t.device.type, dtype=torch.bfloat16):
+        return torch.mm(t[:, None], torch.ones(1, 1, device=t.device)).flatten()
+
+
+def test_float16_of_nan_keeps_the_sign_as_cpu():
+    x = _nan_f32()
+    with no_fallback():
+        got = x.to("tpu").half()
+    assert _bits16(got) == _bits16(x.half())  # sign and top payload bits kept
+    assert _bits16(got)[:2] == [0x7E00, 0xFE00]
+
+
+def test_subnormals_are_flushed_in_arithmetic_but_kept_in_storage():
+    # A documented difference (README, Floating-point edges): XLA:CPU's execute
+    # runs with flush-to-zero and denormals-are-zero. This pins what is flushed
+    # (arithmetic, comparisons, float64 -> float32) and what is kept (storage,
+    # copies, neg/abs), so a plugin that stops flushing shows up here.
+    sub32 = torch.tensor([1e-39, -1e-40, 1e-45], dtype=torch.float32)
+    assert (sub32 != 0).all()
+    x = sub32.to("tpu")
+    assert torch.equal(x.cpu(), sub32) and torch.equal(x[1:].cpu(), sub32[1:])
+    assert torch.equal((-x).cpu(), -sub32) and torch.equal(x.abs().cpu(), sub32.abs())
+    assert torch.equal(x.half().float().cpu(), sub32.half().float())
+    for name, r in [("mul", x * 1), ("add", x + 0.0), ("sum", x.sum()),
+                    ("ne", (x != 0).float()), ("from_f64", sub32.double().to("tpu").float()),
+                    ("underflow", torch.tensor([1.1754944e-38], device="tpu") / 2),
+                    ("f64", torch.tensor([1e-300], dtype=torch.float64, device="tpu") * 1e-10)]:
+        assert not r.cpu().any(), (name, r.cpu())

@@ -108,6 +108,57 @@ def test_out_and_inplace_keep_their_own_layout():
     assert_close_cpu(dev, t * 2)
 
 
+
+@pytest.mark.parametrize("start", [(0,), (5,), (2, 3)])
+@pytest.mark.parametrize("op", ["add", "exp", "mul_tensor"])
+def test_a_resized_out_takes_tensor_iterators_layout(start, op):
+    # TensorIterator restrides an out= tensor it has to resize to the result's
+    # computed layout (here the transposed input's), warning as CPU does when
+    # the out had elements; an out of the right shape keeps its own strides.
+    t = torch.randn(2, 3).t()
+    fns = {"add": lambda a, o: torch.add(a, 1, out=o), "exp": lambda a, o: torch.exp(a, out=o),
+           "mul_tensor": lambda a, o: torch.mul(a, a, out=o)}
+    expected = torch.empty(start)
+    fns[op](t, expected)
+    out = torch.empty(start, device="tpu")
+    with no_fallback():
+        fns[op](to_tpu_keep(t), out)
+    assert out.stride() == expected.stride() == (1, 3)
+    assert_close_cpu(out, expected)
+
+
+
+def _long():
+    return torch.empty(0, dtype=torch.long)
+
+
+OUT_FORMS = {
+    # CPU: sort, addr and glu restride a resized out; flip / index_put / put's
+    # out= forms resize it row-major.
+    "sort": lambda t, o: torch.sort(t, 1, out=(o, _long().to(t.device)))[0],
+    "sort_stable": lambda t, o: torch.sort(t, dim=0, stable=True, out=(o, _long().to(t.device)))[1],
+    "addr": lambda t, o: torch.addr(t, torch.ones(4, device=t.device), torch.ones(3, device=t.device), out=o),
+    "glu": lambda t, o: torch._C._nn.glu(t, 0, out=o),
+    "flip": lambda t, o: torch.ops.aten.flip.out(t, [0], out=o),
+    "index_put": lambda t, o: torch.ops.aten.index_put.out(
+        t, (torch.tensor([0], device=t.device),), torch.tensor(1.0, device=t.device), out=o),
+}
+
+
+@pytest.mark.parametrize("op", sorted(OUT_FORMS))
+def test_resized_outs_of_non_pointwise_ops_take_cpus_layout(op):
+    t = torch.arange(12.0).reshape(3, 4).t()
+    expected = OUT_FORMS[op](t, torch.empty(0))
+    with no_fallback():
+        got = OUT_FORMS[op](to_tpu_keep(t), torch.empty(0, device="tpu"))
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    assert_close_cpu(got, expected)
+
+def test_resizing_an_out_with_elements_warns_as_on_cpu():
+    t = to_tpu_keep(torch.randn(2, 3).t())
+    with pytest.warns(UserWarning, match="was resized"):
+        torch.sin(t, out=torch.empty(5, device="tpu"))
+
 @pytest.mark.parametrize("shape", [(2, 3), (0, 2), (5,), (), (2, 1, 3)])
 def test_nonzero_and_argwhere_are_column_major(shape):
     x = (torch.arange(int(torch.tensor(shape).prod().item()) if shape else 1) % 3)
@@ -227,6 +278,26 @@ def test_linalg_results_take_cpus_column_major_layout(op, order):
     if exact:
         assert_close_cpu(got, expected)
 
+
+
+@pytest.mark.parametrize("a_shape, k, driver", [((6, 3), 2, "gels"), ((2, 5, 3), 4, "gels"),
+                                                ((3, 5), 2, "gels"), ((7, 2), 1, "gelsd")])
+def test_lstsq_solution_of_a_tall_a_is_a_view_of_the_taller_buffer(a_shape, k, driver):
+    # LAPACK solves in B's column-major buffer of max(m, n) rows; a tall A's
+    # solution is its first n rows, so its column stride is m (CPU: (1, 6)
+    # for A 6x3), and its storage is the whole buffer.
+    torch.manual_seed(0)
+    a = torch.randn(*a_shape, dtype=torch.float64)
+    b = torch.randn(*a_shape[:-1], k, dtype=torch.float64)
+    expected = torch.linalg.lstsq(a, b, driver=driver).solution
+    with no_fallback():
+        got = torch.linalg.lstsq(a.to("tpu"), b.to("tpu"), driver=driver).solution
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    if k > 1:  # (a size-1 column's stride addresses nothing past the rows)
+        assert got.untyped_storage().nbytes() == expected.untyped_storage().nbytes()
+    assert got.is_contiguous() == expected.is_contiguous()
+    assert_close_cpu(got, expected)
+    assert_close_cpu(got * 2, expected * 2)
 
 def _fft_inputs():
     torch.manual_seed(2)

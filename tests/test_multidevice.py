@@ -20,7 +20,8 @@ CHECKS = sorted(n for n in vars(_multidevice_checks) if n.startswith("check_"))
 # Copies between devices again, staged through host memory (the path for a
 # plugin without PJRT_Buffer_CopyToDevice).
 HOST_COPY_CHECKS = ["check_case_07", "check_copy_views_dtypes_broadcast",
-                    "check_fused_mode_pending_value_crosses"]
+                    "check_fused_mode_pending_value_crosses",
+                    "check_copies_into_views_and_dtypes_across_devices"]
 
 
 def _run(extra_env, names=()):

@@ -72,7 +72,24 @@ def get_rng_state(device="tpu"):
 
 
 def set_rng_state(new_state, device="tpu"):
+    """Restores a state from get_rng_state (uint8 CPU tensor of 16 bytes)."""
     _C._set_rng_state(new_state, _index(device))
+
+
+def get_rng_state_all():
+    """Every tpu device's generator state, a list indexed by device (as CUDA's)."""
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states):
+    """Restores each device's state from a get_rng_state_all() list.
+
+    Raises IndexError when the list names more devices than this process has.
+    """
+    if len(new_states) > device_count():
+        raise IndexError(f"{len(new_states)} states for {device_count()} tpu device(s)")
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
 
 
 def get_amp_supported_dtype():

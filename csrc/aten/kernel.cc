@@ -7,6 +7,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/resize.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -283,8 +284,22 @@ class LoweringKernel final : public c10::OperatorKernel {
           check_out_dtype(key_, to_aten(t.dtype), outs[i]);
           // A resized out has new metadata (and storage): not replayable
           // under the key of its old sizes.
-          if (outs[i].sizes() != c10::IntArrayRef(t.dims)) cacheable = false;
-          resize_out(outs[i], t.dims);
+          if (outs[i].sizes() != c10::IntArrayRef(t.dims)) {
+            cacheable = false;
+            // resize_output warns, as CPU does, when the out had elements.
+            at::native::resize_output(outs[i], t.dims);
+            // TensorIterator (and sort's structured kernel) restrides an out
+            // it resizes to the layout it computed for the result; an out of
+            // the right shape keeps its own. flip, index_put and put's out=
+            // forms resize row-major.
+            const LayoutRule& layout = layout_of(op);
+            const ResultLayout k = layout.kind;
+            if (k == ResultLayout::kIterator || k == ResultLayout::kAddr || k == ResultLayout::kGlu ||
+                (k == ResultLayout::kPreserveSelf && op.schema().name() == "aten::sort")) {
+              auto strides = result_strides(layout, args.slice(0, first_out), t.dims, i);
+              if (!strides.empty()) outs[i].as_strided_(t.dims, strides);
+            }
+          }
           ctx.write(outs[i], values[i]);
         }
         ctx.run({});

@@ -373,6 +373,39 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
                   std::vector<int64_t>(dst.sizes().begin(), dst.sizes().end())};
 }
 
+namespace {
+
+// The extents of a dense buffer in memory order (dims by decreasing stride)
+// whose leading part `strides` address, when they leave gaps (a stride larger
+// than the dims inside it need); empty when they are dense or not of that form.
+std::vector<int64_t> padded_extents(const std::vector<int64_t>& in_memory,
+                                    const std::vector<int64_t>& order,
+                                    const std::vector<int64_t>& strides) {
+  const size_t nd = order.size();
+  std::vector<int64_t> padded(in_memory);
+  int64_t inner = 1;  // the stride the next dim outwards would have if dense
+  bool gaps = false;
+  for (size_t j = nd; j-- > 0;) {
+    const int64_t stride = strides[order[j]];
+    if (in_memory[j] <= 1) continue;  // size-1 dims: any stride
+    if (stride < inner) return {};
+    if (stride != inner) {
+      // Pad the nearest inner dim of more than one element to reach it.
+      size_t k = j + 1;
+      while (k < nd && in_memory[k] <= 1) ++k;
+      if (k == nd) return {};
+      const int64_t below = inner / padded[k];
+      if (stride % below != 0) return {};
+      padded[k] = stride / below;
+      gaps = true;
+    }
+    inner = stride * in_memory[j];
+  }
+  return gaps ? padded : std::vector<int64_t>{};
+}
+
+}  // namespace
+
 std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& results) {
   std::vector<ir::Value> outs;
   std::vector<at::Tensor> tensors;
@@ -398,10 +431,23 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
                      [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
     std::vector<int64_t> in_memory;
     for (int64_t d : order) in_memory.push_back(t.dims[d]);
-    at::Tensor out = new_tensor(in_memory, to_aten(t.dtype), device_);
+    // Strides with gaps (lstsq's solution: the first rows of a taller
+    // buffer) name a padded buffer; the value fills its leading part.
+    const std::vector<int64_t> padded = padded_extents(in_memory, order, strides);
+    at::Tensor out = new_tensor(padded.empty() ? in_memory : padded, to_aten(t.dtype), device_);
     out.unsafeGetTensorImpl()->set_sizes_and_strides(t.dims, strides);
     tensors.push_back(out);
-    if (t.numel() > 0) outs.push_back(graph_.reshape(graph_.transpose(r, order), {t.numel()}));
+    if (t.numel() == 0) continue;
+    ir::Value v = graph_.transpose(r, order);
+    int64_t flat = t.numel();
+    if (!padded.empty()) {
+      std::vector<int64_t> low(padded.size(), 0), high(padded.size()), interior(padded.size(), 0);
+      for (size_t j = 0; j < padded.size(); ++j) high[j] = padded[j] - in_memory[j];
+      v = graph_.pad(v, graph_.constant(0.0, ir::TensorType{t.dtype, {}}), low, high, interior);
+      flat = 1;
+      for (int64_t e : padded) flat *= e;
+    }
+    outs.push_back(graph_.reshape(v, {flat}));
   }
   for (auto& u : slots_) {
     if (u.written) outs.push_back(u.flat);

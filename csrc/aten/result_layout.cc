@@ -129,7 +129,7 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::linalg_qr", {kF, 0b11}},
       {"aten::linalg_householder_product", {kF, 0b1}},
       {"aten::ormqr", {kF, 0b1}},
-      {"aten::linalg_lstsq", {kF, 0b1}},
+      {"aten::linalg_lstsq", {ResultLayout::kLstsqSolution, 0b1}},
       {"aten::linalg_lu_factor_ex", {kF, 0b1}},
       {"aten::linalg_lu_solve", {kF, 0b1, 3}},
       {"aten::_linalg_det", {kF, 0b10}},
@@ -183,6 +183,20 @@ std::vector<int64_t> column_major_strides(c10::IntArrayRef shape) {
     strides[d] = next;
     next *= std::max<int64_t>(shape[d], 1);
   }
+  return strides;
+}
+
+// linalg_lstsq(A [.., m, n], B [.., m, k]): the solution [.., n, k] is the
+// first n rows of a column-major [.., max(m, n), k] buffer (a vector B: the
+// vector's own layout).
+std::vector<int64_t> lstsq_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  if (args.size() < 2 || !args[0].isTensor() || !args[1].isTensor()) return {};
+  const at::Tensor& a = args[0].toTensor();
+  if (nd < 2 || a.dim() < 2 || args[1].toTensor().dim() != a.dim()) return {};
+  std::vector<int64_t> padded(shape.begin(), shape.end());
+  padded[nd - 2] = std::max(shape[nd - 2], a.size(-2));
+  std::vector<int64_t> strides = column_major_strides(padded);
   return strides;
 }
 
@@ -411,6 +425,24 @@ LayoutRule result_layout(const c10::OperatorHandle& op) {
   if (!name.overload_name.empty()) key += "." + name.overload_name;
   auto it = layout_table().find(key);
   if (it != layout_table().end()) return it->second;
+  // An out= overload (addr.out, sort.values_stable) has its functional's
+  // rule: the overload name without its "out" / "values" words.
+  std::string functional;
+  size_t start = 0;
+  const std::string& overload = name.overload_name;
+  while (start <= overload.size()) {
+    size_t end = overload.find('_', start);
+    if (end == std::string::npos) end = overload.size();
+    const std::string word = overload.substr(start, end - start);
+    if (word != "out" && word != "values" && !word.empty()) {
+      functional += (functional.empty() ? "" : "_") + word;
+    }
+    start = end + 1;
+  }
+  if (functional != overload) {
+    it = layout_table().find(functional.empty() ? name.name : name.name + "." + functional);
+    if (it != layout_table().end()) return it->second;
+  }
   return {op.hasTag(at::Tag::pointwise) ? ResultLayout::kIterator : ResultLayout::kRowMajor};
 }
 
@@ -434,6 +466,8 @@ std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::I
         return {};
       }
       return column_major_strides(shape);
+    case ResultLayout::kLstsqSolution:
+      return lstsq_strides(args, shape);
     case ResultLayout::kFftC2C:
     case ResultLayout::kFftR2C:
     case ResultLayout::kFftC2R:

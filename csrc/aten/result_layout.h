@@ -16,6 +16,9 @@
 //   triangular_solve (BatchLinearAlgebra's batched_matrix_contiguous_strides).
 //   Which results, and for solves the `left` flag that turns it off, are
 //   per op in the table.
+// - kLstsqSolution: linalg_lstsq's solution, column-major as kColumnMajor but
+//   over max(m, n) rows: LAPACK's gels solves in B's buffer, and a tall A's
+//   solution is that buffer's first n rows (strides (1, m), not (1, n)).
 // - kFftC2C, kFftR2C, kFftC2R: MKL's FFT (SpectralOps.cpp's _exec_fft): the
 //   batch dims first, ordered by the input's strides, then the transformed
 //   dims (sorted by the input's strides, the last one kept last for the
@@ -43,7 +46,7 @@ namespace ttpu::aten {
 
 enum class ResultLayout {
   kRowMajor, kIterator, kPreserveSelf, kColumnMajor, kFftC2C, kFftR2C, kFftC2R,
-  kInputChannelsLast, kConvolution, kAddr, kGlu, kIndex
+  kInputChannelsLast, kConvolution, kAddr, kGlu, kIndex, kLstsqSolution
 };
 
 struct LayoutRule {

@@ -431,6 +431,15 @@ Value Graph::convert(Value x, DType to) {
     // jax 0.10.2's XLA:CPU).
     x = convert(x, DType::kU8);
   }
+  if (to == DType::kBF16 && is_float(t.dtype)) {
+    // c10::BFloat16's rounding gives every NaN as the one quiet NaN 0x7FC0
+    // (sign and payload dropped); XLA's convert keeps the sign (-nan gave
+    // 0xFFC0). Selected on the bit patterns, which a bf16 select might not keep.
+    const TensorType u16{DType::kU16, t.dims};
+    return bitcast_convert(select(compare(Cmp::kNE, x, x), constant_int(0x7FC0, u16),
+                                  bitcast_convert(convert_node(x, to), DType::kU16)),
+                           DType::kBF16);
+  }
   return convert_node(x, to);
 }
 
