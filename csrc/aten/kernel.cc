@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 
 #include "aten/dispatch_cache.h"
@@ -121,7 +122,9 @@ class LoweringKernel final : public c10::OperatorKernel {
   LoweringKernel(const Rule* rule, const Rule* complex_rule, Variant variant, std::string name,
                  std::string key)
       : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)),
-        key_(std::move(key)) {
+        key_(std::move(key)),
+        // Fixed per op: looked up once here rather than by name on every call.
+        unsigned_native_(barebones_unsigned_native(key_)), float8_native_(float8_native(key_)) {
     if (variant_ != Variant::kOutOnly && DispatchCache::allowed(key_)) {
       cache_ = std::make_unique<DispatchCache>();
     }
@@ -149,8 +152,7 @@ class LoweringKernel final : public c10::OperatorKernel {
     // uint16/32/64 (unsigned_gate.h): ops CPU computes in these dtypes run
     // natively; the others only when every result is floating (the op computes
     // in a float type, as CPU does), else on CPU, which raises what CPU raises.
-    const bool unsigned_gated = !barebones_unsigned_native(key_) &&
-                              any_barebones_unsigned(schema, args);
+    const bool unsigned_gated = !unsigned_native_ && any_barebones_unsigned(schema, args);
     if (unsigned_gated && variant_ == Variant::kOutOnly) {
       run_cpu_fallback(op, stack, kUnsignedWhy);
       return;
@@ -158,7 +160,7 @@ class LoweringKernel final : public c10::OperatorKernel {
     // float8 (unsigned_gate.h): only the ops that move, select or compare
     // values, which CPU implements for float8, run natively; the rest on CPU,
     // which computes or raises as CPU does.
-    if (!float8_native(key_) && any_float8(schema, args)) {
+    if (!float8_native_ && any_float8(schema, args)) {
       run_cpu_fallback(op, stack, " for float8 tensors");
       return;
     }
@@ -181,15 +183,18 @@ class LoweringKernel final : public c10::OperatorKernel {
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
     const int device = device_of(args);
-    // Strict mode's dispatch cache (dispatch_cache.h): a call seen before
-    // runs its program again without being lowered.
+    // The dispatch cache (dispatch_cache.h): a call seen before runs its
+    // program again (strict) or appends its recorded graph again (fused)
+    // without being lowered.
     DispatchCache::Key key;
-    cacheable = cacheable && cache_ != nullptr &&
-                runtime::Runtime::get().mode() == runtime::EagerMode::kStrict &&
-                DispatchCache::make_key(args, device, &key);
+    const runtime::EagerMode mode = runtime::Runtime::get().mode();
+    const bool fused = mode == runtime::EagerMode::kFused;
+    cacheable = cacheable && cache_ != nullptr && (fused || mode == runtime::EagerMode::kStrict) &&
+                DispatchCache::make_key(args, device, &key, fused);
     if (cacheable) {
       std::vector<at::Tensor> tensors;
-      if (cache_->replay(key, args, device, name_, &tensors)) {
+      if (fused ? cache_->replay_fused(key, args, device, name_, &tensors)
+                : cache_->replay(key, args, device, name_, &tensors)) {
         // The checks below passed for these arguments' metadata when the
         // call was remembered; an in-place or out= call's storages now hold
         // the written buffers.
@@ -211,6 +216,13 @@ class LoweringKernel final : public c10::OperatorKernel {
       }
     }
     LoweringContext ctx(name_, device);
+    // Fused mode: what ctx.run hands to Fusion::record, for remember_fused.
+    runtime::RecordedOp recorded;
+    auto run_ctx = [&](const std::vector<ir::Value>& results) {
+      std::optional<runtime::RecordTap> tap;
+      if (cacheable && fused) tap.emplace(&recorded);
+      return ctx.run(results);
+    };
     switch (variant_) {
       case Variant::kFunctional: {
         auto values = (*rule)(ctx, Args(args));
@@ -234,8 +246,12 @@ class LoweringKernel final : public c10::OperatorKernel {
             if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
           }
         }
-        auto tensors = ctx.run(values);
-        if (cacheable) cache_->remember(key, args, ctx, tensors);
+        auto tensors = run_ctx(values);
+        if (cacheable && fused) {
+          cache_->remember_fused(key, args, std::move(recorded), tensors);
+        } else if (cacheable) {
+          cache_->remember(key, args, ctx, tensors);
+        }
         torch::jit::drop(*stack, nargs);
         push_returns(schema, std::move(tensors), stack);
         return;
@@ -255,8 +271,12 @@ class LoweringKernel final : public c10::OperatorKernel {
                     self.sizes(), " doesn't match the broadcast shape ",
                     c10::IntArrayRef(t.dims));
         ctx.write(self, values[0]);
-        ctx.run({});
-        if (cacheable) cache_->remember(key, args, ctx, {}, {0});
+        run_ctx({});
+        if (cacheable && fused) {
+          cache_->remember_fused(key, args, std::move(recorded), {});
+        } else if (cacheable) {
+          cache_->remember(key, args, ctx, {}, {0});
+        }
         torch::jit::drop(*stack, nargs);
         stack->emplace_back(std::move(self));
         return;
@@ -287,8 +307,10 @@ class LoweringKernel final : public c10::OperatorKernel {
           resize_out(outs[i], t.dims);
           ctx.write(outs[i], values[i]);
         }
-        ctx.run({});
-        if (cacheable && outs.size() == 1) {
+        run_ctx({});
+        if (cacheable && outs.size() == 1 && fused) {
+          cache_->remember_fused(key, args, std::move(recorded), {});
+        } else if (cacheable && outs.size() == 1) {
           cache_->remember(key, args, ctx, {}, {static_cast<int>(first_out)});
         }
         torch::jit::drop(*stack, nargs);
@@ -374,6 +396,8 @@ class LoweringKernel final : public c10::OperatorKernel {
   Variant variant_;
   std::string name_;
   std::string key_;
+  bool unsigned_native_;  // barebones_unsigned_native(key_)
+  bool float8_native_;    // float8_native(key_)
   std::once_flag layout_once_;
   LayoutRule layout_;
   std::unique_ptr<DispatchCache> cache_;  // null: calls of this kernel are not cached

@@ -1,5 +1,7 @@
 #include "runtime/fusion.h"
 
+#include "runtime/record_tap.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -58,6 +60,10 @@ std::map<int, std::unique_ptr<Fusion>>& fusions() {
   return *m;
 }
 
+// The dispatch cache's request for a copy of the next recorded op
+// (record_tap.h); per thread, as ops are recorded on their caller's thread.
+thread_local RecordedOp* t_tap = nullptr;
+
 BlockingWait& blocking_wait() {
   static auto* hook = new BlockingWait();
   return *hook;
@@ -66,6 +72,9 @@ BlockingWait& blocking_wait() {
 }  // namespace
 
 void set_blocking_wait(BlockingWait hook) { blocking_wait() = std::move(hook); }
+
+RecordTap::RecordTap(RecordedOp* op) : previous_(t_tap) { t_tap = op; }
+RecordTap::~RecordTap() { t_tap = previous_; }
 
 // Holds a Fusion's mutex; waits through the blocking-wait hook when another
 // thread has it.
@@ -103,6 +112,16 @@ ir::Value Fusion::param(const std::shared_ptr<pjrt::Buffer>& buffer, const ir::T
 void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
                     const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
                     const std::string& op, std::vector<ir::TensorType> result_types) {
+  if (RecordedOp* tap = t_tap) {
+    // Copied before the graph's nodes move into the pending graph.
+    t_tap = nullptr;
+    tap->taken = true;
+    tap->graph = op_graph;
+    tap->args = args;
+    tap->values = values;
+    tap->out_slots = out_slots;
+    tap->result_types = result_types;
+  }
   FusionLock lock(*this);
   // The user's line is looked up before anything else, so a flush the op
   // triggers cannot start the next graph without it.
