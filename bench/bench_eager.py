@@ -16,10 +16,11 @@
     calling thread, so PJRT's execution threads are not in it). Noise-free,
     unlike the times; ``--callgrind-dir`` keeps the profiles for
     ``callgrind_annotate --inclusive=yes``. ``--cases`` adds other calls to
-    the count (cpu and tpu strict only, same scheme): ``neg`` (``-a``),
+    the count (cpu, tpu strict and tpu fused recording, same scheme): ``neg`` (``-a``),
     ``exp``, ``relu``, ``mul_scalar`` (``a * 0.5``), ``add_`` (``c.add_(b)``),
     ``mul_`` (``c.mul_(b)``, ``b`` a tensor of ones), ``add_out``
-    (``torch.add(a, b, out=c)``): issue 15's dispatch cache covers each.
+    (``torch.add(a, b, out=c)``): issue 15's dispatch cache covers each, in
+    strict and fused mode.
 (b) ``train_digits``: wall time per training step (forward, backward, optimizer
     step) for tpu strict, tpu debug and CPU. Milliseconds per step, median over
     the epochs after the first of each run (which pays for compilation on tpu).
@@ -62,6 +63,10 @@ CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"), ("tpu_debug", 
 # Ops per collected loop under callgrind (N, then 2N): fused graphs of 2N ops
 # stay under the node cap, so no flush falls inside a loop.
 CALLGRIND_OPS = {"cpu": 1000, "tpu_strict": 1000, "tpu_fused": 500}
+# The same for --cases: an op with a Python scalar adds a parameter node per
+# call (not shared, so a value that changes never changes the graph), so
+# fused loops are shorter there, again to keep flushes out of them.
+CASE_OPS = {"cpu": 1000, "tpu_strict": 1000, "tpu_fused": 250}
 
 
 def _set_mode(mode):
@@ -141,14 +146,14 @@ def _case_loop(case, a, b, c, n):
 
 
 EXTRA_CASES = ("neg", "exp", "relu", "mul_scalar", "add_", "mul_", "add_out")
-CASE_CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"))
+CASE_CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"), ("tpu_fused", "tpu", "fused"))
 
 
 def _callgrind_child(cases=()):
     """Runs under callgrind (see instructions_per_op): per configuration, a
     warm-up, then loops of N and 2N ops, each called through operator.call,
     the one function whose calls are collected and dumped; then the same for
-    each extra case in cpu and tpu strict."""
+    each extra case in cpu, tpu strict and tpu fused."""
     for name, device, mode in CONFIGS:
         if name not in CALLGRIND_OPS:
             continue
@@ -165,7 +170,7 @@ def _callgrind_child(cases=()):
     torchtpu.set_eager_mode("strict")
     for case in cases:
         for name, device, mode in CASE_CONFIGS:
-            n = CALLGRIND_OPS[name]
+            n = CASE_OPS[name]
             _set_mode(mode)
             a = torch.randn(NUMEL).to(device)
             b = torch.ones(NUMEL).to(device)
@@ -216,7 +221,7 @@ def instructions_per_op(keep_dir=None, cases=()):
     k = len(CALLGRIND_OPS)
     for case in cases:
         for name, _, _ in CASE_CONFIGS:
-            n = CALLGRIND_OPS[name]
+            n = CASE_OPS[name]
             result.setdefault("cases", {}).setdefault(case, {})[name] = \
                 (totals[2 * k + 1] - totals[2 * k]) / n
             k += 1

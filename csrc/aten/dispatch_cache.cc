@@ -287,9 +287,9 @@ bool DispatchCache::replay_fused(const Key& key, c10::ArrayRef<c10::IValue> args
   for (int t : e->targets) {
     out_slots.push_back(t >= 0 ? &slot_of((*out)[t]) : tpu_slot(args[-1 - t]));
   }
-  ir::Graph graph = e->graph;  // record moves its nodes
   try {
-    runtime::fusion(device).record(graph, bound, e->values, out_slots, op, e->result_types);
+    runtime::record_copy(runtime::fusion(device), e->graph, bound, e->values, out_slots, op,
+                         e->result_types);
   } catch (const pjrt::PjrtError& err) {
     TORCH_CHECK(false, "tpu: ", err.what());
   } catch (const ir::IrError& err) {

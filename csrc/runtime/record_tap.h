@@ -38,4 +38,11 @@ class RecordTap {
   RecordedOp* previous_;
 };
 
+// fusion.record(op_graph, ...) for a graph that stays the caller's (a cached
+// op's): its nodes are copied into the pending graph rather than moved, which
+// spares the caller a copy of the whole op graph (params included) per call.
+void record_copy(Fusion& fusion, const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
+                 const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
+                 const std::string& op, std::vector<ir::TensorType> result_types);
+
 }  // namespace ttpu::runtime
