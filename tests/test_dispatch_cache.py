@@ -398,3 +398,19 @@ print(m["dispatch_cache_hits"], m["fused_flushes"])
         for a, b in zip(*outs, strict=True):
             assert a.dtype == b.dtype and a.stride() == b.stride()
             torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)  # the same bits
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_lazily_negated_operands_are_not_replayed(mode):
+    # The cache is looked up before the kernel's checks: a lazily negated
+    # tensor (or host scalar) holds bits that are not its value, so its call
+    # must not match the plain call remembered with the same metadata.
+    torchtpu.set_eager_mode(mode)
+    x = torch.randn(5)
+    tx = x.to("tpu")
+    two = torch.tensor(2.0)
+    for _ in range(2):
+        torch.testing.assert_close((tx * two).cpu(), x * 2)
+        torch.testing.assert_close((tx + tx).cpu(), x + x)
+    torch.testing.assert_close((tx * torch._neg_view(two)).cpu(), x * -2)
+    torch.testing.assert_close((torch._neg_view(tx) + tx).cpu(), torch.zeros(5))

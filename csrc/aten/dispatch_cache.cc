@@ -64,7 +64,10 @@ bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* k
         key->push_back(kUndefined);
         continue;
       }
-      if (t.device().is_cpu() && t.dim() == 0 && !t.is_complex() && t.element_size() <= 8) {
+      // (A lazily negated one is refused below, with tensors of other devices:
+      // its bits are not its value.)
+      if (t.device().is_cpu() && t.dim() == 0 && !t.is_complex() && !t.is_neg() &&
+          t.element_size() <= 8) {
         // A Python number (wrapped) or a host 0-d tensor: lowered as a scalar
         // parameter of its value, so its bits and dtype are the key (and
         // whether it is a wrapped number, which type promotion treats apart).

@@ -7,8 +7,8 @@
 // it on every call, about half of the host cost of `c = a + b` (measured with
 // callgrind, bench/bench_eager.py --instructions). In fused mode nothing is
 // compiled per op, but the rule and the graph it builds were about half of a
-// recorded op's host cost. Here a call is keyed by
-// everything the lowering reads (for every argument: tensor dtype, sizes,
+// recorded op's host cost. Here a call is keyed by everything the lowering
+// reads (for every argument: tensor dtype, sizes,
 // strides, offset, storage size and element type, which earlier argument
 // shares its storage, device; scalar values and their kinds, a host 0-d
 // tensor's (a wrapped Python number's) dtype and value; the default dtype;
@@ -24,12 +24,13 @@
 // Only ops whose rules depend on nothing else are cached (allowed(): the
 // elementwise arithmetic of add, sub, mul, div and their scalar forms, a few
 // common unary ops), in their functional, in-place and out= overloads, and a
-// call is remembered only when its lowering was replayable
-// (strict: LoweringContext::replayable(): no random state, no host tensor's
-// value, no storage state changed; fused: the key admits only storages that
-// hold a value of the element size read, so the lowering changed none) and everything it wrote was an argument's
-// storage (an in-place op's self, an out= tensor that needed no resize): a
-// replay writes its new buffers (values) into the same arguments' storages.
+// call is remembered only when its lowering was replayable (strict:
+// LoweringContext::replayable(): no random state, no host tensor's value, no
+// storage state changed; fused: the key admits only storages that hold a
+// value, of the element size read, so the lowering changed none) and
+// everything it wrote was an argument's storage (an in-place op's self, an
+// out= tensor that needed no resize): a replay writes its new buffers
+// (fused: pending values) into the same arguments' storages.
 // TORCHTPU_DISPATCH_CACHE=0 turns it off. Results are the same programs on
 // the same buffers (fused: the same graph nodes on the same inputs): identical.
 #pragma once

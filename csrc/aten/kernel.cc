@@ -135,6 +135,12 @@ class LoweringKernel final : public c10::OperatorKernel {
     const auto& schema = op.schema();
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
+    // The dispatch cache before the checks below: a call is remembered only
+    // after they passed, and its key fixes everything they read (dtypes,
+    // math bits: make_key refuses those tensors; a dtype argument's value), so
+    // a hit needs none of them.
+    CacheProbe probe;
+    if (cache_ != nullptr && replayed(schema, stack, &probe)) return;
     // Declined calls run on CPU (counted): a complex tensor for a real-only
     // rule, or a lazily conjugated / negated tensor (the CPU kernels, reached
     // through _copy_from, see the bits; no rule reads them).
@@ -165,7 +171,8 @@ class LoweringKernel final : public c10::OperatorKernel {
       return;
     }
     try {
-      run(schema, rule, op, stack, /*cacheable=*/!complex && !unsigned_gated, unsigned_gated);
+      run(schema, rule, op, stack, /*cacheable=*/!complex && !unsigned_gated && probe.keyed,
+          unsigned_gated, probe);
     } catch (const DeclinedToCpu& d) {
       run_cpu_fallback(op, stack, d.why);
     } catch (const ir::IrDtypeError& e) {
@@ -177,44 +184,60 @@ class LoweringKernel final : public c10::OperatorKernel {
   }
 
  private:
-  // Lowers and runs the call; the stack changes only after the rule returned.
-  void run(const c10::FunctionSchema& schema, const Rule* rule, const c10::OperatorHandle& op,
-           torch::jit::Stack* stack, bool cacheable, bool unsigned_gated) {
+  // A call's dispatch cache key, made before the checks.
+  struct CacheProbe {
+    bool keyed = false;  // `key` is set: the call may be replayed or remembered
+    bool fused = false;  // fused mode (else strict)
+    int device = 0;
+    DispatchCache::Key key;
+  };
+
+  // The dispatch cache (dispatch_cache.h): a call seen before runs its
+  // program again (strict) or appends its recorded graph again (fused)
+  // without being lowered; true when it did (the stack then holds the
+  // returns). Fills *probe for run() either way.
+  bool replayed(const c10::FunctionSchema& schema, torch::jit::Stack* stack, CacheProbe* probe) {
+    const runtime::EagerMode mode = runtime::Runtime::get().mode();
+    probe->fused = mode == runtime::EagerMode::kFused;
+    if (!probe->fused && mode != runtime::EagerMode::kStrict) return false;
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
-    const int device = device_of(args);
-    // The dispatch cache (dispatch_cache.h): a call seen before runs its
-    // program again (strict) or appends its recorded graph again (fused)
-    // without being lowered.
-    DispatchCache::Key key;
-    const runtime::EagerMode mode = runtime::Runtime::get().mode();
-    const bool fused = mode == runtime::EagerMode::kFused;
-    cacheable = cacheable && cache_ != nullptr && (fused || mode == runtime::EagerMode::kStrict) &&
-                DispatchCache::make_key(args, device, &key, fused);
-    if (cacheable) {
-      std::vector<at::Tensor> tensors;
-      if (fused ? cache_->replay_fused(key, args, device, name_, &tensors)
-                : cache_->replay(key, args, device, name_, &tensors)) {
-        // The checks below passed for these arguments' metadata when the
-        // call was remembered; an in-place or out= call's storages now hold
-        // the written buffers.
-        std::vector<c10::IValue> returns;
-        if (variant_ == Variant::kInplace) {
-          returns.push_back(args[0]);
-        } else if (variant_ == Variant::kOut) {
-          for (size_t i = 0; i < nargs; ++i) {
-            if (schema.arguments()[i].is_out()) returns.push_back(args[i]);
-          }
-        }
-        torch::jit::drop(*stack, nargs);
-        if (variant_ == Variant::kFunctional) {
-          push_returns(schema, std::move(tensors), stack);
-        } else {
-          for (auto& r : returns) stack->emplace_back(std::move(r));
-        }
-        return;
+    probe->device = device_of(args);
+    probe->keyed = DispatchCache::make_key(args, probe->device, &probe->key, probe->fused);
+    if (!probe->keyed) return false;
+    std::vector<at::Tensor> tensors;
+    if (!(probe->fused ? cache_->replay_fused(probe->key, args, probe->device, name_, &tensors)
+                       : cache_->replay(probe->key, args, probe->device, name_, &tensors))) {
+      return false;
+    }
+    // An in-place or out= call's storages now hold the written buffers.
+    std::vector<c10::IValue> returns;
+    if (variant_ == Variant::kInplace) {
+      returns.push_back(args[0]);
+    } else if (variant_ == Variant::kOut) {
+      for (size_t i = 0; i < nargs; ++i) {
+        if (schema.arguments()[i].is_out()) returns.push_back(args[i]);
       }
     }
+    torch::jit::drop(*stack, nargs);
+    if (variant_ == Variant::kFunctional) {
+      push_returns(schema, std::move(tensors), stack);
+    } else {
+      for (auto& r : returns) stack->emplace_back(std::move(r));
+    }
+    return true;
+  }
+
+  // Lowers and runs the call; the stack changes only after the rule returned.
+  // `cacheable`: remember it in the dispatch cache under probe.key.
+  void run(const c10::FunctionSchema& schema, const Rule* rule, const c10::OperatorHandle& op,
+           torch::jit::Stack* stack, bool cacheable, bool unsigned_gated,
+           const CacheProbe& probe) {
+    const size_t nargs = schema.arguments().size();
+    auto args = torch::jit::last(*stack, nargs);
+    const int device = probe.keyed ? probe.device : device_of(args);
+    const DispatchCache::Key& key = probe.key;
+    const bool fused = probe.fused;
     LoweringContext ctx(name_, device);
     // Fused mode: what ctx.run hands to Fusion::record, for remember_fused.
     runtime::RecordedOp recorded;
