@@ -1,10 +1,13 @@
 """Eager-mode benchmarks, side by side in one process; prints JSON medians and ratios.
 
     python bench/bench_eager.py [--out bench_eager.json] [--loops 20] [--epochs 3]
-        [--rounds 2] [--add-only] [--instructions] [--cases add,neg,relu,...]
+        [--rounds 2] [--add-only] [--numel 1000] [--instructions] [--cases add,neg,relu,...]
 
 (a) Per-op overhead in strict mode: ``c = a + b`` on two 1,000-element float32
-    tensors, a loop of 1,000 ops ending in one sync, tpu vs CPU PyTorch
+    tensors (``--numel``: at 100 the plugin runs each program on the calling
+    thread, at 1,000 and up on its thread pool, a thread wake-up per op; the
+    JSON keeps its ``add_1000_float32`` key and says ``numel``), a loop of
+    1,000 ops ending in one sync, tpu vs CPU PyTorch
     (tpu debug mode is reported too). Microseconds per op, median over loops.
     Fused mode's recording cost is the loop up to its last op (``tpu_fused``,
     the sync that runs the graph not counted; ``tpu_fused_with_flush`` counts
@@ -79,7 +82,7 @@ def _sync(device):
         torchtpu.sync()
 
 
-def add_us_per_op(loops):
+def add_us_per_op(loops, numel=NUMEL):
     """Median microseconds per ``c = a + b`` for each configuration.
 
     The configurations take turns, one 1,000-op loop each, so a change in the
@@ -87,7 +90,7 @@ def add_us_per_op(loops):
     """
     tensors = {}
     for _, device, _ in CONFIGS:
-        tensors[device] = (torch.randn(NUMEL).to(device), torch.randn(NUMEL).to(device))
+        tensors[device] = (torch.randn(numel).to(device), torch.randn(numel).to(device))
     times = {name: [] for name, _, _ in CONFIGS}
     times["tpu_fused_with_flush"] = []
     for i in range(loops + 1):  # loop 0 compiles and warms up; not counted
@@ -275,6 +278,10 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--add-only", action="store_true", help="only (a), no train_digits")
+    p.add_argument("--numel", type=int, default=NUMEL,
+                   help="elements per tensor in (a)'s timed loops (the instruction counts "
+                        "use 1,000); XLA:CPU runs a program of under 1,000 flops on the "
+                        "calling thread and larger ones on its thread pool")
     p.add_argument("--instructions", action="store_true",
                    help="also count instructions per op under callgrind")
     p.add_argument("--callgrind-dir", default=None,
@@ -296,7 +303,7 @@ def main(argv=None):
 
     load_at_start = os.getloadavg()[0]
     previous = torchtpu.get_eager_mode()
-    add = add_us_per_op(args.loops)
+    add = add_us_per_op(args.loops, args.numel)
     instructions = (instructions_per_op(args.callgrind_dir, cases) if args.instructions
                     else None)
     if not args.add_only:
@@ -312,6 +319,7 @@ def main(argv=None):
         "host": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                  "loadavg_1m": [load_at_start, os.getloadavg()[0]]},
         "add_1000_float32": {
+            "numel": args.numel,
             "ops_per_loop": OPS_PER_LOOP,
             "loops": args.loops,
             "us_per_op_median": add,
