@@ -1,10 +1,13 @@
 """Eager-mode benchmarks, side by side in one process; prints JSON medians and ratios.
 
     python bench/bench_eager.py [--out bench_eager.json] [--loops 20] [--epochs 3]
-        [--rounds 2] [--add-only] [--instructions] [--cases add,neg,relu,...]
+        [--rounds 2] [--add-only] [--numel 1000] [--instructions] [--cases add,neg,relu,...]
 
 (a) Per-op overhead in strict mode: ``c = a + b`` on two 1,000-element float32
-    tensors, a loop of 1,000 ops ending in one sync, tpu vs CPU PyTorch
+    tensors (``--numel``: at 100 the plugin runs each program on the calling
+    thread, at 1,000 and up on its thread pool, a thread wake-up per op; the
+    JSON keeps its ``add_1000_float32`` key and says ``numel``), a loop of
+    1,000 ops ending in one sync, tpu vs CPU PyTorch
     (tpu debug mode is reported too). Microseconds per op, median over loops.
     Fused mode's recording cost is the loop up to its last op (``tpu_fused``,
     the sync that runs the graph not counted; ``tpu_fused_with_flush`` counts
@@ -16,10 +19,11 @@
     calling thread, so PJRT's execution threads are not in it). Noise-free,
     unlike the times; ``--callgrind-dir`` keeps the profiles for
     ``callgrind_annotate --inclusive=yes``. ``--cases`` adds other calls to
-    the count (cpu and tpu strict only, same scheme): ``neg`` (``-a``),
+    the count (cpu, tpu strict and tpu fused recording, same scheme): ``neg`` (``-a``),
     ``exp``, ``relu``, ``mul_scalar`` (``a * 0.5``), ``add_`` (``c.add_(b)``),
     ``mul_`` (``c.mul_(b)``, ``b`` a tensor of ones), ``add_out``
-    (``torch.add(a, b, out=c)``): issue 15's dispatch cache covers each.
+    (``torch.add(a, b, out=c)``): issue 15's dispatch cache covers each, in
+    strict and fused mode.
 (b) ``train_digits``: wall time per training step (forward, backward, optimizer
     step) for tpu strict, tpu debug and CPU. Milliseconds per step, median over
     the epochs after the first of each run (which pays for compilation on tpu).
@@ -62,6 +66,10 @@ CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"), ("tpu_debug", 
 # Ops per collected loop under callgrind (N, then 2N): fused graphs of 2N ops
 # stay under the node cap, so no flush falls inside a loop.
 CALLGRIND_OPS = {"cpu": 1000, "tpu_strict": 1000, "tpu_fused": 500}
+# The same for --cases: an op with a Python scalar adds a parameter node per
+# call (not shared, so a value that changes never changes the graph), so
+# fused loops are shorter there, again to keep flushes out of them.
+CASE_OPS = {"cpu": 1000, "tpu_strict": 1000, "tpu_fused": 250}
 
 
 def _set_mode(mode):
@@ -74,7 +82,7 @@ def _sync(device):
         torchtpu.sync()
 
 
-def add_us_per_op(loops):
+def add_us_per_op(loops, numel=NUMEL):
     """Median microseconds per ``c = a + b`` for each configuration.
 
     The configurations take turns, one 1,000-op loop each, so a change in the
@@ -82,7 +90,7 @@ def add_us_per_op(loops):
     """
     tensors = {}
     for _, device, _ in CONFIGS:
-        tensors[device] = (torch.randn(NUMEL).to(device), torch.randn(NUMEL).to(device))
+        tensors[device] = (torch.randn(numel).to(device), torch.randn(numel).to(device))
     times = {name: [] for name, _, _ in CONFIGS}
     times["tpu_fused_with_flush"] = []
     for i in range(loops + 1):  # loop 0 compiles and warms up; not counted
@@ -141,14 +149,14 @@ def _case_loop(case, a, b, c, n):
 
 
 EXTRA_CASES = ("neg", "exp", "relu", "mul_scalar", "add_", "mul_", "add_out")
-CASE_CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"))
+CASE_CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"), ("tpu_fused", "tpu", "fused"))
 
 
 def _callgrind_child(cases=()):
     """Runs under callgrind (see instructions_per_op): per configuration, a
     warm-up, then loops of N and 2N ops, each called through operator.call,
     the one function whose calls are collected and dumped; then the same for
-    each extra case in cpu and tpu strict."""
+    each extra case in cpu, tpu strict and tpu fused."""
     for name, device, mode in CONFIGS:
         if name not in CALLGRIND_OPS:
             continue
@@ -165,7 +173,7 @@ def _callgrind_child(cases=()):
     torchtpu.set_eager_mode("strict")
     for case in cases:
         for name, device, mode in CASE_CONFIGS:
-            n = CALLGRIND_OPS[name]
+            n = CASE_OPS[name]
             _set_mode(mode)
             a = torch.randn(NUMEL).to(device)
             b = torch.ones(NUMEL).to(device)
@@ -216,7 +224,7 @@ def instructions_per_op(keep_dir=None, cases=()):
     k = len(CALLGRIND_OPS)
     for case in cases:
         for name, _, _ in CASE_CONFIGS:
-            n = CALLGRIND_OPS[name]
+            n = CASE_OPS[name]
             result.setdefault("cases", {}).setdefault(case, {})[name] = \
                 (totals[2 * k + 1] - totals[2 * k]) / n
             k += 1
@@ -270,6 +278,10 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--add-only", action="store_true", help="only (a), no train_digits")
+    p.add_argument("--numel", type=int, default=NUMEL,
+                   help="elements per tensor in (a)'s timed loops (the instruction counts "
+                        "use 1,000); XLA:CPU runs a program of under 1,000 flops on the "
+                        "calling thread and larger ones on its thread pool")
     p.add_argument("--instructions", action="store_true",
                    help="also count instructions per op under callgrind")
     p.add_argument("--callgrind-dir", default=None,
@@ -291,7 +303,7 @@ def main(argv=None):
 
     load_at_start = os.getloadavg()[0]
     previous = torchtpu.get_eager_mode()
-    add = add_us_per_op(args.loops)
+    add = add_us_per_op(args.loops, args.numel)
     instructions = (instructions_per_op(args.callgrind_dir, cases) if args.instructions
                     else None)
     if not args.add_only:
@@ -307,6 +319,7 @@ def main(argv=None):
         "host": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                  "loadavg_1m": [load_at_start, os.getloadavg()[0]]},
         "add_1000_float32": {
+            "numel": args.numel,
             "ops_per_loop": OPS_PER_LOOP,
             "loops": args.loops,
             "us_per_op_median": add,

@@ -1,6 +1,7 @@
-"""Strict mode's dispatch cache (csrc/aten/dispatch_cache.h): a repeated call of
+"""The dispatch cache (csrc/aten/dispatch_cache.h): a repeated call of
 add / sub / mul / div, their scalar forms and a few unary ops, functional,
-in-place or out=, runs its program again without being lowered. Every result
+in-place or out=, runs its program again (strict mode) or appends its recorded
+graph again (fused mode) without being lowered. Every result
 must equal CPU PyTorch's and the uncached call's, whatever changes between
 calls: the values of the inputs, scalar values and kinds, aliasing, views,
 layouts, dtypes, the default dtype.
@@ -152,15 +153,87 @@ def test_results_feed_later_calls():
     torch.testing.assert_close(acc.cpu(), acc_cpu)
 
 
-def test_fused_mode_does_not_use_it():
-    x = torch.randn(8).to("tpu")
+@pytest.fixture
+def fused_mode():
     torchtpu.set_eager_mode("fused")
+    yield
+    torchtpu.set_eager_mode("strict")
+
+
+def test_fused_repeated_ops_are_replayed_and_exact(fused_mode):
+    # Fused mode appends a repeated call's recorded graph again: its inputs
+    # are pending values (the chain) or buffers (after a read flushed).
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    tx, ty = x.to("tpu"), y.to("tpu")
+    torchtpu.metrics.reset()
+    acc_cpu, acc = x.clone(), tx.clone()
+    for k in range(6):
+        acc_cpu = (acc_cpu + y) * 0.5 - x.t().t()
+        acc = (acc + ty) * 0.5 - tx.t().t()
+        acc_cpu = -acc_cpu.sigmoid()
+        acc = -acc.sigmoid()
+        if k == 3:
+            torch.testing.assert_close(acc.cpu(), acc_cpu)  # a read: buffers from here
+    assert hits() >= 20
+    torch.testing.assert_close(acc.cpu(), acc_cpu)
+    assert torchtpu.metrics.total_fallbacks() == 0
+
+
+def test_fused_argument_kinds(fused_mode):
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    for _ in range(2):  # the second round replays each call
+        for f in (torch.add, torch.mul, torch.div):
+            check(f, x, y)
+            check(f, x, y[0])                # broadcast
+            check(lambda p: f(p, p), x)      # the same tensor twice
+            check(lambda p, q: f(p.t(), q.t()), x, y)   # transposed views
+            check(lambda p, q: f(p[1:], q[:-1]), x, y)  # offset views
+            check(f, x, 2.5)
+            check(f, x.to(torch.int32), 2)
+            check(f, x.to(torch.int64), y.to(torch.int16))
+        check(lambda p: torch.add(p, p, alpha=2), x)
+        check(torch.exp, x.t())
+        check(lambda p: torch.pow(p.abs(), 3), x)
+    assert torchtpu.metrics.total_fallbacks() == 0
+
+
+def test_fused_inplace_and_out(fused_mode):
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    tx, ty = x.to("tpu"), y.to("tpu")
+    acc, cacc = tx.clone(), x.clone()
+    out, cout = torch.empty(4, 6, device="tpu"), torch.empty(4, 6)
+    view, cview = tx.clone(), x.clone()
     before = hits()
-    y = x + x
-    y = y + x
-    torchtpu.sync()
-    assert hits() == before
-    torch.testing.assert_close(y.cpu(), x.cpu() * 3)
+    for _ in range(4):  # the written storages' values stay pending between calls
+        acc.add_(ty).mul_(0.5)
+        cacc.add_(y).mul_(0.5)
+        torch.sub(acc, ty, out=out)
+        torch.sub(cacc, y, out=cout)
+        torch.neg(out, out=out)
+        torch.neg(cout, out=cout)
+        view[1:, 2:].mul_(ty[1:, 2:])  # through a view: the base sees it
+        cview[1:, 2:].mul_(y[1:, 2:])
+        acc.abs_()
+        cacc.abs_()
+    assert hits() - before >= 12
+    torch.testing.assert_close(acc.cpu(), cacc)
+    torch.testing.assert_close(out.cpu(), cout)
+    torch.testing.assert_close(view.cpu(), cview)
+    for _ in range(2):  # errors are raised as before, cached or not
+        with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+            tx[:, :1].add_(ty)
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            torch.arange(4, device="tpu").mul_(torch.ones(4, device="tpu"))
+    assert torchtpu.metrics.total_fallbacks() == 0
+
+
+def test_fused_never_written_storage_is_not_replayed(fused_mode):
+    # torch.empty's storage has no value: lowered (read as zeros) every time.
+    y = torch.randn(8)
+    for _ in range(3):
+        e = torch.empty(8, device="tpu")
+        r = e * 0 + y.to("tpu")
+        torch.testing.assert_close(r.cpu(), y)
 
 
 UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "sin", "cos",
@@ -293,8 +366,8 @@ def test_same_as_uncached_path():
     """Every call kind in a process with TORCHTPU_DISPATCH_CACHE=0 gives the
     same bits as here."""
     script = r"""
-import torch, torchtpu
-torchtpu.set_eager_mode("strict")
+import sys, torch, torchtpu
+torchtpu.set_eager_mode(sys.argv[2])
 g = torch.Generator().manual_seed(0)
 x = (torch.randn(6, 5, generator=g).abs() + 0.5).to("tpu")
 y = torch.randn(6, 5, generator=g).to("tpu")
@@ -304,21 +377,40 @@ for _ in range(3):
     t = x.clone(); t.add_(y); t.mul_(0.25); t.sqrt_(); res.append(t)
     o = torch.empty(6, 5, device="tpu"); torch.div(x, y, out=o); torch.neg(o, out=o)
     res.append(o)
-torch.save([r.cpu() for r in res], __import__("sys").argv[1])
-print(torchtpu.metrics.metrics()["dispatch_cache_hits"])
+torch.save([r.cpu() for r in res], sys.argv[1])
+m = torchtpu.metrics.metrics()
+print(m["dispatch_cache_hits"], m["fused_flushes"])
 """
     import tempfile
-    with tempfile.TemporaryDirectory() as d:
-        outs, counts = [], []
-        for flag in ("1", "0"):
-            path = os.path.join(d, f"r{flag}.pt")
-            env = dict(os.environ, TORCHTPU_DISPATCH_CACHE=flag)
-            p = subprocess.run([sys.executable, "-c", script, path], env=env,
-                               capture_output=True, text=True, timeout=120)
-            assert p.returncode == 0, p.stderr[-2000:]
-            counts.append(int(p.stdout.strip().splitlines()[-1]))
-            outs.append(torch.load(path))
-    assert counts[0] > 0 and counts[1] == 0
-    for a, b in zip(*outs, strict=True):
-        assert a.dtype == b.dtype and a.stride() == b.stride()
-        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)  # the same bits
+    for mode in ("strict", "fused"):
+        with tempfile.TemporaryDirectory() as d:
+            outs, counts = [], []
+            for flag in ("1", "0"):
+                path = os.path.join(d, f"r{flag}.pt")
+                env = dict(os.environ, TORCHTPU_DISPATCH_CACHE=flag)
+                p = subprocess.run([sys.executable, "-c", script, path, mode], env=env,
+                                   capture_output=True, text=True, timeout=120)
+                assert p.returncode == 0, p.stderr[-2000:]
+                counts.append([int(v) for v in p.stdout.strip().splitlines()[-1].split()])
+                outs.append(torch.load(path))
+        assert counts[0][0] > 0 and counts[1][0] == 0, mode
+        assert counts[0][1] == counts[1][1], mode  # fused: the same graphs run
+        for a, b in zip(*outs, strict=True):
+            assert a.dtype == b.dtype and a.stride() == b.stride()
+            torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)  # the same bits
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_lazily_negated_operands_are_not_replayed(mode):
+    # The cache is looked up before the kernel's checks: a lazily negated
+    # tensor (or host scalar) holds bits that are not its value, so its call
+    # must not match the plain call remembered with the same metadata.
+    torchtpu.set_eager_mode(mode)
+    x = torch.randn(5)
+    tx = x.to("tpu")
+    two = torch.tensor(2.0)
+    for _ in range(2):
+        torch.testing.assert_close((tx * two).cpu(), x * 2)
+        torch.testing.assert_close((tx + tx).cpu(), x + x)
+    torch.testing.assert_close((tx * torch._neg_view(two)).cpu(), x * -2)
+    torch.testing.assert_close((torch._neg_view(tx) + tx).cpu(), torch.zeros(5))

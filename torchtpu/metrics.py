@@ -13,9 +13,10 @@ reused for the new value, see :func:`torchtpu.set_eager_mode`),
 ``fused_strict_ops`` (fused mode: ops run one by one as strict programs in place
 of compiling a new graph from a line that stopped fusing, see
 ``torchtpu.config.fused_storm_threshold``),
-``dispatch_cache_hits`` (strict mode: calls of add, sub, mul and div that ran
-their program again without being lowered; also counted in ``cache_hits``;
-``TORCHTPU_DISPATCH_CACHE=0`` turns this off), ``cached_programs``.
+``dispatch_cache_hits`` (calls of add, sub, mul, div and a few unary ops
+that were not lowered again: in strict mode they ran their program again, also
+counted in ``cache_hits``; in fused mode their recorded graph was appended
+again; ``TORCHTPU_DISPATCH_CACHE=0`` turns this off), ``cached_programs``.
 """
 
 from torchtpu import _C

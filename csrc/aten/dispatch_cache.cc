@@ -52,7 +52,8 @@ bool DispatchCache::allowed(const std::string& key) {
   return on && ops.count(key) != 0;
 }
 
-bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* key) {
+bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* key,
+                             bool fused) {
   key->push_back(device);
   key->push_back(static_cast<int64_t>(c10::get_default_dtype_as_scalartype()));
   for (size_t i = 0; i < args.size(); ++i) {
@@ -63,7 +64,10 @@ bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* k
         key->push_back(kUndefined);
         continue;
       }
-      if (t.device().is_cpu() && t.dim() == 0 && !t.is_complex() && t.element_size() <= 8) {
+      // (A lazily negated one is refused below, with tensors of other devices:
+      // its bits are not its value.)
+      if (t.device().is_cpu() && t.dim() == 0 && !t.is_complex() && !t.is_neg() &&
+          t.element_size() <= 8) {
         // A Python number (wrapped) or a host 0-d tensor: lowered as a scalar
         // parameter of its value, so its bits and dtype are the key (and
         // whether it is a wrapped number, which type promotion treats apart).
@@ -74,10 +78,15 @@ bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* k
         continue;
       }
       runtime::Slot* slot = tpu_slot(a);
-      // Other host tensors (their value is read), storages without a buffer or
-      // with a pending value: lowered every time.
-      if (slot == nullptr || slot->pending || slot->buffer == nullptr || !slot->error.empty() ||
-          t.is_conj() || t.is_neg()) {
+      // Other host tensors (their value is read), storages never written
+      // (the lowering adopts the dtype read), with a failed value, or (strict)
+      // with a pending value: lowered every time. Fused mode binds a pending
+      // value as it binds a buffer, but a storage read with another element
+      // size is computed or reinterpreted first (LoweringContext::use).
+      if (slot == nullptr || !slot->error.empty() || t.is_conj() || t.is_neg()) return false;
+      if (fused ? (slot->buffer == nullptr && !slot->pending) ||
+                      ir::byte_size(slot->dtype) != ir::byte_size(to_ir(t.scalar_type()))
+                : slot->pending || slot->buffer == nullptr) {
         return false;
       }
       int64_t alias = -1;  // an earlier argument on the same storage
@@ -108,17 +117,10 @@ bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* k
 
 bool DispatchCache::replay(const Key& key, c10::ArrayRef<c10::IValue> args, int device,
                            const std::string& op, std::vector<at::Tensor>* out) {
-  const uint64_t h = hash_of(key.data(), key.size());
   std::shared_ptr<const Entry> e;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& x : entries_) {
-      if (x->hash == h && x->key.size() == key.size() &&
-          std::equal(x->key.begin(), x->key.end(), key.begin())) {
-        e = x;
-        break;
-      }
-    }
+    e = find(entries_, key);
   }
   if (e == nullptr) return false;
   std::vector<pjrt::Buffer*> raw;
@@ -135,7 +137,6 @@ bool DispatchCache::replay(const Key& key, c10::ArrayRef<c10::IValue> args, int 
   } catch (const pjrt::PjrtError& err) {
     TORCH_CHECK(false, "tpu: ", op, " failed: ", err.what());
   }
-  out->reserve(e->outputs.size());
   size_t k = 0;
   // Results first, then the written storages (LoweringContext::run's order).
   const size_t computed = buffers.size() - e->writes.size();
@@ -144,22 +145,29 @@ bool DispatchCache::replay(const Key& key, c10::ArrayRef<c10::IValue> args, int 
     slot->buffer = buffers.at(computed + w);
     slot->producer = op;
   }
-  for (const Output& o : e->outputs) {
+  allocate(e->outputs, device, out);
+  for (at::Tensor& t : *out) {
+    if (!t.defined() || t.numel() == 0) continue;
+    runtime::Slot& slot = slot_of(t);
+    slot.buffer = buffers.at(k++);
+    slot.producer = op;
+  }
+  return true;
+}
+
+void DispatchCache::allocate(const std::vector<Output>& outputs, int device,
+                             std::vector<at::Tensor>* out) {
+  out->reserve(outputs.size());
+  for (const Output& o : outputs) {
     if (!o.defined) {
       out->emplace_back();
       continue;
     }
     at::Tensor t = new_tensor(o.alloc_sizes, o.dtype, device);
     if (o.strided) t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides);
-    if (t.numel() > 0) {
-      runtime::Slot& slot = slot_of(t);
-      slot.dtype = to_ir(o.dtype);
-      slot.buffer = buffers.at(k++);
-      slot.producer = op;
-    }
+    if (t.numel() > 0) slot_of(t).dtype = to_ir(o.dtype);
     out->push_back(std::move(t));
   }
-  return true;
 }
 
 void DispatchCache::remember(const Key& key, c10::ArrayRef<c10::IValue> args,
@@ -184,6 +192,21 @@ void DispatchCache::remember(const Key& key, c10::ArrayRef<c10::IValue> args,
     e->sources.push_back(std::move(s));
   }
   size_t computed = 0;
+  e->outputs = outputs_of(results, &computed);
+  for (int w : writes) {
+    if (w < 0 || static_cast<size_t>(w) >= args.size() || tpu_slot(args[w]) == nullptr) return;
+  }
+  e->writes = std::move(writes);
+  // One program output per computed result and per storage written (so
+  // nothing else was written).
+  if (computed + e->writes.size() != static_cast<size_t>(e->exe->num_outputs())) return;
+  insert(entries_, next_, std::shared_ptr<const Entry>(std::move(e)));
+}
+
+std::vector<DispatchCache::Output> DispatchCache::outputs_of(const std::vector<at::Tensor>& results,
+                                                             size_t* computed) {
+  std::vector<Output> outputs;
+  *computed = 0;
   for (const at::Tensor& t : results) {
     Output o;
     o.defined = t.defined();
@@ -209,24 +232,119 @@ void DispatchCache::remember(const Key& key, c10::ArrayRef<c10::IValue> args,
       } else {
         o.alloc_sizes = o.sizes;
       }
-      if (t.numel() > 0) ++computed;
+      if (t.numel() > 0) ++*computed;
     }
-    e->outputs.push_back(std::move(o));
+    outputs.push_back(std::move(o));
   }
-  for (int w : writes) {
-    if (w < 0 || static_cast<size_t>(w) >= args.size() || tpu_slot(args[w]) == nullptr) return;
+  return outputs;
+}
+
+template <typename E>
+std::shared_ptr<const E> DispatchCache::find(const std::vector<std::shared_ptr<const E>>& entries,
+                                             const Key& key) {
+  const uint64_t h = hash_of(key.data(), key.size());
+  for (const auto& x : entries) {
+    if (x->hash == h && x->key.size() == key.size() &&
+        std::equal(x->key.begin(), x->key.end(), key.begin())) {
+      return x;
+    }
   }
-  e->writes = std::move(writes);
-  // One program output per computed result and per storage written (so
-  // nothing else was written).
-  if (computed + e->writes.size() != static_cast<size_t>(e->exe->num_outputs())) return;
+  return nullptr;
+}
+
+template <typename E>
+void DispatchCache::insert(std::vector<std::shared_ptr<const E>>& entries, size_t& next,
+                           std::shared_ptr<const E> e) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (entries_.size() < kMaxEntries) {
-    entries_.push_back(std::move(e));
+  if (entries.size() < kMaxEntries) {
+    entries.push_back(std::move(e));
   } else {
-    entries_[next_] = std::move(e);
-    next_ = (next_ + 1) % kMaxEntries;
+    entries[next] = std::move(e);
+    next = (next + 1) % kMaxEntries;
   }
+}
+
+bool DispatchCache::replay_fused(const Key& key, c10::ArrayRef<c10::IValue> args, int device,
+                                 const std::string& op, std::vector<at::Tensor>* out) {
+  std::shared_ptr<const FusedEntry> e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = find(fused_entries_, key);
+  }
+  if (e == nullptr) return false;
+  ++runtime::Runtime::get().metrics().dispatch_cache_hits;
+  allocate(e->outputs, device, out);
+  // As LoweringContext::run hands the op to Fusion::record: a storage's
+  // argument names only its slot (record binds its pending value or buffer).
+  std::vector<runtime::RecordedArg> bound;
+  bound.reserve(e->sources.size());
+  for (const Source& s : e->sources) {
+    if (s.arg >= 0) {
+      bound.push_back({nullptr, tpu_slot(args[s.arg])});
+    } else {
+      bound.push_back({s.constant, nullptr});
+    }
+  }
+  std::vector<runtime::Slot*> out_slots;
+  out_slots.reserve(e->targets.size());
+  for (int t : e->targets) {
+    out_slots.push_back(t >= 0 ? &slot_of((*out)[t]) : tpu_slot(args[-1 - t]));
+  }
+  try {
+    runtime::record_copy(runtime::fusion(device), e->graph, bound, e->values, out_slots, op,
+                         e->result_types);
+  } catch (const pjrt::PjrtError& err) {
+    TORCH_CHECK(false, "tpu: ", err.what());
+  } catch (const ir::IrError& err) {
+    TORCH_CHECK(false, "tpu: internal error lowering ", op, ": ", err.what());
+  }
+  return true;
+}
+
+void DispatchCache::remember_fused(const Key& key, c10::ArrayRef<c10::IValue> args,
+                                   runtime::RecordedOp op,
+                                   const std::vector<at::Tensor>& results) {
+  if (!op.taken) return;
+  auto e = std::make_shared<FusedEntry>();
+  e->key.assign(key.begin(), key.end());
+  e->hash = hash_of(key.data(), key.size());
+  auto arg_of = [&](const runtime::Slot* slot) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (tpu_slot(args[i]) == slot) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  for (const runtime::RecordedArg& a : op.args) {
+    Source s;
+    if (a.slot != nullptr) {
+      s.arg = arg_of(a.slot);
+      if (s.arg < 0) return;  // a storage the rule made itself
+    } else {
+      if (a.buffer == nullptr) return;
+      s.constant = a.buffer;
+    }
+    e->sources.push_back(std::move(s));
+  }
+  size_t computed = 0;
+  e->outputs = outputs_of(results, &computed);
+  for (const runtime::Slot* slot : op.out_slots) {
+    int target = -1;
+    for (size_t r = 0; r < results.size() && target < 0; ++r) {
+      const at::Tensor& t = results[r];
+      if (t.defined() && t.numel() > 0 && &slot_of(t) == slot) target = static_cast<int>(r);
+    }
+    if (target < 0) {
+      const int w = arg_of(slot);
+      if (w < 0) return;  // a storage that is neither a result nor an argument
+      target = -1 - w;
+    }
+    e->targets.push_back(target);
+  }
+  if (op.values.size() != op.out_slots.size()) return;
+  e->graph = std::move(op.graph);
+  e->values = std::move(op.values);
+  e->result_types = std::move(op.result_types);
+  insert(fused_entries_, fused_next_, std::shared_ptr<const FusedEntry>(std::move(e)));
 }
 
 }  // namespace ttpu::aten

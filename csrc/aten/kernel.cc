@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 
 #include "aten/dispatch_cache.h"
@@ -122,7 +123,9 @@ class LoweringKernel final : public c10::OperatorKernel {
   LoweringKernel(const Rule* rule, const Rule* complex_rule, Variant variant, std::string name,
                  std::string key)
       : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)),
-        key_(std::move(key)) {
+        key_(std::move(key)),
+        // Fixed per op: looked up once here rather than by name on every call.
+        unsigned_native_(barebones_unsigned_native(key_)), float8_native_(float8_native(key_)) {
     if (variant_ != Variant::kOutOnly && DispatchCache::allowed(key_)) {
       cache_ = std::make_unique<DispatchCache>();
     }
@@ -133,6 +136,12 @@ class LoweringKernel final : public c10::OperatorKernel {
     const auto& schema = op.schema();
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
+    // The dispatch cache before the checks below: a call is remembered only
+    // after they passed, and its key fixes everything they read (dtypes,
+    // math bits: make_key refuses those tensors; a dtype argument's value), so
+    // a hit needs none of them.
+    CacheProbe probe;
+    if (cache_ != nullptr && replayed(schema, stack, &probe)) return;
     // Declined calls run on CPU (counted): a complex tensor for a real-only
     // rule, or a lazily conjugated / negated tensor (the CPU kernels, reached
     // through _copy_from, see the bits; no rule reads them).
@@ -150,8 +159,7 @@ class LoweringKernel final : public c10::OperatorKernel {
     // uint16/32/64 (unsigned_gate.h): ops CPU computes in these dtypes run
     // natively; the others only when every result is floating (the op computes
     // in a float type, as CPU does), else on CPU, which raises what CPU raises.
-    const bool unsigned_gated = !barebones_unsigned_native(key_) &&
-                              any_barebones_unsigned(schema, args);
+    const bool unsigned_gated = !unsigned_native_ && any_barebones_unsigned(schema, args);
     if (unsigned_gated && variant_ == Variant::kOutOnly) {
       run_cpu_fallback(op, stack, kUnsignedWhy);
       return;
@@ -159,12 +167,13 @@ class LoweringKernel final : public c10::OperatorKernel {
     // float8 (unsigned_gate.h): only the ops that move, select or compare
     // values, which CPU implements for float8, run natively; the rest on CPU,
     // which computes or raises as CPU does.
-    if (!float8_native(key_) && any_float8(schema, args)) {
+    if (!float8_native_ && any_float8(schema, args)) {
       run_cpu_fallback(op, stack, " for float8 tensors");
       return;
     }
     try {
-      run(schema, rule, op, stack, /*cacheable=*/!complex && !unsigned_gated, unsigned_gated);
+      run(schema, rule, op, stack, /*cacheable=*/!complex && !unsigned_gated && probe.keyed,
+          unsigned_gated, probe);
     } catch (const DeclinedToCpu& d) {
       run_cpu_fallback(op, stack, d.why);
     } catch (const ir::IrDtypeError& e) {
@@ -176,42 +185,68 @@ class LoweringKernel final : public c10::OperatorKernel {
   }
 
  private:
-  // Lowers and runs the call; the stack changes only after the rule returned.
-  void run(const c10::FunctionSchema& schema, const Rule* rule, const c10::OperatorHandle& op,
-           torch::jit::Stack* stack, bool cacheable, bool unsigned_gated) {
+  // A call's dispatch cache key, made before the checks.
+  struct CacheProbe {
+    bool keyed = false;  // `key` is set: the call may be replayed or remembered
+    bool fused = false;  // fused mode (else strict)
+    int device = 0;
+    DispatchCache::Key key;
+  };
+
+  // The dispatch cache (dispatch_cache.h): a call seen before runs its
+  // program again (strict) or appends its recorded graph again (fused)
+  // without being lowered; true when it did (the stack then holds the
+  // returns). Fills *probe for run() either way.
+  bool replayed(const c10::FunctionSchema& schema, torch::jit::Stack* stack, CacheProbe* probe) {
+    const runtime::EagerMode mode = runtime::Runtime::get().mode();
+    probe->fused = mode == runtime::EagerMode::kFused;
+    if (!probe->fused && mode != runtime::EagerMode::kStrict) return false;
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
-    const int device = device_of(args);
-    // Strict mode's dispatch cache (dispatch_cache.h): a call seen before
-    // runs its program again without being lowered.
-    DispatchCache::Key key;
-    cacheable = cacheable && cache_ != nullptr &&
-                runtime::Runtime::get().mode() == runtime::EagerMode::kStrict &&
-                DispatchCache::make_key(args, device, &key);
-    if (cacheable) {
-      std::vector<at::Tensor> tensors;
-      if (cache_->replay(key, args, device, name_, &tensors)) {
-        // The checks below passed for these arguments' metadata when the
-        // call was remembered; an in-place or out= call's storages now hold
-        // the written buffers.
-        std::vector<c10::IValue> returns;
-        if (variant_ == Variant::kInplace) {
-          returns.push_back(args[0]);
-        } else if (variant_ == Variant::kOut) {
-          for (size_t i = 0; i < nargs; ++i) {
-            if (schema.arguments()[i].is_out()) returns.push_back(args[i]);
-          }
-        }
-        torch::jit::drop(*stack, nargs);
-        if (variant_ == Variant::kFunctional) {
-          push_returns(schema, std::move(tensors), stack);
-        } else {
-          for (auto& r : returns) stack->emplace_back(std::move(r));
-        }
-        return;
+    probe->device = device_of(args);
+    probe->keyed = DispatchCache::make_key(args, probe->device, &probe->key, probe->fused);
+    if (!probe->keyed) return false;
+    std::vector<at::Tensor> tensors;
+    if (!(probe->fused ? cache_->replay_fused(probe->key, args, probe->device, name_, &tensors)
+                       : cache_->replay(probe->key, args, probe->device, name_, &tensors))) {
+      return false;
+    }
+    // An in-place or out= call's storages now hold the written buffers.
+    std::vector<c10::IValue> returns;
+    if (variant_ == Variant::kInplace) {
+      returns.push_back(args[0]);
+    } else if (variant_ == Variant::kOut) {
+      for (size_t i = 0; i < nargs; ++i) {
+        if (schema.arguments()[i].is_out()) returns.push_back(args[i]);
       }
     }
+    torch::jit::drop(*stack, nargs);
+    if (variant_ == Variant::kFunctional) {
+      push_returns(schema, std::move(tensors), stack);
+    } else {
+      for (auto& r : returns) stack->emplace_back(std::move(r));
+    }
+    return true;
+  }
+
+  // Lowers and runs the call; the stack changes only after the rule returned.
+  // `cacheable`: remember it in the dispatch cache under probe.key.
+  void run(const c10::FunctionSchema& schema, const Rule* rule, const c10::OperatorHandle& op,
+           torch::jit::Stack* stack, bool cacheable, bool unsigned_gated,
+           const CacheProbe& probe) {
+    const size_t nargs = schema.arguments().size();
+    auto args = torch::jit::last(*stack, nargs);
+    const int device = probe.keyed ? probe.device : device_of(args);
+    const DispatchCache::Key& key = probe.key;
+    const bool fused = probe.fused;
     LoweringContext ctx(name_, device);
+    // Fused mode: what ctx.run hands to Fusion::record, for remember_fused.
+    runtime::RecordedOp recorded;
+    auto run_ctx = [&](const std::vector<ir::Value>& results) {
+      std::optional<runtime::RecordTap> tap;
+      if (cacheable && fused) tap.emplace(&recorded);
+      return ctx.run(results);
+    };
     switch (variant_) {
       case Variant::kFunctional: {
         auto values = (*rule)(ctx, Args(args));
@@ -235,8 +270,12 @@ class LoweringKernel final : public c10::OperatorKernel {
             if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
           }
         }
-        auto tensors = ctx.run(values);
-        if (cacheable) cache_->remember(key, args, ctx, tensors);
+        auto tensors = run_ctx(values);
+        if (cacheable && fused) {
+          cache_->remember_fused(key, args, std::move(recorded), tensors);
+        } else if (cacheable) {
+          cache_->remember(key, args, ctx, tensors);
+        }
         torch::jit::drop(*stack, nargs);
         push_returns(schema, std::move(tensors), stack);
         return;
@@ -256,8 +295,12 @@ class LoweringKernel final : public c10::OperatorKernel {
                     self.sizes(), " doesn't match the broadcast shape ",
                     c10::IntArrayRef(t.dims));
         ctx.write(self, values[0]);
-        ctx.run({});
-        if (cacheable) cache_->remember(key, args, ctx, {}, {0});
+        run_ctx({});
+        if (cacheable && fused) {
+          cache_->remember_fused(key, args, std::move(recorded), {});
+        } else if (cacheable) {
+          cache_->remember(key, args, ctx, {}, {0});
+        }
         torch::jit::drop(*stack, nargs);
         stack->emplace_back(std::move(self));
         return;
@@ -302,8 +345,10 @@ class LoweringKernel final : public c10::OperatorKernel {
           }
           ctx.write(outs[i], values[i]);
         }
-        ctx.run({});
-        if (cacheable && outs.size() == 1) {
+        run_ctx({});
+        if (cacheable && outs.size() == 1 && fused) {
+          cache_->remember_fused(key, args, std::move(recorded), {});
+        } else if (cacheable && outs.size() == 1) {
           cache_->remember(key, args, ctx, {}, {static_cast<int>(first_out)});
         }
         torch::jit::drop(*stack, nargs);
@@ -389,6 +434,8 @@ class LoweringKernel final : public c10::OperatorKernel {
   Variant variant_;
   std::string name_;
   std::string key_;
+  bool unsigned_native_;  // barebones_unsigned_native(key_)
+  bool float8_native_;    // float8_native(key_)
   std::once_flag layout_once_;
   LayoutRule layout_;
   std::unique_ptr<DispatchCache> cache_;  // null: calls of this kernel are not cached

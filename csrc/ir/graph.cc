@@ -189,8 +189,12 @@ std::vector<Value> Graph::append_from(const Graph& sub, Graph* movable,
                   std::to_string(sub.parameters_.size()) + " parameters");
   }
   // For each node of `sub`: its copy here, or (for a parameter) its argument.
-  std::vector<int32_t> copy(sub.nodes_.size(), -1);
-  std::vector<Value> substitute(sub.nodes_.size());
+  // Reused per thread: fused recording appends one small graph per op, and
+  // these were two of its allocations.
+  thread_local std::vector<int32_t> copy;
+  thread_local std::vector<Value> substitute;
+  copy.assign(sub.nodes_.size(), -1);
+  substitute.assign(sub.nodes_.size(), Value{});
   for (size_t k = 0; k < args.size(); ++k) {
     int32_t p = sub.parameters_[k];
     if (!(type(args[k]) == sub.nodes_[p].results[0])) {
@@ -214,6 +218,10 @@ std::vector<Value> Graph::append_from(const Graph& sub, Graph* movable,
   std::vector<Value> out;
   out.reserve(values.size());
   for (Value v : values) out.push_back(map(v));
+  if (copy.capacity() > 4096) {  // a large graph was appended: do not keep its size
+    std::vector<int32_t>().swap(copy);
+    std::vector<Value>().swap(substitute);
+  }
   return out;
 }
 

@@ -76,27 +76,37 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(
                                  std::to_string(addressable_devices_.size()) +
                                  " devices; use execute_multi", -1);
   }
-  std::vector<PJRT_Buffer*> arg_handles;
-  arg_handles.reserve(args.size());
+  // Handles on the stack for the usual few (an eager op's program): two
+  // allocations per execute fewer; a heap vector past that.
+  constexpr size_t kInline = 8;
+  PJRT_Buffer* inline_handles[2 * kInline] = {};
+  std::vector<PJRT_Buffer*> heap_handles;
+  const size_t num_outputs = static_cast<size_t>(num_outputs_);
+  PJRT_Buffer** handles = inline_handles;
+  if (args.size() > kInline || num_outputs > kInline) {
+    heap_handles.assign(args.size() + num_outputs, nullptr);
+    handles = heap_handles.data();
+  }
+  PJRT_Buffer** arg_handles = handles;
+  PJRT_Buffer** outputs = handles + (handles == inline_handles ? kInline : args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == nullptr || args[i]->raw() == nullptr) {
       throw PjrtError(kMethod, "argument " + std::to_string(i) + " is null", -1);
     }
-    arg_handles.push_back(args[i]->raw());
+    arg_handles[i] = args[i]->raw();
   }
 
   // The plugin dereferences `options` without a null check.
   auto options = TTPU_ARGS(PJRT_ExecuteOptions);
-  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
-  PJRT_Buffer* const* argument_lists[1] = {arg_handles.data()};
-  PJRT_Buffer** output_lists[1] = {outputs.data()};
+  PJRT_Buffer* const* argument_lists[1] = {arg_handles};
+  PJRT_Buffer** output_lists[1] = {outputs};
 
   auto exec = TTPU_ARGS(PJRT_LoadedExecutable_Execute_Args);
   exec.executable = exe_;
   exec.options = &options;
   exec.argument_lists = argument_lists;
   exec.num_devices = 1;
-  exec.num_args = arg_handles.size();
+  exec.num_args = args.size();
   exec.output_lists = output_lists;
   // A portable executable (compile_options.h) gets its device here; a
   // one-device non-portable one must be given the device it was compiled for.
@@ -104,9 +114,9 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(
   TTPU_CALL(client_->api(), PJRT_LoadedExecutable_Execute, &exec);
 
   std::vector<std::shared_ptr<Buffer>> result;
-  result.reserve(outputs.size());
-  for (PJRT_Buffer* out : outputs) {
-    result.push_back(std::make_shared<Buffer>(client_, out));
+  result.reserve(num_outputs);
+  for (size_t i = 0; i < num_outputs; ++i) {
+    result.push_back(std::make_shared<Buffer>(client_, outputs[i]));
   }
   return result;
 }

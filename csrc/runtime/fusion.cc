@@ -1,11 +1,14 @@
 #include "runtime/fusion.h"
 
+#include "runtime/record_tap.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 
 #include "runtime/fusion_hybrid.h"
 
@@ -60,6 +63,13 @@ std::map<int, std::unique_ptr<Fusion>>& fusions() {
   return *m;
 }
 
+// The dispatch cache's request for a copy of the next recorded op
+// (record_tap.h); per thread, as ops are recorded on their caller's thread.
+thread_local RecordedOp* t_tap = nullptr;
+// Set by record_copy for the record call it makes: the op graph stays the
+// caller's (a cached op's), so its nodes are copied, not moved.
+thread_local bool t_keep_graph = false;
+
 BlockingWait& blocking_wait() {
   static auto* hook = new BlockingWait();
   return *hook;
@@ -68,6 +78,18 @@ BlockingWait& blocking_wait() {
 }  // namespace
 
 void set_blocking_wait(BlockingWait hook) { blocking_wait() = std::move(hook); }
+
+RecordTap::RecordTap(RecordedOp* op) : previous_(t_tap) { t_tap = op; }
+RecordTap::~RecordTap() { t_tap = previous_; }
+
+void record_copy(Fusion& fusion, const ir::Graph& op_graph, const std::vector<RecordedArg>& args,
+                 const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
+                 const std::string& op, std::vector<ir::TensorType> result_types) {
+  t_keep_graph = true;  // record's first statement takes it back
+  // record only reads op_graph while the flag is set (it appends a copy).
+  fusion.record(const_cast<ir::Graph&>(op_graph), args, values, out_slots, op,
+                std::move(result_types));
+}
 
 // Holds a Fusion's mutex; waits through the blocking-wait hook when another
 // thread has it.
@@ -105,6 +127,17 @@ ir::Value Fusion::param(const std::shared_ptr<pjrt::Buffer>& buffer, const ir::T
 void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
                     const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
                     const std::string& op, std::vector<ir::TensorType> result_types) {
+  const bool keep_graph = std::exchange(t_keep_graph, false);
+  if (RecordedOp* tap = t_tap) {
+    // Copied before the graph's nodes move into the pending graph.
+    t_tap = nullptr;
+    tap->taken = true;
+    tap->graph = op_graph;
+    tap->args = args;
+    tap->values = values;
+    tap->out_slots = out_slots;
+    tap->result_types = result_types;
+  }
   FusionLock lock(*this);
   // The user's line is looked up before anything else, so a flush the op
   // triggers cannot start the next graph without it.
@@ -115,8 +148,11 @@ void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
     hybrid_ = !per_op_ && !capture_.active && fused_hybrid() && !line_warm(start_);
     per_op_ = per_op_ || hybrid_;
   }
-  std::vector<ir::Value> bound;
-  bound.reserve(args.size());
+  // Per thread, reused: one allocation per recorded op fewer. Taken out while
+  // in use (a flush below may run Python that records again).
+  thread_local std::vector<ir::Value> t_bound;
+  std::vector<ir::Value> bound = std::move(t_bound);
+  bound.clear();
   for (size_t k = 0; k < args.size(); ++k) {
     const ir::TensorType& type = op_graph.type(ir::Value{op_graph.parameters()[k], 0});
     const RecordedArg& a = args[k];
@@ -129,9 +165,11 @@ void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
     }
   }
   // A storm's graph keeps the op's own program too (keep_op reads op_graph).
-  std::vector<ir::Value> mapped = per_op_ ? graph_.append(op_graph, bound, values)
-                                          : graph_.append(std::move(op_graph), bound, values);
+  std::vector<ir::Value> mapped = per_op_ || keep_graph
+                                     ? graph_.append(op_graph, bound, values)
+                                     : graph_.append(std::move(op_graph), bound, values);
   if (per_op_) keep_op(op_graph, args, bound, values, mapped, op);
+  t_bound = std::move(bound);
   for (size_t i = 0; i < out_slots.size(); ++i) {
     Slot* s = out_slots[i];
     if (!s->pending) live_.push_back(s);
