@@ -61,8 +61,9 @@ struct Metrics {
   // Fused mode: ops run as strict programs because the Python line that
   // started their region stopped fusing (a recompile storm, fusion.h).
   std::atomic<int64_t> fused_strict_ops{0};
-  // Strict mode: calls replayed by the aten layer's dispatch cache (a program
-  // run again without lowering the op; also counted in cache_hits).
+  // Calls replayed by the aten layer's dispatch cache without lowering the op:
+  // strict mode runs the cached program again (also counted in cache_hits),
+  // fused mode appends the cached op graph again.
   std::atomic<int64_t> dispatch_cache_hits{0};
   void reset();
 };
