@@ -33,6 +33,34 @@ uint64_t hash_of(const int64_t* words, size_t n) {
   return h;
 }
 
+// Where each bound argument of a cached op comes from: a call argument (by
+// position) or a constant buffer. False when one is neither (a storage the
+// rule made itself): such an op is not cached.
+// The position of the call argument whose storage is `slot`, or -1.
+int arg_of(c10::ArrayRef<c10::IValue> args, const runtime::Slot* slot) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (tpu_slot(args[i]) == slot) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+template <class Source>
+bool sources_of(const std::vector<runtime::RecordedArg>& bound, c10::ArrayRef<c10::IValue> args,
+                std::vector<Source>* out) {
+  for (const runtime::RecordedArg& a : bound) {
+    Source s;
+    if (a.slot != nullptr) {
+      s.arg = arg_of(args, a.slot);
+      if (s.arg < 0) return false;
+    } else {
+      if (a.buffer == nullptr) return false;
+      s.constant = a.buffer;
+    }
+    out->push_back(std::move(s));
+  }
+  return true;
+}
+
 }  // namespace
 
 bool DispatchCache::allowed(const std::string& key) {
@@ -178,19 +206,7 @@ void DispatchCache::remember(const Key& key, c10::ArrayRef<c10::IValue> args,
   e->key.assign(key.begin(), key.end());
   e->hash = hash_of(key.data(), key.size());
   e->exe = ctx.executable();
-  for (const runtime::RecordedArg& a : ctx.bound_args()) {
-    Source s;
-    if (a.slot != nullptr) {
-      for (size_t i = 0; i < args.size() && s.arg < 0; ++i) {
-        if (tpu_slot(args[i]) == a.slot) s.arg = static_cast<int>(i);
-      }
-      if (s.arg < 0) return;  // a storage the rule made itself
-    } else {
-      if (a.buffer == nullptr) return;
-      s.constant = a.buffer;
-    }
-    e->sources.push_back(std::move(s));
-  }
+  if (!sources_of(ctx.bound_args(), args, &e->sources)) return;
   size_t computed = 0;
   e->outputs = outputs_of(results, &computed);
   for (int w : writes) {
@@ -308,23 +324,7 @@ void DispatchCache::remember_fused(const Key& key, c10::ArrayRef<c10::IValue> ar
   auto e = std::make_shared<FusedEntry>();
   e->key.assign(key.begin(), key.end());
   e->hash = hash_of(key.data(), key.size());
-  auto arg_of = [&](const runtime::Slot* slot) {
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (tpu_slot(args[i]) == slot) return static_cast<int>(i);
-    }
-    return -1;
-  };
-  for (const runtime::RecordedArg& a : op.args) {
-    Source s;
-    if (a.slot != nullptr) {
-      s.arg = arg_of(a.slot);
-      if (s.arg < 0) return;  // a storage the rule made itself
-    } else {
-      if (a.buffer == nullptr) return;
-      s.constant = a.buffer;
-    }
-    e->sources.push_back(std::move(s));
-  }
+  if (!sources_of(op.args, args, &e->sources)) return;
   size_t computed = 0;
   e->outputs = outputs_of(results, &computed);
   for (const runtime::Slot* slot : op.out_slots) {
@@ -334,7 +334,7 @@ void DispatchCache::remember_fused(const Key& key, c10::ArrayRef<c10::IValue> ar
       if (t.defined() && t.numel() > 0 && &slot_of(t) == slot) target = static_cast<int>(r);
     }
     if (target < 0) {
-      const int w = arg_of(slot);
+      const int w = arg_of(args, slot);
       if (w < 0) return;  // a storage that is neither a result nor an argument
       target = -1 - w;
     }
