@@ -49,10 +49,11 @@ def test_ops_reading_the_end_of_a_growing_storage_compile_once(strict):
     for w, g in zip(want, got):
         for a, b in zip(w, g):
             assert torch.equal(b.cpu(), a)
-    # From the third length on, one program per length (the view read into a
-    # buffer of its own, shared by isin, clone, add and mul); the cat above
-    # is counted outside. Before: one per op and length.
-    assert all(n == 1 for n in per_step[2:]), per_step
+    # From the third length on, at most one program per length (the view
+    # read into a buffer of its own, shared by isin, clone, add and mul; none
+    # where an earlier test left it); the cat above is counted outside.
+    # Before: one per op and length.
+    assert all(n <= 1 for n in per_step[2:]), per_step
 
 
 def test_views_of_a_storage_of_one_size_keep_one_program_per_op(strict):
