@@ -6,6 +6,7 @@ cross_entropy, mse/huber/smooth_l1/bce losses)."""
 import pytest
 import torch
 import torch.nn.functional as F
+import torchtpu
 
 from _util import assert_close_cpu, no_fallback, run_both, same_error
 
@@ -370,6 +371,35 @@ def test_softmax_grad(dim):
     x = torch.randn(3, 4, 5)
     grads_match(lambda t: torch.softmax(t, dim), x)
     grads_match(lambda t: torch.log_softmax(t, dim), x)
+
+
+def test_safe_softmax_zeroes_rows_of_all_minus_inf_in_one_program():
+    # scaled_dot_product_attention's math path calls it on masked scores: a
+    # fully masked row gives zeros, not NaN (ATen composes it of four ops).
+    x = torch.tensor([[float("-inf"), float("-inf"), float("-inf")], [float("-inf"), 1.0, 2.0],
+                      [float("nan"), float("-inf"), 0.0], [1000.0, 0.0, -1000.0]])
+    run_both(lambda t: torch._safe_softmax(t, 1), x)
+    run_both(lambda t: torch._safe_softmax(t, 0), x)
+    run_both(lambda t: torch._safe_softmax(t, -1), torch.randn(2, 3, 5).bfloat16())
+    run_both(lambda t: torch._safe_softmax(t, 1, dtype=torch.float64), x)
+    run_both(lambda t: torch._safe_softmax(t, 1, dtype=torch.bfloat16), x * 1e-3)
+    run_both(lambda t: torch._safe_softmax(t, 1, dtype=torch.float32), torch.arange(6).reshape(2, 3))
+    run_both(lambda t: torch._safe_softmax(t, 0), torch.randn(0, 3))
+    run_both(lambda t: torch._safe_softmax(t, 0), torch.tensor(float("-inf")))
+    same_error(lambda t: torch._safe_softmax(t, 0), torch.arange(3))
+    grads_match(lambda t: torch._safe_softmax(t, 1), torch.randn(3, 4))
+    tpu = x.to("tpu")
+    torchtpu.sync()
+    before = torchtpu.metrics.metrics()["executes"]
+    result = torch._safe_softmax(tpu, 1)  # noqa: F841 (held: fused mode computes live values)
+    torchtpu.sync()
+    assert torchtpu.metrics.metrics()["executes"] - before == 1
+    # Through attention: a query whose keys are all masked out.
+    q, k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False
+    run_both(lambda *t: F.scaled_dot_product_attention(*t, attn_mask=mask.to(t[0].device)),
+             q, k, v)
 
 
 # --------------------------------------------------------------------- layer norm

@@ -1,6 +1,7 @@
 #include "aten/lowering.h"
 
 #include "aten/copy.h"
+#include "aten/growing_views.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
@@ -230,6 +231,18 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
   if (t.numel() == 0) return graph_.constant(0, {dtype, sizes});
   auto& slot = slot_of(t);
+  if (t.numel() * static_cast<int64_t>(t.element_size()) < static_cast<int64_t>(slot.nbytes) &&
+      op_ != kGrowingViewRead &&
+      runtime::Runtime::get().mode() != runtime::EagerMode::kFused &&
+      view_base_varies(op_, sizes, dtype, static_cast<int64_t>(slot.nbytes))) {
+    // A part of a storage whose size keeps changing (growing_views.h): read
+    // into a buffer of its own, so this op's program is keyed on the view.
+    LoweringContext read(kGrowingViewRead, device_);
+    at::Tensor own = read.run({read.tensor(t)})[0];
+    replayable_ = false;  // the buffer bound is not the argument's storage
+    pending_storages_.push_back(own.storage());
+    return tensor(own);
+  }
   // Held for this context's life, pending or not: slots_ knows a storage by its
   // Slot's address, and a temporary a rule read and dropped (a CPU index
   // uploaded by read_index) would free its Slot for the next temporary to

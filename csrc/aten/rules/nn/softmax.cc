@@ -6,6 +6,8 @@
 // A row of all -inf gives NaN, as on CPU.
 #include "aten/rules/reduce/reduce_util.h"
 
+#include <limits>
+
 namespace ttpu::aten {
 namespace {
 
@@ -60,6 +62,41 @@ ValueList softmax(LoweringContext& ctx, const Args& a) {
   ir::Value e = g.unary(Op::kExp, shifted(ctx, self, dim));
   ir::Value s = sum_broadcast(ctx, e, dim_list(self, dim));
   return {g.convert(g.binary(Op::kDiv, e, s), out)};
+}
+
+// _safe_softmax(Tensor self, int dim, ScalarType? dtype): softmax, except
+// that a row of all -inf gives zeros instead of NaN. Scaled dot-product
+// attention's math path calls it on masked scores; ATen composes it of
+// softmax, isneginf, all and where, four programs per shape in strict mode
+// (per token, on a growing KV cache). One program here, ATen's result:
+// self converted to `dtype` first (softmax.int), the -inf test on self.
+ValueList safe_softmax(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  int64_t dim = softmax_dim(self, a.integer(1));
+  const std::optional<c10::ScalarType> dtype = a.opt_dtype(2);
+  const c10::ScalarType as = dtype.value_or(self.scalar_type());
+  const bool last = self.dim() == 0 || dim == self.dim() - 1;
+  TORCH_CHECK_NOT_IMPLEMENTED(self.numel() == 0 || at::isFloatingType(as), "\"softmax",
+                              last ? "_lastdim" : "", "_kernel_impl\" not implemented for '",
+                              c10::toString(as), "'");
+  auto& g = ctx.g();
+  const DType out = to_ir(as);
+  ir::Value input = ctx.tensor(self);
+  if (self.numel() == 0) return {g.convert(input, out)};
+  const std::vector<int64_t> rdims = dim_list(self, dim);
+  ir::Value x = g.convert(g.convert(input, out), acc_dtype(out));
+  ir::Value m = reduce(ctx, x, rdims, /*keepdim=*/true, Reducer::kMax);
+  ir::Value e = g.unary(Op::kExp, g.binary(Op::kSub, x, broadcast_to(ctx, m, dims(ctx, x))));
+  ir::Value y = g.convert(g.binary(Op::kDiv, e, sum_broadcast(ctx, e, rdims)), out);
+  if (!at::isFloatingType(self.scalar_type())) return {y};  // no -inf to test
+  // All -inf along dim <=> max along dim is -inf (a NaN makes the max NaN,
+  // and isneginf(NaN) is false).
+  ir::Value self_max = self.scalar_type() == as ? m : reduce(ctx, input, rdims, true, Reducer::kMax);
+  const ir::TensorType max_type = g.type(self_max);
+  ir::Value masked = g.compare(ir::Cmp::kEQ, self_max,
+                               g.constant(-std::numeric_limits<double>::infinity(), max_type));
+  const std::vector<int64_t> shape = dims(ctx, y);
+  return {g.select(broadcast_to(ctx, masked, shape), g.constant(0, {out, shape}), y)};
 }
 
 // _log_softmax(Tensor self, int dim, bool half_to_float): (x - m) - log(sum(exp(x - m))).
@@ -118,6 +155,7 @@ ValueList log_softmax_backward(LoweringContext& ctx, const Args& a) {
 
 RegisterLowering r_softmax("_softmax", softmax);
 RegisterLowering r_log_softmax("_log_softmax", log_softmax);
+RegisterLowering r_safe_softmax("_safe_softmax", safe_softmax);
 RegisterLowering r_softmax_bwd("_softmax_backward_data", softmax_backward);
 RegisterLowering r_log_softmax_bwd("_log_softmax_backward_data", log_softmax_backward);
 
