@@ -281,7 +281,9 @@ def test_linalg_results_take_cpus_column_major_layout(op, order):
 
 
 @pytest.mark.parametrize("a_shape, k, driver", [((6, 3), 2, "gels"), ((2, 5, 3), 4, "gels"),
-                                                ((3, 5), 2, "gels"), ((7, 2), 1, "gelsd")])
+                                                ((3, 5), 2, "gels"), ((7, 2), 1, "gelsd"),
+                                                ((5, 1), 3, "gels"), ((2, 5, 1), 3, "gels"),
+                                                ((5, 1), 1, "gels")])
 def test_lstsq_solution_of_a_tall_a_is_a_view_of_the_taller_buffer(a_shape, k, driver):
     # LAPACK solves in B's column-major buffer of max(m, n) rows; a tall A's
     # solution is its first n rows, so its column stride is m (CPU: (1, 6)
@@ -298,6 +300,7 @@ def test_lstsq_solution_of_a_tall_a_is_a_view_of_the_taller_buffer(a_shape, k, d
     assert got.is_contiguous() == expected.is_contiguous()
     assert_close_cpu(got, expected)
     assert_close_cpu(got * 2, expected * 2)
+
 
 def _fft_inputs():
     torch.manual_seed(2)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 namespace ttpu::aten {
 namespace {
@@ -390,10 +391,12 @@ namespace {
 
 // The extents of a dense buffer in memory order (dims by decreasing stride)
 // whose leading part `strides` address, when they leave gaps (a stride larger
-// than the dims inside it need); empty when they are dense or not of that form.
-std::vector<int64_t> padded_extents(const std::vector<int64_t>& in_memory,
-                                    const std::vector<int64_t>& order,
-                                    const std::vector<int64_t>& strides) {
+// than the dims inside it need); empty when they are dense; nullopt when they
+// are neither (the result then takes the row-major layout, never strides that
+// would run past its buffer).
+std::optional<std::vector<int64_t>> padded_extents(const std::vector<int64_t>& in_memory,
+                                                   const std::vector<int64_t>& order,
+                                                   const std::vector<int64_t>& strides) {
   const size_t nd = order.size();
   std::vector<int64_t> padded(in_memory);
   int64_t inner = 1;  // the stride the next dim outwards would have if dense
@@ -401,14 +404,16 @@ std::vector<int64_t> padded_extents(const std::vector<int64_t>& in_memory,
   for (size_t j = nd; j-- > 0;) {
     const int64_t stride = strides[order[j]];
     if (in_memory[j] <= 1) continue;  // size-1 dims: any stride
-    if (stride < inner) return {};
+    if (stride < inner) return std::nullopt;
     if (stride != inner) {
-      // Pad the nearest inner dim of more than one element to reach it.
+      // Pad the nearest inner dim of more than one element to reach it, or
+      // else the nearest inner dim (lstsq's [1, k] solution: [k, 1] -> [k, M]).
+      if (j + 1 == nd) return std::nullopt;
       size_t k = j + 1;
       while (k < nd && in_memory[k] <= 1) ++k;
-      if (k == nd) return {};
+      if (k == nd) k = j + 1;
       const int64_t below = inner / padded[k];
-      if (stride % below != 0) return {};
+      if (below == 0 || stride % below != 0) return std::nullopt;
       padded[k] = stride / below;
       gaps = true;
     }
@@ -446,7 +451,13 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
     for (int64_t d : order) in_memory.push_back(t.dims[d]);
     // Strides with gaps (lstsq's solution: the first rows of a taller
     // buffer) name a padded buffer; the value fills its leading part.
-    const std::vector<int64_t> padded = padded_extents(in_memory, order, strides);
+    const std::optional<std::vector<int64_t>> extents = padded_extents(in_memory, order, strides);
+    if (!extents) {
+      tensors.push_back(new_tensor(t.dims, to_aten(t.dtype), device_));
+      if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
+      continue;
+    }
+    const std::vector<int64_t>& padded = *extents;
     at::Tensor out = new_tensor(padded.empty() ? in_memory : padded, to_aten(t.dtype), device_);
     out.unsafeGetTensorImpl()->set_sizes_and_strides(t.dims, strides);
     tensors.push_back(out);

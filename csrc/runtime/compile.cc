@@ -88,6 +88,7 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
       }
       finish(key, *job, std::move(exe), error);
       job.reset();  // its last owner may be this thread: gone before it counts as done
+      std::string().swap(text);  // so is the program text
       --compiles_running_;
     };
     // Without a poll (C++ callers, tests) nothing could interrupt the wait,

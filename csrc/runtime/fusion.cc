@@ -292,9 +292,18 @@ void Fusion::flush() {
     const Background state = background_state(key);
     if (state == Background::kCompiling) {
       per_op_now = true;
-    } else if (state == Background::kNone && !rt.has_program(key) && per_op_at_hand(per_op)) {
-      guard_new_graph();
-      per_op_now = compile_in_background(graph, key, name);
+    } else if (state == Background::kNone && !rt.has_program(key)) {
+      bool at_hand = false;
+      try {
+        at_hand = per_op_at_hand(per_op);
+      } catch (const std::exception&) {
+        // (emitting an op's text failed: the graph compiles in the open
+        // below, where a failure marks its slots and reaches the user)
+      }
+      if (at_hand) {
+        guard_new_graph();
+        per_op_now = compile_in_background(graph, key, name);
+      }
     }
   } else if (can_run_per_op) {
     per_op_now = !rt.has_program(key);  // a storm: not compiled (see fusion.h)
@@ -313,7 +322,8 @@ void Fusion::flush() {
     }
     return;
   }
-  if (!rt.has_program(key) && !(hybrid && background_state(key) == Background::kFailed)) {
+  // (a failed background compile's graph was shown when that compile began)
+  if (!rt.has_program(key) && background_state(key) != Background::kFailed) {
     guard_new_graph();
   }
   try {

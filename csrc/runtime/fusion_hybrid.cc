@@ -59,13 +59,15 @@ bool compile_in_background(ir::Graph graph, const std::string& key, const std::s
     r.programs[key] = Background::kCompiling;
   }
   ++r.running;
-  auto work = [&r, graph = std::move(graph), key, name]() {
+  auto work = [&r, graph = std::move(graph), key = std::string(key),
+               name = std::string(name)]() mutable {
     bool ok = true;
     try {
       Runtime::get().compile(graph, name, &key);
     } catch (...) {
       ok = false;  // shown to the user when the flush compiles it in the open
     }
+    graph = ir::Graph();  // freed before the count drops: exit may follow at once
     {
       std::lock_guard<std::mutex> lock(r.mu);
       if (ok) {
@@ -74,6 +76,8 @@ bool compile_in_background(ir::Graph graph, const std::string& key, const std::s
         r.programs[key] = Background::kFailed;
       }
     }
+    std::string().swap(key);
+    std::string().swap(name);
     --r.running;
   };
   try {
