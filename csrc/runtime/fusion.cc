@@ -300,7 +300,9 @@ void Fusion::flush() {
         // (emitting an op's text failed: the graph compiles in the open
         // below, where a failure marks its slots and reaches the user)
       }
-      if (at_hand) {
+      if (at_hand && background_busy()) {
+        per_op_now = true;  // its compile starts at a later flush
+      } else if (at_hand) {
         guard_new_graph();
         per_op_now = compile_in_background(graph, key, name);
       }

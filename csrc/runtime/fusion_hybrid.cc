@@ -4,6 +4,7 @@
 // program joins it instead of compiling twice.
 #include "runtime/fusion_hybrid.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -92,6 +93,11 @@ bool compile_in_background(ir::Graph graph, const std::string& key, const std::s
 }
 
 int background_compiles() { return registry().running.load(); }
+
+bool background_busy() {
+  static const int limit = std::max(1, static_cast<int>(std::thread::hardware_concurrency() / 2));
+  return background_compiles() >= limit;
+}
 
 bool line_warm(const std::string& start) {
   Registry& r = registry();

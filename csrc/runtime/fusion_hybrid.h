@@ -24,6 +24,10 @@ Background background_state(const std::string& key);
 // thread of its own; the program lands in the runtime's caches. Returns false
 // when no thread could be had (the caller then compiles as usual).
 bool compile_in_background(ir::Graph graph, const std::string& key, const std::string& name);
+// Whether as many background compiles run as hybrid mode allows (half the
+// cores, at least one): a new graph then runs op by op without starting its
+// own, and tries again at its next flush.
+bool background_busy();
 // Background compiles still running: the process must not exit while one
 // runs (XLA's static destructors, see Runtime::compiles_running()).
 int background_compiles();
