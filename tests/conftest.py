@@ -38,3 +38,16 @@ def _eager_mode_and_seed():
     except Exception:
         pass
     torchtpu.set_eager_mode("strict")
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    """A transformers GPT-2 with a small random config (2 layers, d 64, 128-token
+    vocabulary; seed 0) in eval mode on CPU, and a (1, 5) prompt of token ids."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128,
+                                     n_positions=64)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    ids = torch.randint(1, 128, (1, 5))
+    return model, ids

@@ -14,16 +14,6 @@ import torchtpu
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module")
-def gpt2():
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128,
-                                     n_positions=64)
-    model = transformers.GPT2LMHeadModel(config).eval()
-    ids = torch.randint(0, 128, (1, 5))
-    return model, ids
-
-
 def generate(model, ids, **kwargs):
     with torch.no_grad():
         return model.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=0, **kwargs)

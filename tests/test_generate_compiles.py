@@ -75,16 +75,6 @@ def test_views_of_a_storage_of_one_size_keep_one_program_per_op(strict):
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module")
-def gpt2():
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128,
-                                     n_positions=64)
-    model = transformers.GPT2LMHeadModel(config).eval()
-    ids = torch.randint(1, 128, (1, 5))
-    return model, ids
-
-
 class TokenPrograms:
     """A generate streamer: new programs (compiled or loaded) at each token."""
 
