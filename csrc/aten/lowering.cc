@@ -451,7 +451,9 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
     for (int64_t d : order) in_memory.push_back(t.dims[d]);
     // Strides with gaps (lstsq's solution: the first rows of a taller
     // buffer) name a padded buffer; the value fills its leading part.
-    const std::optional<std::vector<int64_t>> extents = padded_extents(in_memory, order, strides);
+    // (no elements: any strides, e.g. nonzero's (1, 0) for a [0, 2] result)
+    const std::optional<std::vector<int64_t>> extents =
+        t.numel() == 0 ? std::vector<int64_t>{} : padded_extents(in_memory, order, strides);
     if (!extents) {
       tensors.push_back(new_tensor(t.dims, to_aten(t.dtype), device_));
       if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
