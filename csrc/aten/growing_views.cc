@@ -1,5 +1,7 @@
 #include "aten/growing_views.h"
 
+#include <cstdint>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -20,21 +22,19 @@ constexpr size_t kMaxKeys = 4096;
 
 bool view_base_varies(const std::string& op, const std::vector<int64_t>& sizes, ir::DType dtype,
                       int64_t storage_numel) {
-  std::string key = op;
-  key += '|';
-  key += std::to_string(static_cast<int>(dtype));
-  for (int64_t s : sizes) {
-    key += ',';
-    key += std::to_string(s);
-  }
+  // A hash, not the text of the key: this runs on every strict read of a part
+  // of a storage. Two keys that collide only route an op's read through its
+  // own buffer (one more small program), never change a value.
+  uint64_t key = std::hash<std::string>{}(op) ^ (static_cast<uint64_t>(dtype) << 56);
+  for (int64_t s : sizes) key = (key ^ static_cast<uint64_t>(s)) * 1099511628211ull;
   // Strict ops come from several threads (user threads, autograd's).
   static std::mutex mu;
-  static auto* seen = new std::unordered_map<std::string, Seen>();
+  static auto* seen = new std::unordered_map<uint64_t, Seen>();
   std::lock_guard<std::mutex> lock(mu);
   auto it = seen->find(key);
   if (it == seen->end()) {
     if (seen->size() >= kMaxKeys) seen->clear();
-    seen->emplace(std::move(key), Seen{storage_numel});
+    seen->emplace(key, Seen{storage_numel});
     return false;
   }
   if (it->second.storage_numel != storage_numel) {
