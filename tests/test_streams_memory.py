@@ -81,6 +81,37 @@ def test_event_elapsed_time_measures_device_work():
     y.cpu()
 
 
+def _matmul_chain(a, n):
+    y = a
+    for _ in range(n):
+        y = y @ a / a.shape[0]
+    return y
+
+
+def test_synchronize_after_an_event_still_waits_for_the_work_before_it():
+    # torch.tpu.synchronize() waits for everything enqueued, also work an
+    # Event has listed (the event's bookkeeping once emptied the runtime's
+    # in-flight list, and synchronize then returned at once).
+    a = torch.randn(512, 512, device="tpu")
+    _matmul_chain(a, 2).cpu()  # compile outside the timed part
+    start = time.perf_counter()
+    y = _matmul_chain(a, 24)
+    torch.tpu.synchronize()
+    chain_s = time.perf_counter() - start
+    y = _matmul_chain(a, 24)
+    event = torch.tpu.Event()
+    event.record()
+    torch.tpu.synchronize()
+    # Everything before the event has finished: waiting for the event now
+    # only collects its callbacks (it used to wait for the whole chain).
+    start = time.perf_counter()
+    event.synchronize()
+    after_s = time.perf_counter() - start
+    assert event.query()
+    assert after_s < 0.25 * chain_s, (after_s, chain_s)
+    assert torch.isfinite(y.cpu()).all()
+
+
 def test_event_without_timing_or_unrecorded_raises():
     a, b = torch.tpu.Event(), torch.tpu.Event()
     a.record()

@@ -270,7 +270,10 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::in_flight(int device, uint64
     auto b = entry.buffer.lock();
     if (b == nullptr) continue;
     if (entry.device == device) live.push_back(std::move(b));
-    in_flight_[kept++] = std::move(entry);
+    // (never a self-move: it empties the entry's weak_ptr, and synchronize
+    // then skipped every buffer an event had listed)
+    if (&in_flight_[kept] != &entry) in_flight_[kept] = std::move(entry);
+    ++kept;
   }
   in_flight_.resize(kept);
   *mark = next_seq_ - 1;
