@@ -494,11 +494,18 @@ Buffer::Buffer(std::shared_ptr<Client> client, PJRT_Buffer* buffer)
     : client_(std::move(client)), buffer_(buffer) {}
 
 Buffer::~Buffer() {
+  if (buffer_ == nullptr) return;  // released
   // Destroy (not Delete) frees the handle and, once pending uses finish, the
   // memory; it is required on every buffer, donated ones included.
   auto args = TTPU_ARGS(PJRT_Buffer_Destroy_Args);
   args.buffer = buffer_;
   TTPU_CALL_NOTHROW(client_->api(), PJRT_Buffer_Destroy, &args);
+}
+
+std::unique_ptr<Buffer> Buffer::release() {
+  auto owner = std::make_unique<Buffer>(client_, buffer_);
+  buffer_ = nullptr;
+  return owner;
 }
 
 ElementType Buffer::element_type() const {

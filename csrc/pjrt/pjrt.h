@@ -277,6 +277,14 @@ class Buffer {
   // plugin thread: `done` must be quick and must not call into PJRT.
   void on_ready(std::function<void(bool ok)> done) const;
 
+  // Moves the handle into a new Buffer and leaves this one empty (its
+  // destructor then calls nothing; no other method may be called on it).
+  // For a donated buffer: destroying one waits inside the plugin until the
+  // program consuming it has run, so its owner may hand the handle to a
+  // keeper that destroys it later, while those holding this object weakly
+  // see it gone, as if destroyed.
+  std::unique_ptr<Buffer> release();
+
  private:
   std::shared_ptr<Client> client_;
   PJRT_Buffer* buffer_;
