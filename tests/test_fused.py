@@ -1,6 +1,8 @@
 """Fused eager mode: ops recorded into one pending graph per device, compiled as
 one program keyed by structure; results identical to strict mode."""
 
+import time
+
 import pytest
 import torch
 
@@ -47,6 +49,30 @@ def test_fused_matches_strict():
     assert fused_losses == pytest.approx(strict_losses, rel=1e-6)
     for a, b in zip(fused_params, strict_params):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_optimizer_step_ends_the_step_graph_without_a_read(fused):
+    # A loop that reads nothing per step: each optimizer.step() flushes (one
+    # program per step, compiled once), the values equal a loop that syncs.
+    lrs = [1e-2] * 6
+    synced_losses, synced_params = train_steps(6, lrs, sync_each_step=True)
+    torchtpu.metrics.reset()
+    losses, params = train_steps(6, lrs)
+    m = torchtpu.metrics.metrics()
+    # 6 step graphs, the last losses' read (one more flush at most: the
+    # leftover of the last step's graph after its optimizer.step is empty)
+    assert 6 <= m["fused_flushes"] <= 7, m["fused_flushes"]
+    assert losses == synced_losses
+    for a, b in zip(params, synced_params):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torchtpu.config.fused_flush_at_optimizer_step = False
+    try:
+        torchtpu.metrics.reset()
+        off_losses, _ = train_steps(6, lrs)
+        assert torchtpu.metrics.metrics()["fused_flushes"] < 6
+    finally:
+        torchtpu.config.fused_flush_at_optimizer_step = True
+    assert off_losses == pytest.approx(synced_losses, rel=1e-6)
 
 
 def test_training_loop_stops_compiling(fused):
@@ -121,6 +147,42 @@ def test_donated_parameters_stay_right_over_many_steps():
     assert fused_losses == pytest.approx(strict_losses, rel=1e-5)
     for a, b in zip(fused_params, strict_params):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_flush_of_a_donating_graph_does_not_wait_for_its_program(fused):
+    # A flush enqueues its program and returns: the buffers it donates are
+    # kept until the program has run (destroying one waits inside the plugin
+    # until then), so the next step records while this one executes.
+    a_cpu = torch.randn(512, 512)
+    a = a_cpu.to("tpu")
+    acc = torch.zeros(512, 512, device="tpu")
+    acc_cpu = torch.zeros(512, 512)
+
+    def step(a, acc, n=24):
+        y = a
+        for _ in range(n):
+            y = y @ a / 512
+        acc.add_(y)  # in place: the flush donates acc's old buffer
+
+    for _ in range(2):  # compile, and make acc's buffer the program's own
+        step(a, acc)
+        step(a_cpu, acc_cpu)
+        torchtpu.sync()
+    donations = torchtpu.metrics.metrics()["donations"]
+    start = time.perf_counter()
+    step(a, acc)
+    torchtpu.sync()
+    step_s = time.perf_counter() - start
+    step(a_cpu, acc_cpu)
+    start = time.perf_counter()
+    step(a, acc)
+    torch.tpu.Event().record()  # flushes without waiting
+    flush_s = time.perf_counter() - start
+    torchtpu.sync()
+    step(a_cpu, acc_cpu)
+    assert torchtpu.metrics.metrics()["donations"] >= donations + 2
+    assert flush_s < 0.5 * step_s, (flush_s, step_s)
+    torch.testing.assert_close(acc.cpu(), acc_cpu, rtol=1e-4, atol=1e-4)
 
 
 def test_buffer_shared_by_two_storages_is_not_donated(fused):
