@@ -34,6 +34,7 @@ from torchtpu import metrics  # noqa: E402,F401
 from torchtpu.kernels import jax_kernel, stablehlo_op  # noqa: E402,F401  (never imports jax)
 from torchtpu._modes import fused_hybrid, get_eager_mode, set_eager_mode  # noqa: E402,F401
 from torchtpu._recompile import RecompileError, RecompileWarning  # noqa: E402,F401
+from torchtpu import _step_flush  # noqa: E402,F401  (fused mode: optimizer.step ends a graph)
 
 _C._set_default_plugin(_plugin.default_plugin_path() or "")
 torch._register_device_module("tpu", _device_module)

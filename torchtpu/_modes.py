@@ -13,7 +13,9 @@ def set_eager_mode(mode, *, hybrid=None):
     op, so an error is raised at the Python line that issued it. ``"fused"``:
     ops are recorded into one pending graph per device, compiled as ONE program
     (cached by structure, so a training loop compiles its step once) and run
-    when a value is read, at ``torchtpu.sync()``, at an op with no lowering, or
+    when a value is read, at ``torchtpu.sync()``, at an op with no lowering, at
+    the end of ``optimizer.step()`` (without waiting: the next step records
+    while this one runs; ``torchtpu.config.fused_flush_at_optimizer_step``), or
     past ``TORCHTPU_FUSION_MAX_NODES`` IR nodes (default 4000: past that,
     XLA's compile time per node grows, see csrc/runtime/fusion.cc). A tensor
     overwritten in place inside a fused graph (optimizer updates, ``copy_``)

@@ -28,6 +28,13 @@ fused graphs with None; ten sizes of a 3-op graph: 30 vs 10), because per-op
 programs are shared only across repeated layers of a large model.
 :func:`torchtpu.metrics.reset` forgets which lines stopped fusing; the
 ``fused_strict_ops`` metric counts the ops run one by one this way.
+
+``fused_flush_at_optimizer_step`` (bool, default True, env
+``TORCHTPU_FUSED_STEP_FLUSH``, ``0`` turns it off): in fused eager mode, the
+end of every ``optimizer.step()`` whose parameters are on tpu flushes the
+pending graph without waiting, so a training step is one program even when
+the loop reads no value, and the next step records while it runs (see
+``torchtpu/_step_flush.py``).
 """
 
 import os
@@ -60,3 +67,4 @@ def _env_recompile():
 recompile_warn_threshold = _env_threshold("TORCHTPU_RECOMPILE_WARN", 8)
 recompile = _env_recompile()
 fused_storm_threshold = _env_threshold("TORCHTPU_FUSED_STORM", None)
+fused_flush_at_optimizer_step = os.environ.get("TORCHTPU_FUSED_STEP_FLUSH", "1") != "0"

@@ -162,6 +162,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_plugin_path", [] { return guarded([] { return Runtime::get().plugin_path(); }); });
   m.def("_platform_name", [] { return guarded([] { return Runtime::get().client().platform_name(); }); });
   m.def("_device_count", [] { return ttpu::aten::device_count_or_zero(); });
+  // Fused mode: the pending graphs become enqueued programs; nothing waits
+  // (the end of a training step, torchtpu/_step_flush.py).
+  m.def("_flush", [] {
+    py::gil_scoped_release release;
+    guarded([] {
+      ttpu::runtime::flush_all();
+      return 0;
+    });
+  });
   m.def("_synchronize", [] {
     py::gil_scoped_release release;
     guarded([] {
