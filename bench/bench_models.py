@@ -5,7 +5,7 @@ and ratios.
 
     python bench/bench_models.py [--out bench_models.json] [--steps 3]
         [--rounds 3] [--warmup 2] [--only gpt2,resnet18,mlp] [--no-inductor]
-        [--no-jax] [--cpu-threads N]
+        [--no-jax] [--cpu-threads N] [--pipelined]
 
 Workloads, each a full training step (forward, loss, backward, optimizer update):
 1. ``gpt2``: ``transformers``' ``GPT2LMHeadModel``, random init, 4 layers,
@@ -32,7 +32,11 @@ compiled graphs and the optimizer join one program per step). For ``gpt2``
 head, torch's AdamW arithmetic), initialised from the CPU model's weights, the
 whole step one ``jax.jit`` function with donated parameters and optimizer
 state (``--no-jax``, or jax not installed, leaves it out). A step ends when its
-work has finished (``torchtpu.sync()``, ``block_until_ready``).
+work has finished (``torchtpu.sync()``, ``block_until_ready``); with
+``--pipelined`` only the last step of each round waits, so the host side of
+step k+1 overlaps step k's execution in every configuration that can overlap
+(tpu fused: ``optimizer.step()`` flushes without waiting; JAX: asynchronous
+dispatch; CPU eager cannot).
 
 After ``--warmup`` untimed steps per configuration (they compile; their time is
 ``warmup_seconds``), ``--rounds`` rounds follow; in each every configuration
@@ -75,6 +79,11 @@ from _report import emit  # noqa: E402
 
 SEED = 0
 BATCHES = 2
+# --pipelined: steps do not wait for each other (one wait after each round's
+# steps, for every configuration alike), as a training loop that reads no
+# value per step runs: the host records / dispatches step k+1 while step k
+# executes.
+PIPELINED = False
 GPT_VOCAB, GPT_D_MODEL, GPT_HEADS, GPT_LAYERS, GPT_SEQ, GPT_BATCH = 512, 256, 4, 4, 64, 8
 GPT_LR, GPT_WEIGHT_DECAY = 3e-4, 1e-2
 RESNET_BATCH, RESNET_SIZE, RESNET_CLASSES = 8, 64, 10
@@ -175,10 +184,12 @@ class TorchRun:
                 loss = self.loss_fn(self.forward, batch)
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
-                self.opt.step()
-                if self.device.type == "tpu":
-                    torchtpu.sync()  # fused: the flush that ends this step's graph
+                self.opt.step()  # fused: ends the step's graph (torchtpu/_step_flush.py)
+                if self.device.type == "tpu" and not PIPELINED:
+                    torchtpu.sync()
                 self.losses.append(loss.detach())
+            if self.device.type == "tpu" and PIPELINED:
+                torchtpu.sync()
         finally:
             torchtpu.set_eager_mode(previous)
 
@@ -249,7 +260,9 @@ class JaxGPT2Run:
             tokens = self.batches[len(self.losses) % BATCHES]
             t = float(len(self.losses) + 1)  # AdamW's step count
             self.params, self.m, self.v, loss = self._step(self.params, self.m, self.v, t, tokens)
-            self.losses.append(loss.block_until_ready())
+            self.losses.append(loss if PIPELINED else loss.block_until_ready())
+        if PIPELINED:
+            self.losses[-1].block_until_ready()
 
     def loss_values(self):
         return [float(v) for v in self.losses]
@@ -312,7 +325,9 @@ class JaxMLPRun:
             batch = self.batches[len(self.losses) % BATCHES]
             t = float(len(self.losses) + 1)
             self.params, self.m, self.v, loss = self._step(self.params, self.m, self.v, t, batch)
-            self.losses.append(loss.block_until_ready())
+            self.losses.append(loss if PIPELINED else loss.block_until_ready())
+        if PIPELINED:
+            self.losses[-1].block_until_ready()
 
     def lowered_text(self):
         return self._step.lower(self.params, self.m, self.v, 1.0, self.batches[0]).as_text()
@@ -422,7 +437,11 @@ def main(argv=None):
     p.add_argument("--no-jax", dest="jax", action="store_false", help="leave out jax")
     p.add_argument("--cpu-threads", type=int, default=None,
                    help="torch.set_num_threads (default: PyTorch's choice)")
+    p.add_argument("--pipelined", action="store_true",
+                   help="no wait between the steps of a round (every configuration)")
     args = p.parse_args(argv)
+    global PIPELINED
+    PIPELINED = args.pipelined
     if args.cpu_threads:
         torch.set_num_threads(args.cpu_threads)
     result = {"torch": torch.__version__, "torch_threads": torch.get_num_threads()}
