@@ -156,10 +156,14 @@ def test_a_warning_hook_may_free_a_tensor_of_the_graph(fused, monkeypatch):
     assert not kept
 
 
-def test_compiled_graph_recompiles_name_the_compiled_function(monkeypatch):
+def test_compiled_graph_recompiles_name_the_compiled_function(monkeypatch, request):
     monkeypatch.setattr(torchtpu.config, "recompile_warn_threshold", 2)
     monkeypatch.setattr(torchtpu.config, "recompile", "warn")
-    monkeypatch.setattr(torch._dynamo.config, "automatic_dynamic_shapes", False)
+    # (config.patch, not monkeypatch: monkeypatch's undo left dynamo's config
+    # without the key, and a later torch.compile in the process failed)
+    patch = torch._dynamo.config.patch(automatic_dynamic_shapes=False)
+    patch.__enter__()
+    request.addfinalizer(lambda: patch.__exit__(None, None, None))
     torch._dynamo.reset()
 
     def fn(x):
