@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import torchtpu
 from _util import TEST_MODE, assert_close_cpu, no_fallback, same_error
@@ -143,6 +144,31 @@ def test_one_program_per_call_forward_and_backward():
             before = torchtpu.metrics.metrics()["executes"]
             torch.autograd.grad(out, (q, k, v), dy)
             assert torchtpu.metrics.metrics()["executes"] - before == 1
+
+
+class AtenOps(TorchDispatchMode):
+    """The ATen ops called inside the block (below autograd and composites)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_only_the_overrideable_ops_run_in_every_mode():
+    q, k, v = (make((B, H, L, E)).to("tpu").requires_grad_(),
+               make((B, H, S, E), seed=1).to("tpu").requires_grad_(),
+               make((B, H, S, E), seed=2).to("tpu").requires_grad_())
+    with no_fallback(), AtenOps() as ops:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=make((L, S), seed=3).to("tpu"))
+        torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+        torchtpu.sync()
+    sdpa = [n for n in ops.names if "attention" in n or "softmax" in n or "bmm" in n]
+    assert sdpa == ["_scaled_dot_product_fused_attention_overrideable.default",
+                    "_scaled_dot_product_fused_attention_overrideable_backward.default"], ops.names
 
 
 def test_calls_the_lowering_does_not_cover_run_the_math_path():
