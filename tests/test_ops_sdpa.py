@@ -125,6 +125,41 @@ def test_transposed_heads_as_hugging_face_passes_them():
     check(q, k, v, view=heads, attn_mask=bool_mask((B, 1, L, S)))
 
 
+def like_meta(t):
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed_heads", "split_qkv"])
+def test_result_layouts_are_the_meta_functions(layout):
+    # torch.compile's graphs view the results by the layout the meta functions
+    # give (empty_like of the inputs), so eager results must have it too.
+    if layout == "contiguous":
+        q, k, v = (make((B, H, L, E)).to("tpu"), make((B, H, S, E), seed=1).to("tpu"),
+                   make((B, H, S, 6), seed=2).to("tpu"))
+    elif layout == "transposed_heads":
+        q, k, v = (make((B, L, H, E)).to("tpu").transpose(1, 2),
+                   make((B, S, H, E), seed=1).to("tpu").transpose(1, 2),
+                   make((B, S, H, E), seed=2).to("tpu").transpose(1, 2))
+    else:  # GPT-2: one projection split in three, heads transposed (not dense)
+        qkv = make((B, S, 3 * H * E)).to("tpu")
+        q, k, v = (t.reshape(B, S, H, E).transpose(1, 2) for t in qkv.split(H * E, -1))
+    mask = make((B, H, q.shape[2], S), seed=3).to("tpu")
+    fwd = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    bwd = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward
+    with no_fallback():
+        got = fwd(q, k, v, mask)
+    want = fwd(*map(like_meta, (q, k, v, mask)))
+    for g, w in zip(got[:2], want[:2]):
+        assert (g.shape, g.stride()) == (w.shape, w.stride())
+    args = (got[0], q, k, v, mask, [True] * 4, got[0], got[1], None, None, got[4], got[5], 0.0,
+            False, got[6], got[7])
+    with no_fallback():
+        grads = bwd(*args)
+    meta = [like_meta(a) if isinstance(a, torch.Tensor) else a for a in args]
+    for g, w in zip(grads, bwd(*meta)):
+        assert (g.shape, g.stride()) == (w.shape, w.stride())
+
+
 def test_one_program_per_call_forward_and_backward():
     if TEST_MODE != "strict":
         pytest.skip("counts programs run; fused mode runs whole graphs")

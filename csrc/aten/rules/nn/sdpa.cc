@@ -29,6 +29,7 @@
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -69,40 +70,53 @@ std::vector<int64_t> score_shape(const at::Tensor& q, const at::Tensor& k) {
   return s;
 }
 
-// Whether the lowering below serves this call exactly as the math path would.
-bool lowerable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-               const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal) {
+// Whether the lowering below computes this call: tpu tensors on one device,
+// 3-D or 4-D (what the op's meta function, used by torch.compile, accepts),
+// one float dtype, equal batch and head dims (no matmul broadcasting, no GQA
+// expansion), nothing empty, and a mask (bool only where ATen converts it
+// before the op) that broadcasts into the scores.
+bool supported(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               const std::optional<at::Tensor>& mask, bool bool_mask) {
   if (!plain(q) || !plain(k) || !plain(v)) return false;
-  // 3-D and 4-D: what the op's meta function (torch.compile) accepts.
+  if (k.device() != q.device() || v.device() != q.device()) return false;
   if ((q.dim() != 3 && q.dim() != 4) || k.dim() != q.dim() || v.dim() != q.dim()) return false;
   const auto dt = q.scalar_type();
   if (k.scalar_type() != dt || v.scalar_type() != dt) return false;
   if (dt != at::kFloat && dt != at::kDouble && dt != at::kHalf && dt != at::kBFloat16) {
     return false;
   }
-  if ((dt == at::kHalf || dt == at::kBFloat16) &&
-      at::globalContext().allowFP16BF16ReductionMathSDP()) {
-    return false;  // the math path then computes in the narrow type
-  }
-  if (dropout_p != 0.0) return false;
-  // Equal batch (and head) dims: no matmul broadcasting, no GQA expansion.
-  const int64_t r = q.dim();
-  for (int64_t d = 0; d < r - 2; ++d) {
+  for (int64_t d = 0; d < q.dim() - 2; ++d) {
     if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;
   }
   if (k.size(-1) != q.size(-1) || v.size(-2) != k.size(-2)) return false;
   if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
   if (mask.has_value() && mask->defined()) {
     const at::Tensor& m = *mask;
-    // CPU's flash kernel (its choice for 4-D inputs and 2-D/4-D masks that
-    // need no grad) applies both a mask and is_causal; its math path (the
-    // other cases) refuses the pair.
-    if (is_causal && (q.dim() != 4 || (m.dim() != 2 && m.dim() != 4) || m.requires_grad())) {
+    if (!plain(m) || m.device() != q.device()) return false;
+    if (!(bool_mask && m.scalar_type() == at::kBool) && !at::isFloatingType(m.scalar_type())) {
       return false;
     }
-    if (!plain(m)) return false;
-    if (m.scalar_type() != at::kBool && !at::isFloatingType(m.scalar_type())) return false;
     if (!broadcasts_into(m, score_shape(q, k))) return false;
+  }
+  return true;
+}
+
+// Whether at::scaled_dot_product_attention should call the op: supported,
+// and where the math path would decide differently, we leave it the call.
+bool lowerable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal) {
+  if (!supported(q, k, v, mask, /*bool_mask=*/true) || dropout_p != 0.0) return false;
+  const auto dt = q.scalar_type();
+  if ((dt == at::kHalf || dt == at::kBFloat16) &&
+      at::globalContext().allowFP16BF16ReductionMathSDP()) {
+    return false;  // the math path then computes in the narrow type
+  }
+  if (is_causal && mask.has_value() && mask->defined()) {
+    // CPU's flash kernel (its choice for 4-D inputs and 2-D/4-D masks that
+    // need no grad) applies both a mask and is_causal; its math path (the
+    // other cases) refuses the pair, so those go there and raise its error.
+    const at::Tensor& m = *mask;
+    if (q.dim() != 4 || (m.dim() != 2 && m.dim() != 4) || m.requires_grad()) return false;
   }
   return true;
 }
@@ -192,28 +206,33 @@ std::pair<Value, Value> probabilities(LoweringContext& ctx, const Inputs& in,
 // The checks of a direct call (at::scaled_dot_product_attention only calls
 // the op for what sdp_choice accepted).
 void check_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                const std::optional<at::Tensor>& bias, double dropout_p, bool is_causal) {
+                const std::optional<at::Tensor>& bias, double dropout_p) {
   TORCH_CHECK_NOT_IMPLEMENTED(dropout_p == 0.0,
                               "_scaled_dot_product_fused_attention_overrideable: dropout_p > 0 is "
                               "not supported on tpu (scaled_dot_product_attention uses the math "
                               "path for it)");
-  TORCH_CHECK(lowerable(q, k, v, bias, dropout_p, is_causal),
+  TORCH_CHECK(supported(q, k, v, bias, /*bool_mask=*/false),
               "_scaled_dot_product_fused_attention_overrideable: expected tpu query, key and "
-              "value of one float dtype, 3-D or 4-D with equal batch and head dims, "
-              "query/key of one head size, key/value of one length, and an attn_bias that "
-              "broadcasts to the scores; got query ", q.sizes(), " ", q.scalar_type(), ", key ",
-              k.sizes(), " ", k.scalar_type(), ", value ", v.sizes(), " ", v.scalar_type());
+              "value on one device, of one float dtype, 3-D or 4-D with equal batch and head "
+              "dims, query/key of one head size, key/value of one length, none empty, and a "
+              "float attn_bias that broadcasts to the scores; got query ", q.sizes(), " ",
+              q.scalar_type(), ", key ", k.sizes(), " ", k.scalar_type(), ", value ", v.sizes(),
+              " ", v.scalar_type());
 }
 
-// The layout of the output: the query's dim order, as the op's meta function
-// (alloc_with_matching_layout) gives it, so a transposed-heads query (Hugging
-// Face's [B, L, H, E] storage) gives an output whose transpose back is free.
-std::vector<int64_t> output_strides(const at::Tensor& q, const std::vector<int64_t>& shape) {
-  const int64_t r = q.dim();
+// Dense strides for `shape` that lay dims out in the order of `t`'s strides
+// (largest first, ties in dim order): what the op's meta functions give the
+// output (alloc_with_matching_layout) and the gradients (empty_like of each
+// input, at::infer_dense_strides for one with gaps); torch.compile's graphs
+// view the results by that layout. It also makes a transposed-heads query
+// (Hugging Face's [B, L, H, E] storage, split out of one projection or not)
+// give an output whose transpose back is free.
+std::vector<int64_t> ordered_strides(const at::Tensor& t, c10::IntArrayRef shape) {
+  const int64_t r = t.dim();
   std::vector<int64_t> order(r);
   for (int64_t d = 0; d < r; ++d) order[d] = d;
   std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return q.stride(a) > q.stride(b); });
+                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
   std::vector<int64_t> strides(r);
   int64_t stride = 1;
   for (int64_t i = r - 1; i >= 0; --i) {
@@ -235,7 +254,7 @@ ForwardResult sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::T
                            const std::optional<at::Tensor>& bias, double dropout_p,
                            bool is_causal, bool /*return_debug_mask*/,
                            std::optional<double> scale) {
-  check_call(q, k, v, bias, dropout_p, is_causal);
+  check_call(q, k, v, bias, dropout_p);
   LoweringContext ctx("aten::_scaled_dot_product_fused_attention_overrideable",
                       q.device().index());
   auto& g = ctx.g();
@@ -247,7 +266,7 @@ ForwardResult sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::T
   if (in.rank == 3) lse_shape.insert(lse_shape.begin(), 1);
   lse = g.reshape(g.convert(lse, DType::kF32), lse_shape);
   Value zero = g.constant_int(0, {DType::kI64, {}});
-  ctx.set_result_strides(0, output_strides(q, dims(ctx, out)));
+  ctx.set_result_strides(0, ordered_strides(q, dims(ctx, out)));
   auto t = ctx.run({out, lse, zero, zero});
   return {t[0], t[1], at::Tensor(), at::Tensor(), c10::SymInt(q.size(-2)),
           c10::SymInt(k.size(-2)), t[2], t[3], at::Tensor()};
@@ -281,7 +300,7 @@ ValueList sdpa_backward(LoweringContext& ctx, const Args& a) {
   const bool is_causal = a.boolean(13);
   std::optional<at::Tensor> opt_bias;
   if (bias.defined()) opt_bias = bias;
-  check_call(q, k, v, opt_bias, a.real(12), is_causal);
+  check_call(q, k, v, opt_bias, a.real(12));
   std::vector<int64_t> out_shape = q.sizes().vec();
   out_shape.back() = v.size(-1);
   TORCH_CHECK(dout.sizes() == c10::IntArrayRef(out_shape),
@@ -314,6 +333,10 @@ ValueList sdpa_backward(LoweringContext& ctx, const Args& a) {
   }
   if (mask.get(3) && bias.defined()) {
     grads[3] = g.convert(reduce_to(ctx, ds, bias), to_ir(bias.scalar_type()));
+  }
+  for (size_t i = 0; i < 4; ++i) {  // empty_like of each input
+    const at::Tensor& input = a.tensor(i + 1);
+    if (grads[i].valid()) ctx.set_result_strides(i, ordered_strides(input, input.sizes()));
   }
   return grads;
 }
