@@ -219,9 +219,12 @@ def test_calls_the_lowering_does_not_cover_run_the_math_path():
         out = F.scaled_dot_product_attention(tq, tq, tq, dropout_p=0.5)
     assert out.shape == q.shape
     # sdpa_kernel(MATH) keeps the math path on tpu too, with the same result.
-    with sdpa_kernel([SDPBackend.MATH]):
-        assert torch._fused_sdp_choice(tq, tq, tq) == MATH
-    check(q, q, q)
+    with no_fallback():
+        with sdpa_kernel([SDPBackend.MATH]):
+            assert torch._fused_sdp_choice(tq, tq, tq) == MATH
+            math = F.scaled_dot_product_attention(tq, tq, tq, is_causal=True)
+        fused = F.scaled_dot_product_attention(tq, tq, tq, is_causal=True)
+    torch.testing.assert_close(fused.cpu(), math.cpu())
 
 
 def test_errors_match_cpu():
@@ -238,16 +241,23 @@ def test_errors_match_cpu():
         torch.ops.aten._scaled_dot_product_fused_attention_overrideable(t, t, t, dropout_p=0.2)
 
 
-def test_torch_compile_lowers_the_overrideable_op():
+def test_torch_compile_forward_and_backward():
+    # AOTAutograd traces the overrideable op and its backward (meta functions)
+    # and the tpu backend runs them through the same kernels.
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True).sin()
 
-    q, k, v = make((B, H, L, E)), make((B, H, L, E), seed=1), make((B, H, L, E), seed=2)
-    want = f(q, k, v)
+    def run(fn, device):
+        xs = [make((B, H, L, E), seed=i).to(device).requires_grad_() for i in range(3)]
+        out = fn(*xs)
+        out.sum().backward()
+        return [out.detach()] + [x.grad for x in xs]
+
+    want = run(f, "cpu")
     torch._dynamo.reset()
     try:
         with no_fallback():
-            got = torch.compile(f, backend="tpu")(q.to("tpu"), k.to("tpu"), v.to("tpu"))
+            got = run(torch.compile(f, backend="tpu"), "tpu")
         assert_close_cpu(got, want)
     finally:
         torch._dynamo.reset()
