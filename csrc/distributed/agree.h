@@ -4,13 +4,21 @@
 // throws from its transport thread and the process aborts ("terminate called
 // after throwing gloo::EnforceNotMet"; CPU tensors on ProcessGroupGloo abort
 // the same way), and a broadcast of mismatched sizes silently copies a prefix.
-// So each tpu collective first all-gathers a fixed 64-byte signature of its
-// call (op, root or reduce op, dtype and element count of its tensors) on the
-// inner gloo backend. Every rank sees every signature and reaches the same
-// verdict: all equal, the collective runs; otherwise every rank raises the
-// same RuntimeError naming each rank's tensors. The exchange is issued before
-// the device-to-host staging copies and waited for after them, so its round
-// trip overlaps the copies.
+// So each tpu collective first agrees on a fixed 64-byte signature of its
+// call (op, root or reduce op, dtype and element count of its tensors, and
+// whether the rank's own argument checks passed) on the inner gloo backend.
+// The common case exchanges only h, a 64-bit hash of the signature, and
+// every rank reaches the same verdict from it: in groups of up to
+// point_to_point_ranks() ranks each rank sends h to every other with gloo's
+// send/recv (tag kSignaturePeerTag; run on the issuing thread, no gloo worker
+// hop: 0.17 ms and 0.09 ms of CPU per exchange here, against 0.27 ms and
+// 0.18 ms for the all_reduce below and 0.31-0.34 ms and 0.17-0.19 ms for an
+// all_gather of the signatures); in larger groups one all_reduce MAX over
+// [h, ~h], which is [max h, ~min h]. Only when the hashes differ do the
+// ranks all-gather the signatures themselves, and every rank raises the same
+// RuntimeError naming each rank's call. The exchange is issued before the
+// device-to-host staging copies are made and waited for after them, so its
+// round trip overlaps the copies.
 #pragma once
 
 #include <chrono>
@@ -30,22 +38,33 @@ struct CallSignature {
   bool valid = true;                // false: this rank's call failed a local check
 };
 
+// The gloo send/recv tag of the signature exchange; the backend refuses it
+// for the user's own send/recv on a tpu group.
+inline constexpr int kSignaturePeerTag = 0x7a5e1917;
+// Largest group whose exchange is point to point (each rank sends size - 1
+// messages); larger ones take the all_reduce. TORCHTPU_DIST_P2P_RANKS=<n>
+// (read once) moves the bound: 1 makes every group take the all_reduce.
+inline constexpr int kPointToPointRanks = 8;
+int point_to_point_ranks();
+
 // One signature exchange in flight (started by the constructor).
 class SignatureCheck {
  public:
   SignatureCheck(c10d::Backend& inner, const char* name, const CallSignature& sig,
                  std::chrono::milliseconds timeout);
-  // Waits for every rank's signature. Raises RuntimeError (on every rank alike)
-  // when they differ, and the gloo error when the exchange itself fails (a peer
-  // left, the timeout passed).
+  // Waits for the verdict. Raises RuntimeError (on every rank alike) when the
+  // signatures differ (after all-gathering them for the message), and the gloo
+  // error when an exchange itself fails (a peer left, the timeout passed).
   void verify();
 
  private:
   const char* name_;
   int rank_;
-  at::Tensor mine_;
-  std::vector<std::vector<at::Tensor>> all_;
-  c10::intrusive_ptr<c10d::Work> work_;
+  c10::intrusive_ptr<c10d::Backend> inner_;  // for the details, on a mismatch
+  at::Tensor mine_;   // the signature (8 int64)
+  at::Tensor agree_;  // [h] sent to each peer; or [h, ~h], then MAX over the ranks
+  std::vector<at::Tensor> theirs_;  // point to point: each peer's h (own slot unused)
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
   std::chrono::milliseconds timeout_;
 };
 
