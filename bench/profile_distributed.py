@@ -12,7 +12,9 @@ after a barrier) so that their ratios are comparable on a noisy machine
 - gloo: all_reduce of that host tensor on the CPU gloo group;
 - h2d: host tensor -> the tpu tensor in place (``t.copy_(h)`` then sync);
 - staged_by_hand: the three above in a row from Python (the host path's floor);
-- signature: the 64-byte all-gather the tpu backend checks calls with;
+- signature: what the tpu backend checks calls with on 2 ranks (agree.h): one
+  8-byte gloo send/recv with the peer (signature_all_gather: the 64-byte
+  all_gather it used before, for comparison);
 - tpu: ``all_reduce(t, async_op=True)`` (tpu_issue, until it returns), then
   ``wait()`` + sync (tpu_wait);
 - issue_caller_cpu_ms: the calling thread's own CPU time in tpu_issue and
@@ -127,6 +129,12 @@ def worker(rank, port, sizes, iters):
         t = torch.zeros(n, device="tpu")
         h = torch.zeros(n)
         sig_in, sig_out = torch.zeros(8, dtype=torch.long), torch.zeros(16, dtype=torch.long)
+        sig_h, sig_peer = torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long)
+
+        def exchange(mine, theirs):
+            works = [dist.isend(mine, 1 - rank, tag=7), dist.irecv(theirs, 1 - rank, tag=7)]
+            for w in works:
+                w.wait()
         state = {}
 
         def tpu_issue():
@@ -159,7 +167,8 @@ def worker(rank, port, sizes, iters):
             "h2d": [lambda: (t.copy_(h), torchtpu.sync())],
             "staged_by_hand": [lambda: (h.copy_(t), dist.all_reduce(h), t.copy_(h),
                                         torchtpu.sync())],
-            "signature": [lambda: dist.all_gather_into_tensor(sig_out, sig_in)],
+            "signature": [lambda: exchange(sig_h, sig_peer)],
+            "signature_all_gather": [lambda: dist.all_gather_into_tensor(sig_out, sig_in)],
             "tpu": [tpu_issue, tpu_wait],
             "compute": [compute],
             "overlapped": [overlap_issue, compute, overlap_wait],
@@ -213,7 +222,8 @@ def worker(rank, port, sizes, iters):
         row["switches"] = {k: statistics.median(v) for k, v in csw.items()}
         row["per_call"] = counts
         row["fallbacks"] = torchtpu.metrics.total_fallbacks()
-        row["critical_path"] = critical_path(dist, t, h, iters)
+        if hasattr(torchtpu._C, "_dist_trace"):  # builds before it have no marks
+            row["critical_path"] = critical_path(dist, t, h, iters)
         rows.append(row)
     if rank == 0:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

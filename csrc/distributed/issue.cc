@@ -63,6 +63,13 @@ void Issuer::loop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
       if (stop_ && queue_.empty()) return;
+      // A blocking collective's caller is about to wait for its work, and a
+      // waiter runs the queue itself: leave it the job for a moment rather
+      // than take it and make the caller wait for this thread (a thread hop
+      // each way, and on a busy machine a scheduling delay). Its drain()
+      // empties the queue; the grace then ends without a job to run.
+      cv_.wait_for(lock, kGrace, [this] { return stop_ || queue_.empty(); });
+      if (queue_.empty()) continue;
     }
     drain();
   }
