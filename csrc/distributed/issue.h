@@ -43,6 +43,7 @@ class Issuer {
   // collective's wait() follows its call within a few microseconds; an
   // asynchronous call's job starts this much later.
   static constexpr std::chrono::microseconds kGrace{200};
+  static std::chrono::microseconds grace();  // TORCHTPU_DIST_GRACE_US, else kGrace
 
   void loop();
 
