@@ -107,10 +107,9 @@ def test_failure(failure_group, name):
 
 @pytest.fixture(scope="module", params=["point_to_point", "all_reduce"])
 def mismatch_group(request):
-    # Both forms of the signature exchange (csrc/distributed/agree.h): 2 ranks
-    # exchange point to point by default; TORCHTPU_DIST_P2P_RANKS=1 sends
-    # them through the all_reduce that groups of more than 8 ranks take.
-    env = {"TORCHTPU_DIST_P2P_RANKS": "1"} if request.param == "all_reduce" else {}
+    # Both forms of the signature exchange (csrc/distributed/agree.h): the
+    # all_reduce by default; TORCHTPU_DIST_P2P_RANKS=8 exchanges point to point.
+    env = {"TORCHTPU_DIST_P2P_RANKS": "8"} if request.param == "point_to_point" else {}
     return launch("mismatch", TORCH_DISTRIBUTED_DEBUG="OFF", **env)
 
 

@@ -8,16 +8,18 @@
 // call (op, root or reduce op, dtype and element count of its tensors, and
 // whether the rank's own argument checks passed) on the inner gloo backend.
 // The common case exchanges only h, a 64-bit hash of the signature, and
-// every rank reaches the same verdict from it: in groups of up to
-// point_to_point_ranks() ranks each rank sends h to every other with gloo's
-// send/recv (tag kSignaturePeerTag; run on the issuing thread, no gloo worker
-// hop: 0.17 ms and 0.09 ms of CPU per exchange here, against 0.27 ms and
-// 0.18 ms for the all_reduce below and 0.31-0.34 ms and 0.17-0.19 ms for an
-// all_gather of the signatures); in larger groups one all_reduce MAX over
-// [h, ~h], which is [max h, ~min h]. Only when the hashes differ do the
-// ranks all-gather the signatures themselves, and every rank raises the same
-// RuntimeError naming each rank's call. The exchange is issued before the
-// device-to-host staging copies are made and waited for after them, so its
+// every rank reaches the same verdict from it: one all_reduce MAX over
+// [h, ~h], which is [max h, ~min h] (0.27 ms and 0.18 ms of CPU per exchange
+// on gloo here, against 0.31-0.34 ms and 0.17-0.19 ms for an all_gather of
+// the signatures). Opt-in, in groups of up to TORCHTPU_DIST_P2P_RANKS ranks,
+// each rank sends h to every other with gloo's send/recv instead (tag
+// kSignaturePeerTag, on the issuing thread): 0.17 ms and 0.09 ms alone, but
+// slower inside the backend on this loaded machine (median 1 MB all_reduce
+// 3.2 ms against 1.9 ms, 8 runs each in turn), so not the default. Only
+// when the hashes differ do the ranks all-gather the signatures themselves,
+// and every rank raises the same RuntimeError naming each rank's call. The
+// exchange is issued before the device-to-host staging copies are made and
+// waited for after them, so its
 // round trip overlaps the copies.
 #pragma once
 
@@ -43,8 +45,8 @@ struct CallSignature {
 inline constexpr int kSignaturePeerTag = 0x7a5e1917;
 // Largest group whose exchange is point to point (each rank sends size - 1
 // messages); larger ones take the all_reduce. TORCHTPU_DIST_P2P_RANKS=<n>
-// (read once) moves the bound: 1 makes every group take the all_reduce.
-inline constexpr int kPointToPointRanks = 8;
+// (read once) sets the bound; by default no group exchanges point to point.
+inline constexpr int kPointToPointRanks = 0;
 int point_to_point_ranks();
 
 // One signature exchange in flight (started by the constructor).
