@@ -12,7 +12,9 @@ after a barrier) so that their ratios are comparable on a noisy machine
 - gloo: all_reduce of that host tensor on the CPU gloo group;
 - h2d: host tensor -> the tpu tensor in place (``t.copy_(h)`` then sync);
 - staged_by_hand: the three above in a row from Python (the host path's floor);
-- signature: the 64-byte all-gather the tpu backend checks calls with;
+- signature: what the tpu backend checks calls with on 2 ranks (agree.h): one
+  8-byte gloo send/recv with the peer (signature_all_gather: the 64-byte
+  all_gather it used before, for comparison);
 - tpu: ``all_reduce(t, async_op=True)`` (tpu_issue, until it returns), then
   ``wait()`` + sync (tpu_wait);
 - issue_caller_cpu_ms: the calling thread's own CPU time in tpu_issue and
@@ -30,7 +32,18 @@ context switches (`switches`, median per round): a busy machine inflates
 wall times far more than these. Also the per-call counts of torchtpu.metrics (compiles, executes, host bytes)
 over the tpu all_reduces: anything but 0 compiles and executes is a bug.
 TORCHTPU_DIST_CHECK is read once per process: run it with =0 to drop the
-signature exchange. JSON on stdout (and --out).
+signature exchange.
+
+`critical_path` (per size): the stages of one blocking ``all_reduce(t)`` +
+``torchtpu.sync()`` as the backend marks them (``_C._dist_trace``), next to
+plain gloo's all_reduce of the same bytes in the same rounds (in turn, after a
+barrier each). `marks` lists, in order, each stage's median time since the
+call started (`at_ms`, wall), the thread that marked it (`caller`, or the
+first stage another thread marked: `job_start` = the issue queue's thread,
+`inner_done` = gloo's worker) and that thread's own CPU time since its
+previous mark in the call (`cpu_ms`, median); `tpu_ms` / `gloo_ms` are the
+whole calls' median wall times and `tpu_cpu_ms` / `gloo_cpu_ms` their process
+CPU times (all threads). JSON on stdout (and --out).
 """
 
 import datetime
@@ -41,6 +54,65 @@ import sys
 import time
 
 SIZES = {"64K": 64 << 10, "1M": 1 << 20, "4M": 4 << 20, "16M": 16 << 20, "64M": 64 << 20}
+
+
+def critical_path(dist, t, h, iters):
+    """Stage marks of blocking tpu all_reduces of `t` beside gloo's of `h`
+    (see the module docstring)."""
+    import torchtpu
+    from torchtpu import _C
+
+    calls, tpu_wall, tpu_cpu, gloo_wall, gloo_cpu = [], [], [], [], []
+    for i in range(iters + 1):
+        dist.barrier()
+        _C._dist_trace(True)
+        start, cpu0 = time.monotonic_ns(), time.process_time()
+        dist.all_reduce(t)
+        torchtpu.sync()
+        end, cpu1 = time.monotonic_ns(), time.process_time()
+        marks = _C._dist_trace(False)
+        dist.barrier()
+        g0, gc0 = time.perf_counter(), time.process_time()
+        dist.all_reduce(h)
+        g1, gc1 = time.perf_counter(), time.process_time()
+        if not i:
+            continue  # warm-up
+        tpu_wall.append((end - start) / 1e9)
+        tpu_cpu.append(cpu1 - cpu0)
+        gloo_wall.append(g1 - g0)
+        gloo_cpu.append(gc1 - gc0)
+        calls.append((start, end, marks))
+    # Per call: (stage, thread label) -> (ms since start, thread CPU ms since
+    # that thread's previous mark).
+    table = {}
+    order = []
+    for start, end, marks in calls:
+        caller = next((m[3] for m in marks if m[0] == "call"), None)
+        labels, last_cpu = {caller: "caller"}, {}
+        for what, wall, cpu, thread in sorted(marks, key=lambda m: m[1]):
+            label = labels.setdefault(thread, what)
+            key = (what, label)
+            if key not in table:
+                table[key] = ([], [])
+                order.append(key)
+            table[key][0].append((wall - start) / 1e6)
+            table[key][1].append((cpu - last_cpu[thread]) / 1e6 if thread in last_cpu else 0.0)
+            last_cpu[thread] = cpu
+        key = ("synced", "caller")
+        if key not in table:
+            table[key] = ([], [])
+            order.append(key)
+        table[key][0].append((end - start) / 1e6)
+        table[key][1].append(0.0)
+    med = lambda xs: round(statistics.median(xs), 3)  # noqa: E731
+    rows = [{"stage": what, "thread": label, "at_ms": med(table[(what, label)][0]),
+             "cpu_ms": med(table[(what, label)][1]), "seen": len(table[(what, label)][0])}
+            for what, label in sorted(order, key=lambda k: statistics.median(table[k][0]))]
+    ms = lambda xs: round(1000 * statistics.median(xs), 3)  # noqa: E731
+    return {"marks": rows, "tpu_ms": ms(tpu_wall), "gloo_ms": ms(gloo_wall),
+            "tpu_cpu_ms": ms(tpu_cpu), "gloo_cpu_ms": ms(gloo_cpu),
+            "tpu_min_ms": round(1000 * min(tpu_wall), 3),
+            "gloo_min_ms": round(1000 * min(gloo_wall), 3)}
 
 
 def worker(rank, port, sizes, iters):
@@ -57,6 +129,12 @@ def worker(rank, port, sizes, iters):
         t = torch.zeros(n, device="tpu")
         h = torch.zeros(n)
         sig_in, sig_out = torch.zeros(8, dtype=torch.long), torch.zeros(16, dtype=torch.long)
+        sig_h, sig_peer = torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long)
+
+        def exchange(mine, theirs):
+            works = [dist.isend(mine, 1 - rank, tag=7), dist.irecv(theirs, 1 - rank, tag=7)]
+            for w in works:
+                w.wait()
         state = {}
 
         def tpu_issue():
@@ -89,7 +167,8 @@ def worker(rank, port, sizes, iters):
             "h2d": [lambda: (t.copy_(h), torchtpu.sync())],
             "staged_by_hand": [lambda: (h.copy_(t), dist.all_reduce(h), t.copy_(h),
                                         torchtpu.sync())],
-            "signature": [lambda: dist.all_gather_into_tensor(sig_out, sig_in)],
+            "signature": [lambda: exchange(sig_h, sig_peer)],
+            "signature_all_gather": [lambda: dist.all_gather_into_tensor(sig_out, sig_in)],
             "tpu": [tpu_issue, tpu_wait],
             "compute": [compute],
             "overlapped": [overlap_issue, compute, overlap_wait],
@@ -143,6 +222,8 @@ def worker(rank, port, sizes, iters):
         row["switches"] = {k: statistics.median(v) for k, v in csw.items()}
         row["per_call"] = counts
         row["fallbacks"] = torchtpu.metrics.total_fallbacks()
+        if hasattr(torchtpu._C, "_dist_trace"):  # builds before it have no marks
+            row["critical_path"] = critical_path(dist, t, h, iters)
         rows.append(row)
     if rank == 0:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -108,6 +108,43 @@ def check_collectives(rank, world, tpu_pg, cpu_pg):
             close(view, refs[0])
     report("staging_adopted", staging_adopted)
 
+    def staging_same_bits_every_dtype():
+        # The device-to-host staging copy (a memcpy from the buffer's own
+        # memory on the CPU plugin, PJRT_Buffer_ToHostBuffer elsewhere) sends
+        # exactly the bits the tensor holds: all_gather of every dtype gloo
+        # carries equals the CPU group's bit for bit, for a whole buffer above
+        # and below the staging pool's 64 KB floor, for a value still being
+        # computed when the call starts (the product of a fresh matmul chain)
+        # and for a strided view.
+        a = torch.randn(160, 160, device="tpu") / 8
+        for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                      torch.int8, torch.uint8, torch.int32, torch.int64,
+                      torch.bool):
+            for n in (37, 70_000):
+                if dtype == torch.bool:
+                    x = data(rank, (n,), torch.int64) > 0
+                elif dtype == torch.uint8:
+                    x = data(rank, (n,), torch.int64).abs().to(dtype)
+                else:
+                    x = data(rank, (n,), dtype)
+                ref = [torch.empty_like(x) for _ in range(world)]
+                dist.all_gather(ref, x, group=cpu_pg)
+                outs = [torch.empty(n, dtype=dtype, device="tpu") for _ in range(world)]
+                dist.all_gather(outs, x.to("tpu"), group=tpu_pg)
+                for o, r in zip(outs, ref):
+                    assert torch.equal(o.cpu(), r), (dtype, n)
+            # Still being computed at the call, then a view of a bigger storage.
+            prod = (a @ a @ a @ a).to(dtype) if dtype != torch.bool else (a @ a @ a) > 0
+            view = prod[::3, 1::2]
+            for src in (prod, view):
+                ref = [torch.empty_like(src.cpu()) for _ in range(world)]
+                outs = [torch.empty(src.shape, dtype=dtype, device="tpu") for _ in range(world)]
+                dist.all_gather(outs, src, group=tpu_pg)
+                dist.all_gather(ref, src.cpu(), group=cpu_pg)
+                for o, r in zip(outs, ref):
+                    assert torch.equal(o.cpu(), r), (dtype, tuple(src.shape))
+    report("staging_same_bits_every_dtype", staging_same_bits_every_dtype)
+
     def broadcast():
         for dtype in (torch.float32, torch.int64, torch.bfloat16):
             x = data(rank, (3, 4), dtype)
@@ -673,6 +710,24 @@ def group_mismatch(rank, world):
         dist.all_gather(outs, t)
         close(outs[1], torch.full((2,), 1.0))
     report("mismatch_uneven_all_gather_still_works", uneven_all_gather_still_works)
+
+    def reserved_tag_refused():
+        # The signature exchange's send/recv tag is the backend's own: a user
+        # message on it is refused on the calling rank (ValueError), and the
+        # group goes on working.
+        t = torch.ones(2, device="tpu")
+        for call in (lambda: dist.send(t, 1 - rank, tag=0x7a5e1917),
+                     lambda: dist.recv(t, 1 - rank, tag=0x7a5e1917)):
+            try:
+                call()
+            except ValueError as e:
+                assert "reserved" in str(e), str(e)
+            else:
+                raise AssertionError("the reserved tag was accepted")
+        t2 = torch.full((3,), float(rank + 1), device="tpu")
+        dist.all_reduce(t2)
+        close(t2, torch.full((3,), 3.0))
+    report("reserved_tag_refused", reserved_tag_refused)
 
     dist.barrier()
     dist.destroy_process_group()

@@ -82,7 +82,8 @@ MAIN_CHECKS = (
        "read_output_while_in_flight",
        "cpu_tensor_rejected", "group_name_kept", "ddp_sgd_5_steps",
        "ddp_no_sync_accumulation", "ddp_find_unused_parameters", "future_completes_without_wait",
-       "ddp_many_buckets", "future_gets_error", "peer_exit_raises", "staging_adopted"]
+       "ddp_many_buckets", "future_gets_error", "peer_exit_raises", "staging_adopted",
+       "staging_same_bits_every_dtype"]
 )
 
 
@@ -104,15 +105,18 @@ def test_failure(failure_group, name):
     _assert_check(failure_group, name)
 
 
-@pytest.fixture(scope="module")
-def mismatch_group():
-    return launch("mismatch", TORCH_DISTRIBUTED_DEBUG="OFF")
+@pytest.fixture(scope="module", params=["point_to_point", "all_reduce"])
+def mismatch_group(request):
+    # Both forms of the signature exchange (csrc/distributed/agree.h): the
+    # all_reduce by default; TORCHTPU_DIST_P2P_RANKS=8 exchanges point to point.
+    env = {"TORCHTPU_DIST_P2P_RANKS": "8"} if request.param == "point_to_point" else {}
+    return launch("mismatch", TORCH_DISTRIBUTED_DEBUG="OFF", **env)
 
 
 MISMATCH_CHECKS = ["mismatch_all_reduce_numel", "mismatch_all_reduce_dtype", "mismatch_broadcast",
                    "mismatch_different_collectives", "mismatch_local_error_reaches_peer",
                    "mismatch_reduce_scatter_tensor", "mismatch_uneven_all_gather_still_works",
-                   "mismatch_deferred_device_error_reaches_peer"]
+                   "mismatch_deferred_device_error_reaches_peer", "reserved_tag_refused"]
 
 
 @pytest.mark.parametrize("name", MISMATCH_CHECKS)

@@ -1,9 +1,13 @@
-// The signature exchange of agree.h: 8 int64 per rank, all-gathered on gloo.
+// The signature exchange of agree.h: a MAX all_reduce of [h, ~h] on gloo, and
+// on a mismatch the 8-int64 signatures all-gathered for the message.
 #include "distributed/agree.h"
+
+#include "distributed/trace.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <sstream>
 
 namespace ttpu::distributed {
@@ -68,11 +72,37 @@ std::string describe(const int64_t* f) {
   return os.str();
 }
 
+// The verdict's hash: FNV-1a over the signature's bytes, then a final mix so
+// that every input bit moves every output bit.
+int64_t hash_signature(const int64_t* f) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t k = 0; k < kFields; ++k)
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint64_t>(f[k] >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return static_cast<int64_t>(h);
+}
+
 }  // namespace
+
+int point_to_point_ranks() {
+  static const int ranks = [] {
+    const char* v = std::getenv("TORCHTPU_DIST_P2P_RANKS");
+    return v != nullptr && *v != '\0' ? std::atoi(v) : kPointToPointRanks;
+  }();
+  return ranks;
+}
 
 SignatureCheck::SignatureCheck(c10d::Backend& inner, const char* name,
                                const CallSignature& sig, std::chrono::milliseconds timeout)
-    : name_(name), rank_(inner.getRank()), timeout_(timeout) {
+    : name_(name),
+      rank_(inner.getRank()),
+      inner_(c10::intrusive_ptr<c10d::Backend>::reclaim_copy(&inner)),
+      timeout_(timeout) {
   const auto options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
   mine_ = at::empty({kFields}, options);
   int64_t* f = mine_.data_ptr<int64_t>();
@@ -84,28 +114,61 @@ SignatureCheck::SignatureCheck(c10d::Backend& inner, const char* name,
   f[kNumel] = sig.tensors.empty() ? 0 : sig.tensors[0].numel();
   f[kHash] = hash_tensors(sig.tensors);
   f[kValid] = sig.valid ? 1 : 0;
-  all_.resize(1);
-  for (int r = 0; r < inner.getSize(); ++r) all_[0].push_back(at::empty({kFields}, options));
-  std::vector<at::Tensor> in{mine_};
-  c10d::AllgatherOptions opts;
+  const int64_t h = hash_signature(f);
+  const int size = inner.getSize();
+  if (size <= point_to_point_ranks()) {
+    agree_ = at::empty({1}, options);
+    agree_.data_ptr<int64_t>()[0] = h;
+    theirs_.resize(size);
+    for (int r = 0; r < size; ++r) {
+      if (r == rank_) continue;
+      theirs_[r] = at::empty({1}, options);
+      std::vector<at::Tensor> out{agree_}, in{theirs_[r]};
+      works_.push_back(inner.send(out, r, kSignaturePeerTag));
+      works_.push_back(inner.recv(in, r, kSignaturePeerTag));
+    }
+    return;
+  }
+  // MAX over the ranks of [h, ~h] is [max h, ~min h]: all equal iff a == ~b.
+  agree_ = at::empty({2}, options);
+  agree_.data_ptr<int64_t>()[0] = h;
+  agree_.data_ptr<int64_t>()[1] = ~h;
+  std::vector<at::Tensor> in{agree_};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MAX);
   opts.timeout = timeout;
-  work_ = inner.allgather(all_, in, opts);
+  works_.push_back(inner.allreduce(in, opts));
 }
 
 void SignatureCheck::verify() {
-  work_->wait(timeout_);
-  const int size = static_cast<int>(all_[0].size());
-  bool same = true, valid = true;
-  for (int r = 0; r < size; ++r) {
-    const int64_t* f = all_[0][r].data_ptr<int64_t>();
-    const int64_t* first = all_[0][0].data_ptr<int64_t>();
-    valid = valid && f[kValid] == 1;
-    for (int64_t k = 0; k < kFields; ++k) same = same && f[k] == first[k];
+  for (auto& w : works_) w->wait(timeout_);
+  trace::mark("signature_done");
+  const int64_t* v = agree_.data_ptr<int64_t>();
+  bool same_hash = true;
+  if (theirs_.empty()) {
+    same_hash = v[0] == ~v[1];
+  } else {
+    for (const auto& t : theirs_)
+      same_hash = same_hash && (!t.defined() || *t.data_ptr<int64_t>() == v[0]);
   }
-  if (same && valid) return;
+  const bool mine_valid = mine_.data_ptr<int64_t>()[kValid] == 1;
+  // Equal hashes: every rank made this call (and every rank's own checks
+  // passed, or failed alike: each then raises its own error).
+  if (same_hash) return;
+  // They differ, and every rank knows it: all of them fetch the details (the
+  // same byte count everywhere) for the message.
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (int r = 0; r < inner_->getSize(); ++r) all[0].push_back(at::empty_like(mine_));
+  std::vector<at::Tensor> in{mine_};
+  c10d::AllgatherOptions opts;
+  opts.timeout = timeout_;
+  inner_->allgather(all, in, opts)->wait(timeout_);
+  const int size = static_cast<int>(all[0].size());
+  bool valid = true;
+  for (int r = 0; r < size; ++r) valid = valid && all[0][r].data_ptr<int64_t>()[kValid] == 1;
   // This rank's own invalid call raises its own error (the caller rethrows
   // it); the others learn which rank failed.
-  if (mine_.data_ptr<int64_t>()[kValid] == 0) return;
+  if (!mine_valid) return;
   std::ostringstream os;
   os << "torch.distributed backend 'tpu': " << name_
      << (valid ? " called with different tensors on different ranks"
@@ -113,9 +176,9 @@ void SignatureCheck::verify() {
      << " (every rank must make the same collective call with tensors of the same dtype "
         "and number of elements):";
   for (int r = 0; r < size; ++r) {
-    os << (r ? ";" : "") << " rank " << r << " called " << describe(all_[0][r].data_ptr<int64_t>());
-    const int64_t* f = all_[0][r].data_ptr<int64_t>();
-    if (f[kTag] == kSignatureTag && f[kArg] != all_[0][0].data_ptr<int64_t>()[kArg]) {
+    os << (r ? ";" : "") << " rank " << r << " called " << describe(all[0][r].data_ptr<int64_t>());
+    const int64_t* f = all[0][r].data_ptr<int64_t>();
+    if (f[kTag] == kSignatureTag && f[kArg] != all[0][0].data_ptr<int64_t>()[kArg]) {
       os << " (root / reduce op " << f[kArg] << ")";
     }
   }

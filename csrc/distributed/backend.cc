@@ -5,18 +5,14 @@
 // which DDP's bucket views and FSDP's padded buffers rely on).
 #include "distributed/backend.h"
 
-#include "distributed/agree.h"
+#include "distributed/call.h"
+#include "distributed/trace.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
-#include <atomic>
-#include <cstdlib>
 #include <exception>
-#include <map>
-#include <mutex>
-#include <optional>
 
 namespace ttpu::distributed {
 namespace {
@@ -40,108 +36,20 @@ void check_tpu(const at::Tensor& t, const char* op) {
                     " does not take sparse tensors");
 }
 
+// Point-to-point calls share the inner gloo's tag space with the signature
+// exchange (agree.h): a user message on its tag could be taken for a peer's
+// signature, so that one tag is refused.
+void check_tag(int tag, const char* op) {
+  TORCH_CHECK_VALUE(tag != kSignaturePeerTag, "torch.distributed backend 'tpu': ", op,
+                    " tag ", tag, " is reserved for the backend's own use; pick another tag");
+}
+
 void check_all(const Tensors& ts, const char* op) {
   for (const auto& t : ts) check_tpu(t, op);
 }
 
 void check_all(const std::vector<Tensors>& tss, const char* op) {
   for (const auto& ts : tss) check_all(ts, op);
-}
-
-// Host staging buffers are reused: a fresh host allocation costs its page
-// faults on first touch (5 ms for 1 MB on this machine, 500x the copy itself).
-// A buffer is free again when only the pool holds its storage (the TpuWork
-// and the caller's views of it are gone).
-class StagingPool {
- public:
-  at::Tensor acquire(at::IntArrayRef sizes, c10::ScalarType dtype) {
-    int64_t numel = c10::multiply_integers(sizes);
-    size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
-    auto options = at::TensorOptions().dtype(dtype).device(at::kCPU);
-    if (bytes < kMinBytes) return at::empty(sizes, options);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& list = free_[{dtype, numel}];
-    for (auto& t : list)  // views share the storage: its count says who uses it
-      if (t.storage().use_count() == 1) return t.view(sizes);
-    at::Tensor t = at::empty({numel}, options);
-    if (list.size() < kPerKey && held_ + bytes <= kMaxBytes) {
-      list.push_back(t);
-      held_ += bytes;
-    }
-    return t.view(sizes);
-  }
-
- private:
-  static constexpr size_t kMinBytes = 64 << 10;    // small ones: malloc reuses them
-  static constexpr size_t kMaxBytes = 512u << 20;  // bound on what the pool keeps
-  static constexpr size_t kPerKey = 4;
-  std::mutex mutex_;
-  std::map<std::pair<c10::ScalarType, int64_t>, std::vector<at::Tensor>> free_;
-  size_t held_ = 0;
-};
-
-StagingPool& pool() {
-  static StagingPool* p = new StagingPool();  // never destroyed: used at exit
-  return *p;
-}
-
-// A host buffer for a result: same shape and dtype, contiguous.
-at::Tensor host_like(const at::Tensor& t) { return pool().acquire(t.sizes(), t.scalar_type()); }
-
-std::atomic<HostToTpuFn> g_host_to_tpu{nullptr};
-std::atomic<TpuToHostFn> g_tpu_to_host{nullptr};
-
-// The device-to-host copies a queued call still has to make: they run on the
-// issue queue (issue.h) ahead of its collective, not on the caller's thread.
-using Pending = std::vector<std::function<void()>>;
-
-// Dense, contiguous host copy: what gloo requires. With `pending`, the copy
-// itself may be left there (it reads the values `t` has now); without, it is
-// made here.
-at::Tensor to_host(const at::Tensor& t, Pending* pending) {
-  at::Tensor h = host_like(t);
-  TpuToHostFn fn = g_tpu_to_host.load();
-  if (fn != nullptr && pending != nullptr) {
-    if (auto step = fn(t, h)) pending->push_back(std::move(step));
-  } else {
-    h.copy_(t);
-  }
-  return h;
-}
-
-Tensors to_host(const Tensors& ts, Pending* pending) {
-  Tensors out;
-  out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(to_host(t, pending));
-  return out;
-}
-
-Tensors host_like(const Tensors& ts) {
-  Tensors out;
-  out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(host_like(t));
-  return out;
-}
-
-std::vector<Tensors> host_like(const std::vector<Tensors>& tss) {
-  std::vector<Tensors> out;
-  for (const auto& ts : tss) out.push_back(host_like(ts));
-  return out;
-}
-
-// Host results into the caller's tpu tensors, in place (storage and data_ptr
-// kept). The staging buffer becomes the device buffer where the plugin allows
-// (no new device allocation, whose first touch costs as much as the copy
-// again: 64 MB took 41 ms here against 4 ms for the reverse copy into a reused
-// host buffer); the pool reuses it only once the device buffer lets go.
-void copy_back(const Tensors& dst, const Tensors& src) {
-  HostToTpuFn fn = g_host_to_tpu.load();
-  for (size_t i = 0; i < dst.size(); ++i) {
-    if (fn != nullptr)
-      retire(fn(dst[i], src[i]));
-    else
-      const_cast<at::Tensor&>(dst[i]).copy_(src[i]);
-  }
 }
 
 // Gloo has no AVG: the host path sums and divides (integers truncate, as the
@@ -174,170 +82,9 @@ Tensors flatten(const std::vector<Tensors>& tss) {
   return out;
 }
 
-// TORCHTPU_DIST_CHECK=0 skips the cross-rank signature check (agree.h): a
-// mismatch then aborts inside gloo, as it does for CPU tensors.
-bool signature_checks_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TORCHTPU_DIST_CHECK");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  return enabled;
-}
-
-// A rank-local argument check, run before the exchange so that its failure is
-// part of the signature: the other ranks then raise too instead of waiting in
-// a collective this rank never joins.
-template <class F>
-std::exception_ptr local_check(F check) {
-  try {
-    check();
-  } catch (...) {
-    return std::current_exception();
-  }
-  return nullptr;
-}
-
-// A call's device-to-host copies, started on the caller's thread before its
-// signature exchange: starting one runs the deferred device checks of the ops
-// producing the input (an index out of range, ...), and such an error must be
-// part of the signature (valid = false) so that every rank raises instead of
-// the others running a collective this rank never joins. The copies
-// themselves run later, first in the call's queued job.
-class Staging {
- public:
-  Staging() { release_retired(); }  // the caller's thread: its reads before this call are over
-  at::Tensor in(const at::Tensor& t) {
-    if (!error_) {
-      try {
-        return to_host(t, &pending_);
-      } catch (...) {
-        error_ = std::current_exception();
-      }
-    }
-    return host_like(t);  // never sent: the call fails with error_
-  }
-  Tensors in(const Tensors& ts) {
-    Tensors out;
-    out.reserve(ts.size());
-    for (const auto& t : ts) out.push_back(in(t));
-    return out;
-  }
-  std::exception_ptr error() const { return error_; }
-  Pending take() { return std::move(pending_); }
-
- private:
-  Pending pending_;
-  std::exception_ptr error_;
-};
-
-using IssueFn = std::function<std::vector<WorkPtr>()>;
-
-// One call through the group's issue queue (issue.h). The constructor issues
-// the signature exchange (at once when the queue is idle, else queued), so
-// it runs while the caller makes its staging copies; issue() queues the verdict and the inner collective(s) and returns
-// the work at once. A rank-local error raises from issue(), after the
-// exchange (the other ranks learn of it); other errors (a mismatch, gloo's)
-// reach the work: its wait() and its future.
-class QueuedCall {
- public:
-  // `staged`: the call's input copies, started before (their pending steps
-  // move here; an error starting them counts as a local error, after `local`).
-  QueuedCall(Staging& staged, std::shared_ptr<Issuer> issuer, WorkBackendPtr inner,
-             const char* name, CallSignature sig, std::chrono::milliseconds timeout,
-             std::exception_ptr local = nullptr, bool checked = true)
-      : issuer_(std::move(issuer)),
-        local_(local ? std::move(local) : staged.error()),
-        state_(std::make_shared<State>()),
-        pending_(staged.take()) {
-    sig.valid = !local_;
-    if (!checked || !signature_checks_enabled()) {
-      if (local_) std::rethrow_exception(local_);
-      return;
-    }
-    auto state = state_;
-    issuer_->run_or_push([state, inner, name, sig = std::move(sig), timeout] {
-      try {
-        state->check.emplace(*inner, name, sig, timeout);
-      } catch (...) {
-        state->error = std::current_exception();
-      }
-    });
-  }
-
-  WorkPtr issue(IssueFn fn, std::function<void()> finish_fn, Tensors outputs,
-                std::chrono::milliseconds timeout, int rank, OpType type) {
-    auto work = c10::make_intrusive<TpuWork>(std::vector<WorkPtr>{}, std::move(finish_fn),
-                                             std::move(outputs), timeout, rank, type);
-    std::weak_ptr<Issuer> weak = issuer_;  // a job must never hold the last reference
-    work->defer([weak] {
-      if (auto issuer = weak.lock()) issuer->drain();
-    });
-    issuer_->push([state = state_, local = local_, fn = std::move(fn), work,
-                   pending = std::move(pending_)] {
-      // The staging copies first: they overlap the signature exchange's round
-      // trip. One that fails (the op producing the input failed on the
-      // device) still lets the collective run, so that the ranks stay in
-      // step; this rank's work raises the error (what it sent is unspecified).
-      std::exception_ptr copy_error;
-      for (const auto& step : pending) {
-        try {
-          step();
-        } catch (...) {
-          if (!copy_error) copy_error = std::current_exception();
-        }
-      }
-      try {
-        if (state->error) std::rethrow_exception(state->error);
-        if (state->check) state->check->verify();
-        if (local) std::rethrow_exception(local);
-        work->issued(fn(), copy_error);
-      } catch (...) {
-        work->issue_failed(std::current_exception());
-      }
-    });
-    if (local_) work->wait();  // raises this rank's own error
-    return work;
-  }
-
- private:
-  struct State {
-    std::optional<SignatureCheck> check;
-    std::exception_ptr error;  // the exchange could not be issued
-  };
-  std::shared_ptr<Issuer> issuer_;
-  std::exception_ptr local_;
-  std::shared_ptr<State> state_;
-  Pending pending_;
-};
-
 int64_t reduce_arg(const ReduceOp& op) { return static_cast<int64_t>(op.op_); }
 
 }  // namespace
-
-void set_host_to_tpu(HostToTpuFn fn) { g_host_to_tpu.store(fn); }
-void set_tpu_to_host(TpuToHostFn fn) { g_tpu_to_host.store(fn); }
-
-namespace {
-std::mutex g_retired_mutex;
-// Never destroyed: write-backs may still run at exit.
-auto* g_retired = new std::vector<std::shared_ptr<void>>();
-}  // namespace
-
-void retire(std::shared_ptr<void> buffer) {
-  if (!buffer) return;
-  std::lock_guard<std::mutex> lock(g_retired_mutex);
-  g_retired->push_back(std::move(buffer));
-}
-
-void release_retired() {
-  std::vector<std::shared_ptr<void>> drop;
-  {
-    std::lock_guard<std::mutex> lock(g_retired_mutex);
-    if (g_retired->empty()) return;
-    drop.swap(*g_retired);
-  }
-  // Destroyed here, outside the lock (a buffer's end calls the plugin).
-}
 
 TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size,
                        std::chrono::milliseconds timeout)
@@ -386,6 +133,7 @@ WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& op
 }
 
 WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
+  trace::mark("call");
   check_all(tensors, "all_reduce");
   auto red = map_reduction(opts.reduceOp, "all_reduce");
   Staging st;  // before the exchange: its errors are part of the signature
@@ -734,6 +482,7 @@ WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
 
 WorkPtr TpuBackend::send(Tensors& tensors, int dst, int tag) {
   check_all(tensors, "send");
+  check_tag(tag, "send");
   auto host = to_host(tensors, nullptr);  // send is not queued: copied here
   auto work = inner_->send(host, dst, tag);
   // The host copy lives in the closure until the send completes.
@@ -742,6 +491,7 @@ WorkPtr TpuBackend::send(Tensors& tensors, int dst, int tag) {
 
 WorkPtr TpuBackend::recv(Tensors& tensors, int src, int tag) {
   check_all(tensors, "recv");
+  check_tag(tag, "recv");
   auto host = host_like(tensors);
   auto work = inner_->recv(host, src, tag);
   return make_work(work, [tensors, host] { copy_back(tensors, host); }, tensors,
@@ -750,6 +500,7 @@ WorkPtr TpuBackend::recv(Tensors& tensors, int src, int tag) {
 
 WorkPtr TpuBackend::recvAnysource(Tensors& tensors, int tag) {
   check_all(tensors, "recv");
+  check_tag(tag, "recv");
   auto host = host_like(tensors);
   auto work = inner_->recvAnysource(host, tag);
   return make_work(work, [tensors, host] { copy_back(tensors, host); }, tensors,

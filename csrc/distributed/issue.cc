@@ -2,9 +2,19 @@
 // order; waiters run them too.
 #include "distributed/issue.h"
 
+#include <cstdlib>
+
 namespace ttpu::distributed {
 
 Issuer::Issuer() : thread_([this] { loop(); }) {}
+
+std::chrono::microseconds Issuer::grace() {
+  static const std::chrono::microseconds us = [] {
+    const char* v = std::getenv("TORCHTPU_DIST_GRACE_US");
+    return v != nullptr && *v != '\0' ? std::chrono::microseconds(std::atoi(v)) : kGrace;
+  }();
+  return us;
+}
 
 Issuer::~Issuer() {
   {
@@ -63,6 +73,13 @@ void Issuer::loop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
       if (stop_ && queue_.empty()) return;
+      // A blocking collective's caller is about to wait for its work, and a
+      // waiter runs the queue itself: leave it the job for a moment rather
+      // than take it and make the caller wait for this thread (a thread hop
+      // each way, and on a busy machine a scheduling delay). Its drain()
+      // empties the queue; the grace then ends without a job to run.
+      cv_.wait_for(lock, grace(), [this] { return stop_ || queue_.empty(); });
+      if (queue_.empty()) continue;
     }
     drain();
   }

@@ -8,9 +8,11 @@
 // call queues its steps here and returns; one thread runs the queue in order,
 // and a thread that waits for a work runs the queue itself first (a call
 // that is waited for at once, as a blocking collective is, pays no thread
-// hop). Jobs never wait for the queue themselves.
+// hop: the thread leaves a newly queued job kGrace to a waiter before it
+// takes it). Jobs never wait for the queue themselves.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -37,6 +39,12 @@ class Issuer {
   void drain();
 
  private:
+  // How long the thread leaves a newly queued job to a waiter: a blocking
+  // collective's wait() follows its call within a few microseconds; an
+  // asynchronous call's job starts this much later.
+  static constexpr std::chrono::microseconds kGrace{200};
+  static std::chrono::microseconds grace();  // TORCHTPU_DIST_GRACE_US, else kGrace
+
   void loop();
 
   std::mutex mu_;  // guards queue_ and stop_

@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "distributed/backend.h"
+#include "distributed/trace.h"
 
 namespace py = pybind11;
 
@@ -32,6 +33,17 @@ void bind(py::module& m,
         return backend;
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+  // Stage marks for bench/profile_distributed.py (trace.h): _dist_trace(True)
+  // starts recording, _dist_trace(False) stops; both return (and clear) the
+  // marks so far as (stage, wall ns, thread CPU ns, thread) tuples.
+  m.def("_dist_trace", [](bool on) {
+    auto marks = trace::take();
+    trace::enable(on);
+    py::list out;
+    for (const auto& k : marks)
+      out.append(py::make_tuple(k.what, k.wall_ns, k.thread_ns, k.thread));
+    return out;
+  }, py::arg("on"));
 }
 
 }  // namespace ttpu::distributed

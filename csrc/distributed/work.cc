@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "distributed/backend.h"
+#include "distributed/trace.h"
 
 namespace ttpu::distributed {
 
@@ -96,6 +97,7 @@ void TpuWork::inner_done(c10::ivalue::Future& done) {
     if (!inner_error_) inner_error_ = done.exception_ptr();
   }
   if (remaining_.fetch_sub(1) != 1) return;
+  trace::mark("inner_done");
   std::exception_ptr error;
   {
     std::lock_guard<std::mutex> guard(complete_mutex_);
@@ -118,6 +120,7 @@ void TpuWork::finish(std::exception_ptr error) {
     if (!error) {
       try {
         if (finish_fn_) finish_fn_();
+        trace::mark("written_back");
       } catch (...) {
         error = std::current_exception();
       }
@@ -131,6 +134,7 @@ void TpuWork::finish(std::exception_ptr error) {
     future_->setErrorIfNeeded(error);
   else
     future_->markCompleted(c10::IValue(outputs_));
+  trace::mark("future_completed");
   {
     std::lock_guard<std::mutex> lock(mutex_);
     completed_ = true;
@@ -163,6 +167,7 @@ bool TpuWork::is_finished() {
 }
 
 bool TpuWork::wait(std::chrono::milliseconds timeout) {
+  trace::mark("wait");
   const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
   // One thread at a time waits for the inners, and none once it is finished:
   // some inner works do their own copy-out on every wait() (gloo's
@@ -208,6 +213,7 @@ bool TpuWork::wait(std::chrono::milliseconds timeout) {
   }
   future_->wait();  // another thread may still be marking it (immediate then)
   release_retired();  // this thread's reads before wait() are over
+  trace::mark("wait_returns");
   if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
   return true;
 }

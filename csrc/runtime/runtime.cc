@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "pjrt/compile_options.h"
+#include "pjrt/host_read.h"
 #include "runtime/trace.h"
 #include "stablehlo/emit.h"
 
@@ -388,7 +389,9 @@ void Runtime::download(const pjrt::Buffer& buffer, void* dst, int64_t nbytes) {
   // that program's time, not the transfer's.
   if (trace::active()) buffer.await_ready(/*interruptible=*/true);
   const int64_t start = trace::active() ? trace::now_ns() : 0;
-  buffer.to_host(dst, nbytes);
+  // Where device memory is host memory (the CPU plugin) one memcpy after the
+  // ready event; elsewhere, or when it declines, the plugin's copy.
+  if (!pjrt::read_in_place(*client_, buffer, dst, nbytes)) buffer.to_host(dst, nbytes);
   metrics_.bytes_to_host += nbytes;
   if (start != 0) {
     trace::Record r = copy_record(trace::Kind::kDeviceToHost, device_index_of(*client_, buffer),

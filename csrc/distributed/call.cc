@@ -1,0 +1,87 @@
+// QueuedCall (call.h): one collective through the group's issue queue, its
+// signature exchange first.
+#include "distributed/call.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "distributed/trace.h"
+
+namespace ttpu::distributed {
+
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+bool signature_checks_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TORCHTPU_DIST_CHECK");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled;
+}
+
+QueuedCall::QueuedCall(Staging& staged, std::shared_ptr<Issuer> issuer,
+                       c10::intrusive_ptr<c10d::Backend> inner, const char* name,
+                       CallSignature sig, std::chrono::milliseconds timeout,
+                       std::exception_ptr local, bool checked)
+    : issuer_(std::move(issuer)),
+      local_(local ? std::move(local) : staged.error()),
+      state_(std::make_shared<State>()),
+      pending_(staged.take()) {
+  trace::mark("staged");
+  sig.valid = !local_;
+  if (!checked || !signature_checks_enabled()) {
+    if (local_) std::rethrow_exception(local_);
+    return;
+  }
+  auto state = state_;
+  issuer_->run_or_push([state, inner, name, sig = std::move(sig), timeout] {
+    try {
+      state->check.emplace(*inner, name, sig, timeout);
+    } catch (...) {
+      state->error = std::current_exception();
+    }
+    trace::mark("signature_issued");
+  });
+}
+
+WorkPtr QueuedCall::issue(IssueFn fn, std::function<void()> finish_fn, Tensors outputs,
+                          std::chrono::milliseconds timeout, int rank, c10d::OpType type) {
+  auto work = c10::make_intrusive<TpuWork>(std::vector<WorkPtr>{}, std::move(finish_fn),
+                                           std::move(outputs), timeout, rank, type);
+  std::weak_ptr<Issuer> weak = issuer_;  // a job must never hold the last reference
+  work->defer([weak] {
+    if (auto issuer = weak.lock()) issuer->drain();
+  });
+  issuer_->push([state = state_, local = local_, fn = std::move(fn), work,
+                 pending = std::move(pending_)] {
+    trace::mark("job_start");
+    // The staging copies first: they overlap the signature exchange's round
+    // trip. One that fails (the op producing the input failed on the
+    // device) still lets the collective run, so that the ranks stay in
+    // step; this rank's work raises the error (what it sent is unspecified).
+    std::exception_ptr copy_error;
+    for (const auto& step : pending) {
+      try {
+        step();
+      } catch (...) {
+        if (!copy_error) copy_error = std::current_exception();
+      }
+    }
+    trace::mark("copied_to_host");
+    try {
+      if (state->error) std::rethrow_exception(state->error);
+      if (state->check) state->check->verify();
+      trace::mark("verified");
+      if (local) std::rethrow_exception(local);
+      work->issued(fn(), copy_error);
+      trace::mark("data_issued");
+    } catch (...) {
+      work->issue_failed(std::current_exception());
+    }
+  });
+  trace::mark("queued");
+  if (local_) work->wait();  // raises this rank's own error
+  return work;
+}
+
+}  // namespace ttpu::distributed
