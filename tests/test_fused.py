@@ -1,6 +1,9 @@
 """Fused eager mode: ops recorded into one pending graph per device, compiled as
 one program keyed by structure; results identical to strict mode."""
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -73,6 +76,44 @@ def test_optimizer_step_ends_the_step_graph_without_a_read(fused):
     finally:
         torchtpu.config.fused_flush_at_optimizer_step = True
     assert off_losses == pytest.approx(synced_losses, rel=1e-6)
+
+
+def test_a_read_before_optimizer_step_keeps_one_program_per_step(fused):
+    # loss.item() before step() (logging, GradScaler's inf check) already
+    # ends a graph: the hook then does not cut the update into a program of
+    # its own (it joins the next step's graph, as without the hook).
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 3).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x = torch.randn(16, 8, device="tpu")
+
+    def step():
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        value = loss.item()
+        opt.step()
+        return value
+
+    for _ in range(3):
+        step()
+    before = torchtpu.metrics.metrics()["fused_flushes"]
+    for _ in range(5):
+        step()
+    assert torchtpu.metrics.metrics()["fused_flushes"] - before == 5
+
+
+def test_cpu_only_optimizer_step_never_starts_the_runtime():
+    # torchtpu loads into every torch process: a CPU-only optimizer step must
+    # not need the plugin (here: one that does not exist).
+    code = ("import torch, torchtpu; m = torch.nn.Linear(2, 2); "
+            "o = torch.optim.SGD(m.parameters(), lr=0.1); m(torch.ones(1, 2)).sum().backward(); "
+            "o.step(); print(torchtpu._C._is_initialized())")
+    env = dict(os.environ, TORCHTPU_PLUGIN="/nonexistent/plugin.so", TORCHTPU_EAGER_MODE="fused")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
 
 
 def test_training_loop_stops_compiling(fused):

@@ -4,26 +4,55 @@ A training loop that reads no value each step (no ``loss.item()``) gives fused
 mode no place to end a step's graph but ``TORCHTPU_FUSION_MAX_NODES``, which
 cuts steps at arbitrary ops. A global optimizer step post-hook
 (``torch.optim.optimizer.register_optimizer_step_post_hook``) ends the pending
-graph there instead: the step is enqueued as one program and the call returns
-without waiting, so the next step's forward and backward are recorded while
-this one runs (PyTorch/XLA users call ``mark_step`` for this). Loops that do
-read a value each step get the same graphs as before. Off with
-``torchtpu.config.fused_flush_at_optimizer_step = False``.
+graph of the optimizer's tpu devices there instead: the step is enqueued as
+one program and the call returns without waiting, so the next step's forward
+and backward are recorded while this one runs (PyTorch/XLA users call
+``mark_step`` for this). When a value was read since the previous step's end
+(``loss.item()`` before ``step()``, ``GradScaler``'s inf check), that read
+already ended a graph: the hook then leaves the update to join the next
+step's graph, as without it. Off with
+``torchtpu.config.fused_flush_at_optimizer_step = False``. Processes with no
+tpu parameters never reach torchtpu's runtime here.
 """
 
+import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchtpu import _C, config
 
+# fused_flushes after this hook's last flush (None: none yet)
+_flushes_after_last = None
 
-def _flush_after_step(optimizer, args, kwargs):
-    if not config.fused_flush_at_optimizer_step or _C._get_eager_mode() != "fused":
-        return
+
+def forget():
+    """Called by :func:`torchtpu.metrics.reset` (the flush count restarts)."""
+    global _flushes_after_last
+    _flushes_after_last = None
+
+
+def _tpu_devices(optimizer):
+    devices = set()
     for group in optimizer.param_groups:
         for p in group["params"]:
             if p.device.type == "tpu":
-                _C._flush()
-                return
+                devices.add(p.device.index or 0)
+    return devices
+
+
+def _flush_after_step(optimizer, args, kwargs):
+    global _flushes_after_last
+    if not config.fused_flush_at_optimizer_step or torch.compiler.is_compiling():
+        return
+    devices = _tpu_devices(optimizer)  # before any runtime call: CPU-only users
+    if not devices or not _C._is_initialized() or _C._get_eager_mode() != "fused":
+        return
+    flushes = _C._metrics()["fused_flushes"]
+    if _flushes_after_last is not None and flushes != _flushes_after_last:
+        _flushes_after_last = flushes  # a read ended this step's graph already
+        return
+    for d in sorted(devices):
+        _C._flush(d)
+    _flushes_after_last = _C._metrics()["fused_flushes"]
 
 
 register_optimizer_step_post_hook(_flush_after_step)

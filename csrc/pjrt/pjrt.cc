@@ -542,6 +542,7 @@ PJRT_Device* Buffer::device() const {
 }
 
 void Buffer::await_ready(bool interruptible) const {
+  if (buffer_ == nullptr) return;  // released (see release()): its new owner waits
   auto args = TTPU_ARGS(PJRT_Buffer_ReadyEvent_Args);
   args.buffer = buffer_;
   TTPU_CALL(client_->api(), PJRT_Buffer_ReadyEvent, &args);
@@ -623,6 +624,10 @@ void notify_when_ready(const PJRT_Api* api, PJRT_Event* event, const char* metho
 }  // namespace
 
 void Buffer::on_ready(std::function<void(bool ok)> done) const {
+  if (buffer_ == nullptr) {  // released (see release())
+    done(true);
+    return;
+  }
   free_fired_events();
   const PJRT_Api* api = client_->api();
   auto args = TTPU_ARGS(PJRT_Buffer_ReadyEvent_Args);

@@ -75,8 +75,12 @@ void install_recompile_hooks() {
     py::gil_scoped_acquire gil;
     try {
       return py::module_::import("torchtpu._recompile").attr("user_line")().cast<std::string>();
-    } catch (const py::error_already_set&) {
-      return "";  // the location only improves a message; never fail an op for it
+    } catch (py::error_already_set& e) {
+      // The location only improves a message: never fail an op for it. But
+      // a Ctrl-C that landed here must not be lost: it is raised again at
+      // the next point Python checks for signals.
+      if (e.matches(PyExc_KeyboardInterrupt)) PyErr_SetInterrupt();
+      return "";
     }
   });
   ttpu::runtime::set_recompile_handler([](const ttpu::runtime::NewGraph& g) {
@@ -162,15 +166,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("_plugin_path", [] { return guarded([] { return Runtime::get().plugin_path(); }); });
   m.def("_platform_name", [] { return guarded([] { return Runtime::get().client().platform_name(); }); });
   m.def("_device_count", [] { return ttpu::aten::device_count_or_zero(); });
-  // Fused mode: the pending graphs become enqueued programs; nothing waits
-  // (the end of a training step, torchtpu/_step_flush.py).
-  m.def("_flush", [] {
+  // Fused mode: the pending graph of `device` (-1: every device) becomes an
+  // enqueued program; nothing waits (the end of a training step,
+  // torchtpu/_step_flush.py).
+  m.def("_flush", [](int device) {
     py::gil_scoped_release release;
-    guarded([] {
-      ttpu::runtime::flush_all();
+    guarded([device] {
+      if (device < 0) {
+        ttpu::runtime::flush_all();
+      } else {
+        ttpu::runtime::fusion(device).flush();
+      }
       return 0;
     });
-  });
+  }, py::arg("device") = -1);
   m.def("_synchronize", [] {
     py::gil_scoped_release release;
     guarded([] {

@@ -405,7 +405,12 @@ void Fusion::flush() {
         args[p].reset();
       }
     }
-    if (!consumed.empty()) keep_donated_until_run(std::move(consumed), *buffers[0]);
+    try {
+      if (!consumed.empty()) keep_donated_until_run(std::move(consumed), *buffers[0]);
+    } catch (const std::exception&) {
+      // (no ready callback: `consumed` is destroyed here, which waits for
+      // the program; the flush itself succeeded)
+    }
   }
   if (capture_.active && capture_.ending && !capture_.broken) {
     take_capture(graph, key, name, args, live);

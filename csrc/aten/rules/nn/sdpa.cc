@@ -115,8 +115,12 @@ bool lowerable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     // CPU's flash kernel (its choice for 4-D inputs and 2-D/4-D masks that
     // need no grad) applies both a mask and is_causal; its math path (the
     // other cases) refuses the pair, so those go there and raise its error.
+    // Flash's other conditions (CPU's sdp_utils): equal head dims and unit
+    // last strides; without them CPU takes the math path too.
     const at::Tensor& m = *mask;
     if (q.dim() != 4 || (m.dim() != 2 && m.dim() != 4) || m.requires_grad()) return false;
+    if (q.size(-1) != k.size(-1) || q.size(-1) != v.size(-1)) return false;
+    if (q.stride(-1) != 1 || k.stride(-1) != 1 || v.stride(-1) != 1) return false;
   }
   return true;
 }
