@@ -20,14 +20,8 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchtpu import _C, config
 
-# fused_flushes after this hook's last flush (None: none yet)
-_flushes_after_last = None
-
-
-def forget():
-    """Called by :func:`torchtpu.metrics.reset` (the flush count restarts)."""
-    global _flushes_after_last
-    _flushes_after_last = None
+# reads that flushed a fused graph, at this hook's last call (None: never ran)
+_reads_at_last = None
 
 
 def _tpu_devices(optimizer):
@@ -40,19 +34,21 @@ def _tpu_devices(optimizer):
 
 
 def _flush_after_step(optimizer, args, kwargs):
-    global _flushes_after_last
+    global _reads_at_last
     if not config.fused_flush_at_optimizer_step or torch.compiler.is_compiling():
         return
     devices = _tpu_devices(optimizer)  # before any runtime call: CPU-only users
     if not devices or not _C._is_initialized() or _C._get_eager_mode() != "fused":
         return
-    flushes = _C._metrics()["fused_flushes"]
-    if _flushes_after_last is not None and flushes != _flushes_after_last:
-        _flushes_after_last = flushes  # a read ended this step's graph already
+    # A read since the last step's end (not a cut at the node limit, which
+    # would move the boundary from step to step) already ended this step's
+    # graph: leave the update to join the next one, as without the hook.
+    reads = _C._fused_read_flushes()
+    read_since_last, _reads_at_last = _reads_at_last is not None and reads != _reads_at_last, reads
+    if read_since_last:
         return
     for d in sorted(devices):
         _C._flush(d)
-    _flushes_after_last = _C._metrics()["fused_flushes"]
 
 
 register_optimizer_step_post_hook(_flush_after_step)

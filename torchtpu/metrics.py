@@ -51,8 +51,6 @@ def reset():
     forgets which lines stopped fusing (they fuse again)."""
     _C._reset_metrics()
     _C._reset_recompile_counts()
-    from torchtpu import _step_flush
-    _step_flush.forget()  # its flush count is read from these counters
 
 
 def lowered_ops():

@@ -169,6 +169,7 @@ PYBIND11_MODULE(_C, m) {
   // Fused mode: the pending graph of `device` (-1: every device) becomes an
   // enqueued program; nothing waits (the end of a training step,
   // torchtpu/_step_flush.py).
+  m.def("_fused_read_flushes", &ttpu::runtime::read_flushes);
   m.def("_flush", [](int device) {
     py::gil_scoped_release release;
     guarded([device] {

@@ -517,8 +517,15 @@ void flush_all() {
   for (Fusion* f : all) f->flush();
 }
 
+std::atomic<uint64_t> g_read_flushes{0};
+
+uint64_t read_flushes() { return g_read_flushes.load(std::memory_order_relaxed); }
+
 void materialize(Slot& slot) {
-  if (slot.pending) fusion(slot.device).flush();
+  if (slot.pending) {
+    fusion(slot.device).flush();
+    g_read_flushes.fetch_add(1, std::memory_order_relaxed);
+  }
   if (slot.pending) {
     // Its graph is being flushed further up this stack: Python code run by
     // the recompile handler (a warning hook) read it before it exists.

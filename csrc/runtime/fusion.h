@@ -197,6 +197,10 @@ void flush_all();
 // If `slot` is pending, flushes its graph so `slot.buffer` holds its value;
 // raises the slot's recorded error if its program failed.
 void materialize(Slot& slot);
+// How many flushes materialize() has made (reads of pending values) in this
+// process; never reset. The optimizer-step hook tells a read that already
+// ended a step's graph from a cut at the node limit by it.
+uint64_t read_flushes();
 // Called when a storage dies: drops its pending value.
 void forget_pending(Slot& slot);
 
