@@ -166,10 +166,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_plugin_path", [] { return guarded([] { return Runtime::get().plugin_path(); }); });
   m.def("_platform_name", [] { return guarded([] { return Runtime::get().client().platform_name(); }); });
   m.def("_device_count", [] { return ttpu::aten::device_count_or_zero(); });
+  // Fused mode: flushes made by reads (the step hook tells them from cuts).
+  m.def("_fused_read_flushes", &ttpu::runtime::read_flushes);
   // Fused mode: the pending graph of `device` (-1: every device) becomes an
   // enqueued program; nothing waits (the end of a training step,
   // torchtpu/_step_flush.py).
-  m.def("_fused_read_flushes", &ttpu::runtime::read_flushes);
   m.def("_flush", [](int device) {
     py::gil_scoped_release release;
     guarded([device] {

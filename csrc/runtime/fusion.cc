@@ -517,7 +517,9 @@ void flush_all() {
   for (Fusion* f : all) f->flush();
 }
 
-std::atomic<uint64_t> g_read_flushes{0};
+namespace {
+std::atomic<uint64_t> g_read_flushes{0};  // see read_flushes()
+}  // namespace
 
 uint64_t read_flushes() { return g_read_flushes.load(std::memory_order_relaxed); }
 
