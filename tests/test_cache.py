@@ -77,7 +77,8 @@ def test_warm_second_process_compiles_nothing(tmp_path):
     assert cold["info"]["entries"] == m["compiles"] and cold["info"]["misses"] == m["compiles"]
     # TORCHTPU_CACHE_LOG=1 explains each miss with every key part.
     assert r.stderr.count("compile cache miss") == m["compiles"]
-    for part in ("program=", "compile_options=", "plugin=", "pjrt_api=", "cpu=", "torchtpu="):
+    for part in ("program=", "compile_options=", "plugin=", "pjrt_api=", "cpu=", "torchtpu=",
+                 "xla_env="):
         assert part in r.stderr
 
     warm, _ = run_step(cache_dir)
@@ -95,6 +96,25 @@ def test_warm_second_process_compiles_nothing(tmp_path):
     other, _ = run_step(cache_dir, device=1, TORCHTPU_CPU_DEVICES="2")
     assert other["metrics"]["compiles"] == 0
     assert (other["loss"], other["w"]) == (cold["loss"], cold["w"])
+
+
+def test_entries_compiled_under_other_xla_flags_are_not_reused(tmp_path):
+    # The plugin takes its compile defaults from XLA_FLAGS (read once, at
+    # load): a program compiled under other flags is another program, so a
+    # process with other flags must not load the entry (it did: a fast-math
+    # build served a process without fast math, and the other way round).
+    cache_dir = tmp_path / "cache"
+    cold, _ = run_step(cache_dir, code=SMALL)
+    n = cold["metrics"]["compiles"]
+    assert n > 0
+    flags = "--xla_cpu_enable_fast_min_max=true"
+    other, r = run_step(cache_dir, code=SMALL, XLA_FLAGS=flags, TORCHTPU_CACHE_LOG="1")
+    assert other["metrics"]["persistent_hits"] == 0
+    assert other["metrics"]["compiles"] == n
+    assert r.stderr.count(f" xla_env=XLA_FLAGS={flags};") == n
+    again, _ = run_step(cache_dir, code=SMALL, XLA_FLAGS=flags)
+    assert again["metrics"]["compiles"] == 0 and again["metrics"]["persistent_hits"] == n
+    assert again["loss"] == other["loss"]
 
 
 def _corrupt(paths):

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -128,6 +129,7 @@ KeyBuilder::KeyBuilder(const std::string& plugin_path, int api_major, int api_mi
       {"pjrt_api", std::to_string(api_major) + "." + std::to_string(api_minor)},
       {"cpu", host_cpu_features()},
       {"torchtpu", torchtpu_version()},
+      {"xla_env", xla_environment()},
   };
 }
 
@@ -156,5 +158,16 @@ const std::string& host_cpu_features() {
 }
 
 const char* torchtpu_version() { return TORCHTPU_VERSION; }
+
+std::string xla_environment() {
+  std::string out;
+  for (const char* name : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    if (!out.empty()) out += " ";
+    out += std::string(name) + "=" + value;
+  }
+  return out.empty() ? "(none)" : out;
+}
 
 }  // namespace ttpu::cache

@@ -10,6 +10,8 @@
 //   cpu              SHA-256 of the host's CPU feature flags (/proc/cpuinfo): XLA:CPU
 //                    code is compiled for the host and can SIGILL on another CPU
 //   torchtpu         torchtpu's version (entry layout and key meaning may change)
+//   xla_env          XLA_FLAGS / LIBTPU_INIT_ARGS as set in the environment: the
+//                    plugin takes its debug-option defaults from them
 // The digest (SHA-256 over every name and value, length-prefixed) names the entry
 // file; the parts themselves are stored in the entry and compared on load.
 #pragma once
@@ -67,5 +69,10 @@ std::string plugin_identity(const std::string& path);
 const std::string& host_cpu_features();
 // torchtpu's version, from pyproject.toml at build time.
 const char* torchtpu_version();
+// "XLA_FLAGS=<value> LIBTPU_INIT_ARGS=<value>" (those set), or "(none)": the
+// plugin reads them once, at load, as defaults for every compile's debug
+// options (e.g. --xla_cpu_enable_fast_math changes the code), so an entry
+// compiled under other flags is another program.
+std::string xla_environment();
 
 }  // namespace ttpu::cache

@@ -157,8 +157,9 @@ TEST(Key, PartsAreNamedAndOrdered) {
   std::vector<std::string> names;
   for (const auto& p : k.parts()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"program", "compile_options", "plugin", "pjrt_api",
-                                             "cpu", "torchtpu"}));
+                                             "cpu", "torchtpu", "xla_env"}));
   EXPECT_EQ(k.parts()[0].value, "sha256:" + to_hex(sha256("module @m {}")));
+  EXPECT_EQ(k.parts()[6].value, xla_environment());
   EXPECT_EQ(k.parts()[3].value, "0.90");
   EXPECT_EQ(k.parts()[5].value, torchtpu_version());
   EXPECT_NE(k.parts()[2].value.find("path=" + plugin_path()), std::string::npos);
@@ -176,6 +177,27 @@ TEST(Key, EveryPartChangesTheDigest) {
   // Length prefixes: moving a byte between name and value is a different key.
   EXPECT_NE(Key(std::vector<KeyPart>{{"ab", "c"}}).digest(),
             Key(std::vector<KeyPart>{{"a", "bc"}}).digest());
+}
+
+TEST(Key, XlaEnvironmentNamesTheFlagsSet) {
+  const char* saved_flags = std::getenv("XLA_FLAGS");
+  const char* saved_libtpu = std::getenv("LIBTPU_INIT_ARGS");
+  const std::string flags = saved_flags ? saved_flags : "";
+  const std::string libtpu = saved_libtpu ? saved_libtpu : "";
+  ::unsetenv("XLA_FLAGS");
+  ::unsetenv("LIBTPU_INIT_ARGS");
+  EXPECT_EQ(xla_environment(), "(none)");
+  ::setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true", 1);
+  EXPECT_EQ(xla_environment(), "XLA_FLAGS=--xla_cpu_enable_fast_math=true");
+  ::setenv("LIBTPU_INIT_ARGS", "--x=1", 1);
+  EXPECT_EQ(xla_environment(), "XLA_FLAGS=--xla_cpu_enable_fast_math=true LIBTPU_INIT_ARGS=--x=1");
+  // An empty value is still a value the plugin reads: not "(none)".
+  ::setenv("XLA_FLAGS", "", 1);
+  ::unsetenv("LIBTPU_INIT_ARGS");
+  EXPECT_EQ(xla_environment(), "XLA_FLAGS=");
+  if (saved_flags) ::setenv("XLA_FLAGS", flags.c_str(), 1); else ::unsetenv("XLA_FLAGS");
+  if (saved_libtpu) ::setenv("LIBTPU_INIT_ARGS", libtpu.c_str(), 1);
+  else ::unsetenv("LIBTPU_INIT_ARGS");
 }
 
 TEST(Key, DescribeDifferenceNamesThePart) {
