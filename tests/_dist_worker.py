@@ -704,6 +704,24 @@ def group_mismatch(rank, world):
         raises_on_every_rank(lambda: dist.reduce_scatter_tensor(out, inp), "reduce_scatter")
     report("mismatch_reduce_scatter_tensor", reduce_scatter_tensor)
 
+    def behind_queued_async_calls():
+        # Signature exchanges go out at the call on a group of their own, ahead
+        # of the data collectives still queued: a mismatch behind five
+        # asynchronous all_reduces (their futures taken, as DDP's buckets do)
+        # still raises on every rank, the five still sum right, and the group
+        # goes on working (the details are gathered in the data order).
+        ts = [torch.full((1 << 16,), float(rank + i), device="tpu") for i in range(5)]
+        works = [dist.all_reduce(t, async_op=True) for t in ts]
+        futures = [w.get_future() for w in works]
+        bad = torch.ones(4 + rank, device="tpu")
+        raises_on_every_rank(lambda: dist.all_reduce(bad), "all_reduce", "4 elements",
+                             "5 elements")
+        for f in futures:
+            f.wait()
+        for i, t in enumerate(ts):
+            close(t, torch.full((1 << 16,), float(2 * i + 1)))
+    report("mismatch_behind_queued_async_calls", behind_queued_async_calls)
+
     def uneven_all_gather_still_works():
         t = torch.full((rank + 1,), float(rank), device="tpu")
         outs = [torch.empty(r + 1, device="tpu") for r in range(world)]

@@ -97,12 +97,10 @@ int point_to_point_ranks() {
   return ranks;
 }
 
-SignatureCheck::SignatureCheck(c10d::Backend& inner, const char* name,
-                               const CallSignature& sig, std::chrono::milliseconds timeout)
-    : name_(name),
-      rank_(inner.getRank()),
-      inner_(c10::intrusive_ptr<c10d::Backend>::reclaim_copy(&inner)),
-      timeout_(timeout) {
+SignatureCheck::SignatureCheck(c10d::Backend& inner, c10::intrusive_ptr<c10d::Backend> details,
+                               const char* name, const CallSignature& sig,
+                               std::chrono::milliseconds timeout)
+    : name_(name), rank_(inner.getRank()), details_(std::move(details)), timeout_(timeout) {
   const auto options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
   mine_ = at::empty({kFields}, options);
   int64_t* f = mine_.data_ptr<int64_t>();
@@ -158,11 +156,11 @@ void SignatureCheck::verify() {
   // They differ, and every rank knows it: all of them fetch the details (the
   // same byte count everywhere) for the message.
   std::vector<std::vector<at::Tensor>> all(1);
-  for (int r = 0; r < inner_->getSize(); ++r) all[0].push_back(at::empty_like(mine_));
+  for (int r = 0; r < details_->getSize(); ++r) all[0].push_back(at::empty_like(mine_));
   std::vector<at::Tensor> in{mine_};
   c10d::AllgatherOptions opts;
   opts.timeout = timeout_;
-  inner_->allgather(all, in, opts)->wait(timeout_);
+  details_->allgather(all, in, opts)->wait(timeout_);
   const int size = static_cast<int>(all[0].size());
   bool valid = true;
   for (int r = 0; r < size; ++r) valid = valid && all[0][r].data_ptr<int64_t>()[kValid] == 1;

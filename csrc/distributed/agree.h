@@ -6,7 +6,7 @@
 // the same way), and a broadcast of mismatched sizes silently copies a prefix.
 // So each tpu collective first agrees on a fixed 64-byte signature of its
 // call (op, root or reduce op, dtype and element count of its tensors, and
-// whether the rank's own argument checks passed) on the inner gloo backend.
+// whether the rank's own argument checks passed) on a gloo group of its own.
 // The common case exchanges only h, a 64-bit hash of the signature, and
 // every rank reaches the same verdict from it: one all_reduce MAX over
 // [h, ~h], which is [max h, ~min h] (0.27 ms and 0.18 ms of CPU per exchange
@@ -49,11 +49,15 @@ inline constexpr int kSignaturePeerTag = 0x7a5e1917;
 inline constexpr int kPointToPointRanks = 0;
 int point_to_point_ranks();
 
-// One signature exchange in flight (started by the constructor).
+// One signature exchange in flight (started by the constructor, on
+// `exchange`: a group that carries nothing else, issued in call order).
 class SignatureCheck {
  public:
-  SignatureCheck(c10d::Backend& inner, const char* name, const CallSignature& sig,
-                 std::chrono::milliseconds timeout);
+  // `details`: the group verify() all-gathers the signatures on after a
+  // mismatch (the data group: verify() runs in its issue order, so every
+  // rank reaches that all-gather at the same point of its order).
+  SignatureCheck(c10d::Backend& exchange, c10::intrusive_ptr<c10d::Backend> details,
+                 const char* name, const CallSignature& sig, std::chrono::milliseconds timeout);
   // Waits for the verdict. Raises RuntimeError (on every rank alike) when the
   // signatures differ (after all-gathering them for the message), and the gloo
   // error when an exchange itself fails (a peer left, the timeout passed).
@@ -62,7 +66,7 @@ class SignatureCheck {
  private:
   const char* name_;
   int rank_;
-  c10::intrusive_ptr<c10d::Backend> inner_;  // for the details, on a mismatch
+  c10::intrusive_ptr<c10d::Backend> details_;  // for the details, on a mismatch
   at::Tensor mine_;   // the signature (8 int64)
   at::Tensor agree_;  // [h] sent to each peer; or [h, ~h], then MAX over the ranks
   std::vector<at::Tensor> theirs_;  // point to point: each peer's h (own slot unused)

@@ -86,13 +86,16 @@ int64_t reduce_arg(const ReduceOp& op) { return static_cast<int64_t>(op.op_); }
 
 }  // namespace
 
-TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size,
+TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner,
+                       c10::intrusive_ptr<c10d::Backend> control, int rank, int size,
                        std::chrono::milliseconds timeout)
     : Backend(rank, size),
       inner_(std::move(inner)),
+      control_(std::move(control)),
       options_(c10::make_intrusive<Options>(kBackendName, timeout)),
       issuer_(std::make_shared<Issuer>()) {
-  TORCH_CHECK(inner_, "torch.distributed backend 'tpu' needs an inner host backend");
+  TORCH_CHECK(inner_ && control_,
+              "torch.distributed backend 'tpu' needs an inner and a control host backend");
 }
 
 void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
@@ -103,6 +106,7 @@ void TpuBackend::setGroupUid(const std::string& pg_uid) {
   Backend::setGroupUid(pg_uid);
   options_->group_name = pg_uid;
   inner_->setGroupUid(pg_uid);
+  control_->setGroupUid(pg_uid + ":signatures");
 }
 
 std::chrono::milliseconds TpuBackend::timeout_for(std::chrono::milliseconds requested) const {
@@ -121,7 +125,7 @@ WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& op
   check_all(tensors, "broadcast");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host = st.in(tensors);
-  QueuedCall call(st, issuer_, inner_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
+  QueuedCall call(st, issuer_, inner_, control_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
                   timeout_for(opts.timeout));
   bool root = opts.rootRank == getRank();
   return call.issue(
@@ -138,7 +142,7 @@ WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& op
   auto red = map_reduction(opts.reduceOp, "all_reduce");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host = st.in(tensors);
-  QueuedCall call(st, issuer_, inner_, "all_reduce",
+  QueuedCall call(st, issuer_, inner_, control_, "all_reduce",
                   {OpType::ALLREDUCE, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
   c10d::AllreduceOptions inner_opts = opts;
@@ -162,7 +166,7 @@ WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
   auto red = map_reduction(opts.reduceOp, "all_reduce_coalesced");
   Staging st;  // before the exchange: its errors are part of the signature
   Tensors host = st.in(tensors);
-  QueuedCall call(st, issuer_, inner_, "all_reduce_coalesced",
+  QueuedCall call(st, issuer_, inner_, control_, "all_reduce_coalesced",
                   {OpType::ALLREDUCE_COALESCED, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
   int size = getSize();
@@ -192,7 +196,7 @@ WorkPtr TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   auto red = map_reduction(opts.reduceOp, "reduce");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host = st.in(tensors);
-  QueuedCall call(st, issuer_, inner_, "reduce",
+  QueuedCall call(st, issuer_, inner_, control_, "reduce",
                   {OpType::REDUCE, reduce_arg(opts.reduceOp) * 65536 + opts.rootRank, tensors},
                   timeout_for(opts.timeout));
   c10d::ReduceOptions inner_opts = opts;
@@ -238,7 +242,7 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
   });
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(inputs);
-  QueuedCall call(st, issuer_, inner_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout,
+  QueuedCall call(st, issuer_, inner_, control_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout,
                   local);
   auto host_out = host_like(outputs);
   auto finish = [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); };
@@ -283,7 +287,7 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
   });
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(input);
-  QueuedCall call(st, issuer_, inner_, "all_gather_into_tensor",
+  QueuedCall call(st, issuer_, inner_, control_, "all_gather_into_tensor",
                   {OpType::_ALLGATHER_BASE, 0, {input}}, timeout_for(opts.timeout), local);
   auto host_out = host_like(output);
   Tensors outs{output};
@@ -313,7 +317,7 @@ WorkPtr TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
   check_all(outputs, "gather");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(inputs);
-  QueuedCall call(st, issuer_, inner_, "gather", {OpType::GATHER, opts.rootRank, inputs},
+  QueuedCall call(st, issuer_, inner_, control_, "gather", {OpType::GATHER, opts.rootRank, inputs},
                   timeout_for(opts.timeout));
   auto host_out = host_like(outputs);
   auto flat_out = flatten(outputs);
@@ -332,7 +336,7 @@ WorkPtr TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
   Staging st;  // before the exchange: its errors are part of the signature
   std::vector<Tensors> host_in;
   for (const auto& ts : inputs) host_in.push_back(st.in(ts));
-  QueuedCall call(st, issuer_, inner_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
+  QueuedCall call(st, issuer_, inner_, control_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
                   timeout_for(opts.timeout));
   auto host_out = host_like(outputs);
   return call.issue(
@@ -351,7 +355,7 @@ WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& input
   Staging st;  // before the exchange: its errors are part of the signature
   std::vector<Tensors> host_in;
   for (const auto& ts : inputs) host_in.push_back(st.in(ts));
-  QueuedCall call(st, issuer_, inner_, "reduce_scatter",
+  QueuedCall call(st, issuer_, inner_, control_, "reduce_scatter",
                   {OpType::REDUCE_SCATTER, reduce_arg(opts.reduceOp), flatten(inputs)},
                   timeout_for(opts.timeout));
   auto host_out = host_like(outputs);
@@ -382,7 +386,7 @@ WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
   auto red = map_reduction(opts.reduceOp, "reduce_scatter_tensor");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(input);
-  QueuedCall call(st, issuer_, inner_, "reduce_scatter_tensor",
+  QueuedCall call(st, issuer_, inner_, control_, "reduce_scatter_tensor",
                   {OpType::_REDUCE_SCATTER_BASE, reduce_arg(opts.reduceOp), {output}},
                   timeout_for(opts.timeout), local);
   c10d::AllreduceOptions inner_opts;
@@ -432,7 +436,7 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
   Tensors agreed = even ? Tensors{input} : Tensors{};
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(input);
-  QueuedCall call(st, issuer_, inner_, "all_to_all_single",
+  QueuedCall call(st, issuer_, inner_, control_, "all_to_all_single",
                   {OpType::ALLTOALL_BASE,
                    even ? 0 : static_cast<int64_t>(input.scalar_type()) + 1, agreed},
                   timeout_for(opts.timeout));
@@ -453,7 +457,7 @@ WorkPtr TpuBackend::alltoall(Tensors& outputs, Tensors& inputs,
   check_all(inputs, "all_to_all");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(inputs);
-  QueuedCall call(st, issuer_, inner_, "all_to_all", {OpType::ALLTOALL, 0, {}},
+  QueuedCall call(st, issuer_, inner_, control_, "all_to_all", {OpType::ALLTOALL, 0, {}},
                   timeout_for(opts.timeout), nullptr, /*checked=*/false);
   auto host_out = host_like(outputs);
   return call.issue(
@@ -471,7 +475,7 @@ WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
   inner_opts.device_ids.clear();
   inner_opts.device = std::nullopt;
   Staging st;  // none: no tensors
-  QueuedCall call(st, issuer_, inner_, "barrier", {OpType::BARRIER, 0, {}},
+  QueuedCall call(st, issuer_, inner_, control_, "barrier", {OpType::BARRIER, 0, {}},
                   timeout_for(opts.timeout), nullptr, /*checked=*/false);
   return call.issue(
       [inner = inner_, inner_opts]() mutable -> std::vector<WorkPtr> {

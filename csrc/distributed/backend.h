@@ -68,8 +68,9 @@ class TpuWork : public c10d::Work {
   void start();
   // A queued call (issue.h): the inner works come later, from issued() or
   // issue_failed() on the issuing thread; wait() first runs `help` (the
-  // queue) on its own thread.
-  void defer(std::function<void()> help);
+  // queue) on its own thread; getFuture() before the call is issued runs
+  // `hurry` (the caller will not wait: let the queue start it now).
+  void defer(std::function<void()> help, std::function<void()> hurry = nullptr);
   // `fail_with` (non-null): the inners run (the ranks stay in step) but the
   // work fails with it instead of writing back (this rank's input could not
   // be read).
@@ -106,6 +107,7 @@ class TpuWork : public c10d::Work {
   std::timed_mutex wait_mutex_;   // held by the thread waiting for the inners
   // Queued calls: inners_ is set once, under issue_mutex_, before issued_.
   std::function<void()> help_;
+  std::function<void()> hurry_;
   mutable std::mutex issue_mutex_;
   std::condition_variable issue_cv_;
   bool issued_ = true;
@@ -113,9 +115,10 @@ class TpuWork : public c10d::Work {
 
 class TpuBackend : public c10d::Backend {
  public:
-  // `inner` runs the host collectives; `timeout` bounds every wait.
-  TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size,
-             std::chrono::milliseconds timeout);
+  // `inner` runs the host collectives, `control` (another gloo group on the
+  // same ranks) the signature exchanges (agree.h); `timeout` bounds every wait.
+  TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, c10::intrusive_ptr<c10d::Backend> control,
+             int rank, int size, std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return kBackendName; }
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
@@ -190,6 +193,10 @@ class TpuBackend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> inner_;
+  // The signature exchanges, each issued by its call at once: on a group of
+  // their own, their order never interleaves with inner_'s data collectives,
+  // so an exchange need not queue behind the collectives before it.
+  c10::intrusive_ptr<c10d::Backend> control_;
   c10::intrusive_ptr<Options> options_;
   // Every inner collective is issued through it, in call order (issue.h).
   std::shared_ptr<Issuer> issuer_;

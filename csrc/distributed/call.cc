@@ -20,7 +20,8 @@ bool signature_checks_enabled() {
 }
 
 QueuedCall::QueuedCall(Staging& staged, std::shared_ptr<Issuer> issuer,
-                       c10::intrusive_ptr<c10d::Backend> inner, const char* name,
+                       c10::intrusive_ptr<c10d::Backend> inner,
+                       c10::intrusive_ptr<c10d::Backend> control, const char* name,
                        CallSignature sig, std::chrono::milliseconds timeout,
                        std::exception_ptr local, bool checked)
     : issuer_(std::move(issuer)),
@@ -33,15 +34,12 @@ QueuedCall::QueuedCall(Staging& staged, std::shared_ptr<Issuer> issuer,
     if (local_) std::rethrow_exception(local_);
     return;
   }
-  auto state = state_;
-  issuer_->run_or_push([state, inner, name, sig = std::move(sig), timeout] {
-    try {
-      state->check.emplace(*inner, name, sig, timeout);
-    } catch (...) {
-      state->error = std::current_exception();
-    }
-    trace::mark("signature_issued");
-  });
+  try {
+    state_->check.emplace(*control, inner, name, sig, timeout);
+  } catch (...) {
+    state_->error = std::current_exception();
+  }
+  trace::mark("signature_issued");
 }
 
 WorkPtr QueuedCall::issue(IssueFn fn, std::function<void()> finish_fn, Tensors outputs,
@@ -49,9 +47,13 @@ WorkPtr QueuedCall::issue(IssueFn fn, std::function<void()> finish_fn, Tensors o
   auto work = c10::make_intrusive<TpuWork>(std::vector<WorkPtr>{}, std::move(finish_fn),
                                            std::move(outputs), timeout, rank, type);
   std::weak_ptr<Issuer> weak = issuer_;  // a job must never hold the last reference
-  work->defer([weak] {
-    if (auto issuer = weak.lock()) issuer->drain();
-  });
+  work->defer(
+      [weak] {
+        if (auto issuer = weak.lock()) issuer->drain();
+      },
+      [weak] {
+        if (auto issuer = weak.lock()) issuer->hurry();
+      });
   issuer_->push([state = state_, local = local_, fn = std::move(fn), work,
                  pending = std::move(pending_)] {
     trace::mark("job_start");

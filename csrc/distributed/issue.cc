@@ -37,22 +37,6 @@ void Issuer::push(std::function<void()> job) {
   cv_.notify_one();
 }
 
-void Issuer::run_or_push(std::function<void()> job) {
-  std::unique_lock<std::mutex> run(run_mu_, std::try_to_lock);
-  if (run.owns_lock()) {
-    bool empty;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      empty = queue_.empty();
-    }
-    if (empty) {
-      job();  // nothing before it: issuing it here keeps the order
-      return;
-    }
-  }
-  push(std::move(job));
-}
-
 void Issuer::drain() {
   std::lock_guard<std::mutex> run(run_mu_);
   for (;;) {
@@ -67,6 +51,15 @@ void Issuer::drain() {
   }
 }
 
+void Issuer::hurry() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty()) return;  // already taken: the next job keeps its grace
+    hurry_ = true;
+  }
+  cv_.notify_all();
+}
+
 void Issuer::loop() {
   for (;;) {
     {
@@ -78,7 +71,8 @@ void Issuer::loop() {
       // than take it and make the caller wait for this thread (a thread hop
       // each way, and on a busy machine a scheduling delay). Its drain()
       // empties the queue; the grace then ends without a job to run.
-      cv_.wait_for(lock, grace(), [this] { return stop_ || queue_.empty(); });
+      cv_.wait_for(lock, grace(), [this] { return stop_ || queue_.empty() || hurry_; });
+      hurry_ = false;
       if (queue_.empty()) continue;
     }
     drain();

@@ -2,9 +2,10 @@
 //
 // Gloo pairs the collectives of the ranks by the order they are issued in, so
 // every rank must issue them in the same order. The tpu backend issues its
-// signature exchange and its data collective only after the signature check
-// (agree.h), which takes a round trip: done on the caller's thread, that
-// round trip blocks it (DDP's autograd thread, at every bucket). Instead each
+// data collective only after the signature check (agree.h; the exchange
+// itself goes out at the call, on a group of its own), which takes a round
+// trip: done on the caller's thread, that round trip blocks it (DDP's
+// autograd thread, at every bucket). Instead each
 // call queues its steps here and returns; one thread runs the queue in order,
 // and a thread that waits for a work runs the queue itself first (a call
 // that is waited for at once, as a blocking collective is, pays no thread
@@ -30,18 +31,19 @@ class Issuer {
 
   // Queues `job` (it must not throw); jobs run one at a time, in push order.
   void push(std::function<void()> job);
-  // Runs `job` on this thread at once when nothing is queued or running
-  // (the order holds), else queues it. For jobs that do not block (issuing
-  // an exchange): the caller then takes no thread hop.
-  void run_or_push(std::function<void()> job);
   // Runs queued jobs on this thread until the queue is empty (waits for a
   // job another thread is running first, so the order holds).
   void drain();
+  // Ends the thread's grace for what is queued now: its caller will not wait
+  // for it on its own thread (it asked for the work's future, as DDP's bucket
+  // hooks do), so the thread starts it at once instead of kGrace later.
+  void hurry();
 
  private:
   // How long the thread leaves a newly queued job to a waiter: a blocking
   // collective's wait() follows its call within a few microseconds; an
-  // asynchronous call's job starts this much later.
+  // asynchronous call's job starts this much later, unless its caller says
+  // at once that it will not wait (hurry()).
   static constexpr std::chrono::microseconds kGrace{200};
   static std::chrono::microseconds grace();  // TORCHTPU_DIST_GRACE_US, else kGrace
 
@@ -51,6 +53,7 @@ class Issuer {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stop_ = false;
+  bool hurry_ = false;  // end the current grace (hurry())
   std::mutex run_mu_;  // held while jobs run
   std::thread thread_;
 };

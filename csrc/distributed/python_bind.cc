@@ -23,13 +23,18 @@ void bind(py::module& m,
       [](py::object store, int rank, int size, py::object timeout) {
         // The inner host backend is torch's ProcessGroupGloo, built through its
         // Python constructor: torch ships no gloo headers to build it from C++.
-        py::object gloo_cls =
-            py::module::import("torch.distributed").attr("ProcessGroupGloo");
+        py::module dist = py::module::import("torch.distributed");
+        py::object gloo_cls = dist.attr("ProcessGroupGloo");
         py::object gloo = gloo_cls(store, rank, size, timeout);
         auto inner = gloo.cast<c10::intrusive_ptr<c10d::Backend>>();
+        // The signature exchanges' own group (backend.h): a second gloo
+        // group on the same ranks, its keys apart in the same store.
+        py::object signatures =
+            gloo_cls(dist.attr("PrefixStore")("ttpu_signatures", store), rank, size, timeout);
+        auto control = signatures.cast<c10::intrusive_ptr<c10d::Backend>>();
         double ms = timeout.attr("total_seconds")().cast<double>() * 1000.0;
         c10::intrusive_ptr<c10d::Backend> backend = c10::make_intrusive<TpuBackend>(
-            inner, rank, size, std::chrono::milliseconds(static_cast<int64_t>(ms)));
+            inner, control, rank, size, std::chrono::milliseconds(static_cast<int64_t>(ms)));
         return backend;
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
