@@ -5,7 +5,7 @@ and ratios.
 
     python bench/bench_models.py [--out bench_models.json] [--steps 3]
         [--rounds 3] [--warmup 2] [--only gpt2,resnet18,mlp] [--no-inductor]
-        [--no-jax] [--cpu-threads N] [--pipelined]
+        [--no-jax] [--cpu-threads N] [--pipelined] [--jax-without-ynn]
 
 Workloads, each a full training step (forward, loss, backward, optimizer update):
 1. ``gpt2``: ``transformers``' ``GPT2LMHeadModel``, random init, 4 layers,
@@ -50,6 +50,13 @@ run per tpu step, CPU fallbacks, and ``loss_max_rel_diff``: the largest
 relative difference of a configuration's loss to ``cpu``'s, step by step (every
 configuration runs the same batches in the same order; a wrong result shows
 here).
+
+Why JAX's MLP step is faster (issue 15): jaxlib's XLA:CPU runs the MLP's
+forward and input-gradient dots through YNNPACK, while the xla-cpu-pjrt
+plugin's XLA runs every dot through Eigen (it accepts the flag value ``dot``
+but forms no YNN fusion). ``--jax-without-ynn`` turns YNN off for jaxlib, so
+both run the same kind of dot (measured: JAX's donating MLP step 11.6-13.6
+ms with YNN, 18.7-19.1 ms without; torchtpu's fused step 15-17.6 ms).
 
 About 3.5 minutes on the 2-core CPU-plugin machine once the persistent caches
 (torchtpu's and Inductor's) are warm, about 5 when cold (Inductor's first
@@ -439,7 +446,15 @@ def main(argv=None):
                    help="torch.set_num_threads (default: PyTorch's choice)")
     p.add_argument("--pipelined", action="store_true",
                    help="no wait between the steps of a round (every configuration)")
+    p.add_argument("--jax-without-ynn", action="store_true",
+                   help="XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type= for the "
+                        "process: jaxlib's dots on Eigen, as xla-cpu-pjrt's are")
     args = p.parse_args(argv)
+    if args.jax_without_ynn:
+        # Read by jaxlib and by the plugin when each first compiles (both
+        # after this); the plugin forms no YNN fusions either way.
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_experimental_ynn_fusion_type=").strip()
     global PIPELINED
     PIPELINED = args.pipelined
     if args.cpu_threads:
