@@ -116,7 +116,7 @@ def mismatch_group(request):
 MISMATCH_CHECKS = ["mismatch_all_reduce_numel", "mismatch_all_reduce_dtype", "mismatch_broadcast",
                    "mismatch_different_collectives", "mismatch_local_error_reaches_peer",
                    "mismatch_reduce_scatter_tensor", "mismatch_uneven_all_gather_still_works",
-                   "mismatch_deferred_device_error_reaches_peer", "reserved_tag_refused",
+                   "mismatch_deferred_device_error_reaches_peer", "signature_tag_is_a_user_tag_too",
                    "mismatch_behind_queued_async_calls"]
 
 

@@ -40,8 +40,9 @@ struct CallSignature {
   bool valid = true;                // false: this rank's call failed a local check
 };
 
-// The gloo send/recv tag of the signature exchange; the backend refuses it
-// for the user's own send/recv on a tpu group.
+// The gloo send/recv tag of the point-to-point signature exchange (on the
+// signature group only: the user's own send/recv, on the data group, may use
+// any tag, this one too).
 inline constexpr int kSignaturePeerTag = 0x7a5e1917;
 // Largest group whose exchange is point to point (each rank sends size - 1
 // messages); larger ones take the all_reduce. TORCHTPU_DIST_P2P_RANKS=<n>

@@ -36,14 +36,6 @@ void check_tpu(const at::Tensor& t, const char* op) {
                     " does not take sparse tensors");
 }
 
-// Point-to-point calls share the inner gloo's tag space with the signature
-// exchange (agree.h): a user message on its tag could be taken for a peer's
-// signature, so that one tag is refused.
-void check_tag(int tag, const char* op) {
-  TORCH_CHECK_VALUE(tag != kSignaturePeerTag, "torch.distributed backend 'tpu': ", op,
-                    " tag ", tag, " is reserved for the backend's own use; pick another tag");
-}
-
 void check_all(const Tensors& ts, const char* op) {
   for (const auto& t : ts) check_tpu(t, op);
 }
@@ -90,11 +82,9 @@ TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner,
                        c10::intrusive_ptr<c10d::Backend> control, int rank, int size,
                        std::chrono::milliseconds timeout)
     : Backend(rank, size),
-      inner_(std::move(inner)),
-      control_(std::move(control)),
-      options_(c10::make_intrusive<Options>(kBackendName, timeout)),
-      issuer_(std::make_shared<Issuer>()) {
-  TORCH_CHECK(inner_ && control_,
+      group_{std::make_shared<Issuer>(), std::move(inner), std::move(control)},
+      options_(c10::make_intrusive<Options>(kBackendName, timeout)) {
+  TORCH_CHECK(group_.inner && group_.control,
               "torch.distributed backend 'tpu' needs an inner and a control host backend");
 }
 
@@ -105,8 +95,8 @@ void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
 void TpuBackend::setGroupUid(const std::string& pg_uid) {
   Backend::setGroupUid(pg_uid);
   options_->group_name = pg_uid;
-  inner_->setGroupUid(pg_uid);
-  control_->setGroupUid(pg_uid + ":signatures");
+  group_.inner->setGroupUid(pg_uid);
+  group_.control->setGroupUid(pg_uid + ":signatures");
 }
 
 std::chrono::milliseconds TpuBackend::timeout_for(std::chrono::milliseconds requested) const {
@@ -125,11 +115,11 @@ WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& op
   check_all(tensors, "broadcast");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host = st.in(tensors);
-  QueuedCall call(st, issuer_, inner_, control_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
+  QueuedCall call(st, group_, "broadcast", {OpType::BROADCAST, opts.rootRank, tensors},
                   timeout_for(opts.timeout));
   bool root = opts.rootRank == getRank();
   return call.issue(
-      [inner = inner_, host, opts]() mutable -> std::vector<WorkPtr> {
+      [inner = group_.inner, host, opts]() mutable -> std::vector<WorkPtr> {
         return {inner->broadcast(host, opts)};
       },
       [tensors, host, root] { if (!root) copy_back(tensors, host); }, tensors,
@@ -142,14 +132,14 @@ WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& op
   auto red = map_reduction(opts.reduceOp, "all_reduce");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host = st.in(tensors);
-  QueuedCall call(st, issuer_, inner_, control_, "all_reduce",
+  QueuedCall call(st, group_, "all_reduce",
                   {OpType::ALLREDUCE, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
   c10d::AllreduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
   int size = getSize();
   return call.issue(
-      [inner = inner_, host, inner_opts]() mutable -> std::vector<WorkPtr> {
+      [inner = group_.inner, host, inner_opts]() mutable -> std::vector<WorkPtr> {
         return {inner->allreduce(host, inner_opts)};
       },
       [tensors, host, red, size] {
@@ -166,14 +156,14 @@ WorkPtr TpuBackend::allreduce_coalesced(Tensors& tensors,
   auto red = map_reduction(opts.reduceOp, "all_reduce_coalesced");
   Staging st;  // before the exchange: its errors are part of the signature
   Tensors host = st.in(tensors);
-  QueuedCall call(st, issuer_, inner_, control_, "all_reduce_coalesced",
+  QueuedCall call(st, group_, "all_reduce_coalesced",
                   {OpType::ALLREDUCE_COALESCED, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
   int size = getSize();
   auto timeout = opts.timeout;
   auto reduce_op = red.inner;
   return call.issue(
-      [inner = inner_, host, timeout, reduce_op]() -> std::vector<WorkPtr> {
+      [inner = group_.inner, host, timeout, reduce_op]() -> std::vector<WorkPtr> {
         std::vector<WorkPtr> works;
         for (const auto& h : host) {
           Tensors one{h};
@@ -196,7 +186,7 @@ WorkPtr TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   auto red = map_reduction(opts.reduceOp, "reduce");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host = st.in(tensors);
-  QueuedCall call(st, issuer_, inner_, control_, "reduce",
+  QueuedCall call(st, group_, "reduce",
                   {OpType::REDUCE, reduce_arg(opts.reduceOp) * 65536 + opts.rootRank, tensors},
                   timeout_for(opts.timeout));
   c10d::ReduceOptions inner_opts = opts;
@@ -204,7 +194,7 @@ WorkPtr TpuBackend::reduce(Tensors& tensors, const c10d::ReduceOptions& opts) {
   bool root = opts.rootRank == getRank();
   int size = getSize();
   return call.issue(
-      [inner = inner_, host, inner_opts]() mutable -> std::vector<WorkPtr> {
+      [inner = group_.inner, host, inner_opts]() mutable -> std::vector<WorkPtr> {
         return {inner->reduce(host, inner_opts)};
       },
       [tensors, host, red, size, root] {
@@ -242,13 +232,13 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
   });
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(inputs);
-  QueuedCall call(st, issuer_, inner_, control_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout,
+  QueuedCall call(st, group_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout,
                   local);
   auto host_out = host_like(outputs);
   auto finish = [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); };
   if (!uneven || inputs.size() != 1) {
     return call.issue(
-        [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+        [inner = group_.inner, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
           return {inner->allgather(host_out, host_in, opts)};
         },
         finish, flat_out, timeout, rank, OpType::ALLGATHER);
@@ -259,7 +249,8 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
   // if it failed, issue() raises before the closure runs.)
   auto inner_timeout = opts.timeout;
   return call.issue(
-      [inner = inner_, host_out, host_in, rank, size, inner_timeout]() -> std::vector<WorkPtr> {
+      [inner = group_.inner, host_out, host_in, rank, size,
+       inner_timeout]() -> std::vector<WorkPtr> {
         // Runs after the staging copies (and only if the local check passed).
         host_out[0][rank].copy_(host_in[0]);
         std::vector<WorkPtr> works;
@@ -287,12 +278,12 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
   });
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(input);
-  QueuedCall call(st, issuer_, inner_, control_, "all_gather_into_tensor",
+  QueuedCall call(st, group_, "all_gather_into_tensor",
                   {OpType::_ALLGATHER_BASE, 0, {input}}, timeout_for(opts.timeout), local);
   auto host_out = host_like(output);
   Tensors outs{output};
   return call.issue(
-      [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+      [inner = group_.inner, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
         return {inner->_allgather_base(host_out, host_in, opts)};
       },
       [outs, host_out] { copy_back(outs, {host_out}); }, outs, timeout_for(opts.timeout),
@@ -317,12 +308,12 @@ WorkPtr TpuBackend::gather(std::vector<Tensors>& outputs, Tensors& inputs,
   check_all(outputs, "gather");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(inputs);
-  QueuedCall call(st, issuer_, inner_, control_, "gather", {OpType::GATHER, opts.rootRank, inputs},
+  QueuedCall call(st, group_, "gather", {OpType::GATHER, opts.rootRank, inputs},
                   timeout_for(opts.timeout));
   auto host_out = host_like(outputs);
   auto flat_out = flatten(outputs);
   return call.issue(
-      [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+      [inner = group_.inner, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
         return {inner->gather(host_out, host_in, opts)};
       },
       [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); }, flat_out,
@@ -336,11 +327,11 @@ WorkPtr TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
   Staging st;  // before the exchange: its errors are part of the signature
   std::vector<Tensors> host_in;
   for (const auto& ts : inputs) host_in.push_back(st.in(ts));
-  QueuedCall call(st, issuer_, inner_, control_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
+  QueuedCall call(st, group_, "scatter", {OpType::SCATTER, opts.rootRank, outputs},
                   timeout_for(opts.timeout));
   auto host_out = host_like(outputs);
   return call.issue(
-      [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+      [inner = group_.inner, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
         return {inner->scatter(host_out, host_in, opts)};
       },
       [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
@@ -355,7 +346,7 @@ WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& input
   Staging st;  // before the exchange: its errors are part of the signature
   std::vector<Tensors> host_in;
   for (const auto& ts : inputs) host_in.push_back(st.in(ts));
-  QueuedCall call(st, issuer_, inner_, control_, "reduce_scatter",
+  QueuedCall call(st, group_, "reduce_scatter",
                   {OpType::REDUCE_SCATTER, reduce_arg(opts.reduceOp), flatten(inputs)},
                   timeout_for(opts.timeout));
   auto host_out = host_like(outputs);
@@ -363,7 +354,7 @@ WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& input
   inner_opts.reduceOp = red.inner;
   int size = getSize();
   return call.issue(
-      [inner = inner_, host_out, host_in, inner_opts]() mutable -> std::vector<WorkPtr> {
+      [inner = group_.inner, host_out, host_in, inner_opts]() mutable -> std::vector<WorkPtr> {
         return {inner->reduce_scatter(host_out, host_in, inner_opts)};
       },
       [outputs, host_out, red, size] {
@@ -386,7 +377,7 @@ WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
   auto red = map_reduction(opts.reduceOp, "reduce_scatter_tensor");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(input);
-  QueuedCall call(st, issuer_, inner_, control_, "reduce_scatter_tensor",
+  QueuedCall call(st, group_, "reduce_scatter_tensor",
                   {OpType::_REDUCE_SCATTER_BASE, reduce_arg(opts.reduceOp), {output}},
                   timeout_for(opts.timeout), local);
   c10d::AllreduceOptions inner_opts;
@@ -400,7 +391,7 @@ WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
   // reduce op). The staging copy is ours: all-reduce it in place, with the
   // op, and write back this rank's chunk.
   return call.issue(
-      [inner = inner_, host_in, inner_opts]() -> std::vector<WorkPtr> {
+      [inner = group_.inner, host_in, inner_opts]() -> std::vector<WorkPtr> {
         Tensors one{host_in};
         return {inner->allreduce(one, inner_opts)};
       },
@@ -436,14 +427,14 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
   Tensors agreed = even ? Tensors{input} : Tensors{};
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(input);
-  QueuedCall call(st, issuer_, inner_, control_, "all_to_all_single",
+  QueuedCall call(st, group_, "all_to_all_single",
                   {OpType::ALLTOALL_BASE,
                    even ? 0 : static_cast<int64_t>(input.scalar_type()) + 1, agreed},
                   timeout_for(opts.timeout));
   auto host_out = host_like(output);
   Tensors outs{output};
   return call.issue(
-      [inner = inner_, host_out, host_in, output_splits, input_splits,
+      [inner = group_.inner, host_out, host_in, output_splits, input_splits,
        opts]() mutable -> std::vector<WorkPtr> {
         return {inner->alltoall_base(host_out, host_in, output_splits, input_splits, opts)};
       },
@@ -457,11 +448,11 @@ WorkPtr TpuBackend::alltoall(Tensors& outputs, Tensors& inputs,
   check_all(inputs, "all_to_all");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(inputs);
-  QueuedCall call(st, issuer_, inner_, control_, "all_to_all", {OpType::ALLTOALL, 0, {}},
+  QueuedCall call(st, group_, "all_to_all", {OpType::ALLTOALL, 0, {}},
                   timeout_for(opts.timeout), nullptr, /*checked=*/false);
   auto host_out = host_like(outputs);
   return call.issue(
-      [inner = inner_, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
+      [inner = group_.inner, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
         return {inner->alltoall(host_out, host_in, opts)};
       },
       [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
@@ -475,10 +466,10 @@ WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
   inner_opts.device_ids.clear();
   inner_opts.device = std::nullopt;
   Staging st;  // none: no tensors
-  QueuedCall call(st, issuer_, inner_, control_, "barrier", {OpType::BARRIER, 0, {}},
+  QueuedCall call(st, group_, "barrier", {OpType::BARRIER, 0, {}},
                   timeout_for(opts.timeout), nullptr, /*checked=*/false);
   return call.issue(
-      [inner = inner_, inner_opts]() mutable -> std::vector<WorkPtr> {
+      [inner = group_.inner, inner_opts]() mutable -> std::vector<WorkPtr> {
         return {inner->barrier(inner_opts)};
       },
       nullptr, {}, timeout_for(opts.timeout), getRank(), OpType::BARRIER);
@@ -486,27 +477,24 @@ WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
 
 WorkPtr TpuBackend::send(Tensors& tensors, int dst, int tag) {
   check_all(tensors, "send");
-  check_tag(tag, "send");
   auto host = to_host(tensors, nullptr);  // send is not queued: copied here
-  auto work = inner_->send(host, dst, tag);
+  auto work = group_.inner->send(host, dst, tag);
   // The host copy lives in the closure until the send completes.
   return make_work(work, [host] {}, tensors, options_->timeout, OpType::SEND);
 }
 
 WorkPtr TpuBackend::recv(Tensors& tensors, int src, int tag) {
   check_all(tensors, "recv");
-  check_tag(tag, "recv");
   auto host = host_like(tensors);
-  auto work = inner_->recv(host, src, tag);
+  auto work = group_.inner->recv(host, src, tag);
   return make_work(work, [tensors, host] { copy_back(tensors, host); }, tensors,
                    options_->timeout, OpType::RECV);
 }
 
 WorkPtr TpuBackend::recvAnysource(Tensors& tensors, int tag) {
   check_all(tensors, "recv");
-  check_tag(tag, "recv");
   auto host = host_like(tensors);
-  auto work = inner_->recvAnysource(host, tag);
+  auto work = group_.inner->recvAnysource(host, tag);
   return make_work(work, [tensors, host] { copy_back(tensors, host); }, tensors,
                    options_->timeout, OpType::RECVANYSOURCE);
 }

@@ -67,10 +67,11 @@ class TpuWork : public c10d::Work {
   // (the callbacks hold a reference to the work until they run).
   void start();
   // A queued call (issue.h): the inner works come later, from issued() or
-  // issue_failed() on the issuing thread; wait() first runs `help` (the
-  // queue) on its own thread; getFuture() before the call is issued runs
-  // `hurry` (the caller will not wait: let the queue start it now).
-  void defer(std::function<void()> help, std::function<void()> hurry = nullptr);
+  // issue_failed() on the issuing thread; wait() first drains `issuer` (runs
+  // the queue) on its own thread; getFuture() before the call is issued hurries
+  // it (the caller will not wait: the queue's thread starts it now). Weak: a
+  // job must never hold the last reference to its queue.
+  void defer(std::weak_ptr<Issuer> issuer);
   // `fail_with` (non-null): the inners run (the ranks stay in step) but the
   // work fails with it instead of writing back (this rank's input could not
   // be read).
@@ -106,11 +107,20 @@ class TpuWork : public c10d::Work {
   bool finished_ = false;         // under complete_mutex_
   std::timed_mutex wait_mutex_;   // held by the thread waiting for the inners
   // Queued calls: inners_ is set once, under issue_mutex_, before issued_.
-  std::function<void()> help_;
-  std::function<void()> hurry_;
+  std::weak_ptr<Issuer> issuer_;
   mutable std::mutex issue_mutex_;
   std::condition_variable issue_cv_;
   bool issued_ = true;
+};
+
+// What every queued call of one tpu group goes through (call.h).
+struct GroupChannels {
+  std::shared_ptr<Issuer> issuer;             // the data collectives' issue order
+  c10::intrusive_ptr<c10d::Backend> inner;    // the data collectives (gloo)
+  // The signature exchanges, each issued by its call at once: on a group of
+  // their own, their order never interleaves with the data collectives', so
+  // an exchange need not queue behind the collectives before it.
+  c10::intrusive_ptr<c10d::Backend> control;
 };
 
 class TpuBackend : public c10d::Backend {
@@ -126,8 +136,10 @@ class TpuBackend : public c10d::Backend {
   void setGroupUid(const std::string& pg_uid) override;
   // The inner backend counts the collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL's
   // wrapper and the flight recorder read it).
-  void setSequenceNumberForGroup() override { inner_->setSequenceNumberForGroup(); }
-  uint64_t getSequenceNumberForGroup() override { return inner_->getSequenceNumberForGroup(); }
+  void setSequenceNumberForGroup() override { group_.inner->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override {
+    return group_.inner->getSequenceNumberForGroup();
+  }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -192,14 +204,8 @@ class TpuBackend : public c10d::Backend {
                      std::move(finish_fn), std::move(outputs), timeout, type);
   }
 
-  c10::intrusive_ptr<c10d::Backend> inner_;
-  // The signature exchanges, each issued by its call at once: on a group of
-  // their own, their order never interleaves with inner_'s data collectives,
-  // so an exchange need not queue behind the collectives before it.
-  c10::intrusive_ptr<c10d::Backend> control_;
+  GroupChannels group_;  // every inner collective goes out through its issuer, in call order
   c10::intrusive_ptr<Options> options_;
-  // Every inner collective is issued through it, in call order (issue.h).
-  std::shared_ptr<Issuer> issuer_;
 };
 
 }  // namespace ttpu::distributed

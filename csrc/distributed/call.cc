@@ -19,12 +19,10 @@ bool signature_checks_enabled() {
   return enabled;
 }
 
-QueuedCall::QueuedCall(Staging& staged, std::shared_ptr<Issuer> issuer,
-                       c10::intrusive_ptr<c10d::Backend> inner,
-                       c10::intrusive_ptr<c10d::Backend> control, const char* name,
+QueuedCall::QueuedCall(Staging& staged, const GroupChannels& group, const char* name,
                        CallSignature sig, std::chrono::milliseconds timeout,
                        std::exception_ptr local, bool checked)
-    : issuer_(std::move(issuer)),
+    : group_(group),
       local_(local ? std::move(local) : staged.error()),
       state_(std::make_shared<State>()),
       pending_(staged.take()) {
@@ -35,7 +33,7 @@ QueuedCall::QueuedCall(Staging& staged, std::shared_ptr<Issuer> issuer,
     return;
   }
   try {
-    state_->check.emplace(*control, inner, name, sig, timeout);
+    state_->check.emplace(*group_.control, group_.inner, name, sig, timeout);
   } catch (...) {
     state_->error = std::current_exception();
   }
@@ -46,15 +44,8 @@ WorkPtr QueuedCall::issue(IssueFn fn, std::function<void()> finish_fn, Tensors o
                           std::chrono::milliseconds timeout, int rank, c10d::OpType type) {
   auto work = c10::make_intrusive<TpuWork>(std::vector<WorkPtr>{}, std::move(finish_fn),
                                            std::move(outputs), timeout, rank, type);
-  std::weak_ptr<Issuer> weak = issuer_;  // a job must never hold the last reference
-  work->defer(
-      [weak] {
-        if (auto issuer = weak.lock()) issuer->drain();
-      },
-      [weak] {
-        if (auto issuer = weak.lock()) issuer->hurry();
-      });
-  issuer_->push([state = state_, local = local_, fn = std::move(fn), work,
+  work->defer(group_.issuer);
+  group_.issuer->push([state = state_, local = local_, fn = std::move(fn), work,
                  pending = std::move(pending_)] {
     trace::mark("job_start");
     // The staging copies first: they overlap the signature exchange's round

@@ -98,18 +98,18 @@ using IssueFn = std::function<std::vector<c10::intrusive_ptr<c10d::Work>>()>;
 // One call through the group's issue queue (issue.h). The constructor issues
 // the signature exchange at once, on the control group (its own gloo group,
 // so it need not wait for the collectives queued before it to be issued), so
-// its round trip runs while earlier calls and this call's staging copies do; issue() queues the verdict and the inner collective(s) and returns
-// the work at once. A rank-local error raises from issue(), after the
+// its round trip runs while earlier calls and this call's staging copies do;
+// issue() queues the verdict and the inner collective(s) and returns the work
+// at once. A rank-local error raises from issue(), after the
 // exchange (the other ranks learn of it); other errors (a mismatch, gloo's)
 // reach the work: its wait() and its future.
 class QueuedCall {
  public:
   // `staged`: the call's input copies, started before (their pending steps
   // move here; an error starting them counts as a local error, after `local`).
-  QueuedCall(Staging& staged, std::shared_ptr<Issuer> issuer,
-             c10::intrusive_ptr<c10d::Backend> inner, c10::intrusive_ptr<c10d::Backend> control,
-             const char* name, CallSignature sig, std::chrono::milliseconds timeout,
-             std::exception_ptr local = nullptr, bool checked = true);
+  QueuedCall(Staging& staged, const GroupChannels& group, const char* name, CallSignature sig,
+             std::chrono::milliseconds timeout, std::exception_ptr local = nullptr,
+             bool checked = true);
 
   c10::intrusive_ptr<c10d::Work> issue(IssueFn fn, std::function<void()> finish_fn,
                                        Tensors outputs, std::chrono::milliseconds timeout,
@@ -120,7 +120,7 @@ class QueuedCall {
     std::optional<SignatureCheck> check;
     std::exception_ptr error;  // the exchange could not be issued
   };
-  std::shared_ptr<Issuer> issuer_;
+  GroupChannels group_;
   std::exception_ptr local_;
   std::shared_ptr<State> state_;
   Pending pending_;

@@ -31,10 +31,9 @@ TpuWork::TpuWork(std::vector<WorkPtr> inners, std::function<void()> finish_fn, T
                 inners_.end());
 }
 
-void TpuWork::defer(std::function<void()> help, std::function<void()> hurry) {
+void TpuWork::defer(std::weak_ptr<Issuer> issuer) {
   std::lock_guard<std::mutex> lock(issue_mutex_);
-  help_ = std::move(help);
-  hurry_ = std::move(hurry);
+  issuer_ = std::move(issuer);
   issued_ = false;
   chained_ = true;  // its future completes by itself (from issued() on)
 }
@@ -52,7 +51,7 @@ void TpuWork::issued(std::vector<WorkPtr> inners, std::exception_ptr fail_with) 
   issue_cv_.notify_all();
   // Inner works without futures (none of the queued gloo collectives) leave
   // it lazy: the first wait() completes it. Waiting here would hold up the
-  // queue, and may run inside a wait() of this very work (through help_).
+  // queue, and may run inside a wait() of this very work (its drain()).
   start();
 }
 
@@ -180,9 +179,9 @@ bool TpuWork::wait(std::chrono::milliseconds timeout) {
     {
       std::unique_lock<std::mutex> lock(issue_mutex_);
       if (!issued_) {
-        auto help = help_;
+        auto issuer = issuer_.lock();
         lock.unlock();
-        if (help) help();  // issues this call (and those queued before it) here
+        if (issuer) issuer->drain();  // issues this call (and those queued before it) here
         lock.lock();
         if (!issue_cv_.wait_for(lock, limit, [this] { return issued_; })) {
           try {
@@ -221,13 +220,13 @@ bool TpuWork::wait(std::chrono::milliseconds timeout) {
 
 c10::intrusive_ptr<c10::ivalue::Future> TpuWork::getFuture() {
   if (chained_) {
-    std::function<void()> hurry;
+    std::shared_ptr<Issuer> issuer;
     {
       std::lock_guard<std::mutex> lock(issue_mutex_);
-      if (!issued_) hurry = hurry_;
+      if (!issued_) issuer = issuer_.lock();
     }
-    if (hurry) hurry();  // DDP's bucket hook: nobody waits on this thread
-    trace::mark(hurry ? "future_hurried" : "future_taken");
+    if (issuer) issuer->hurry();  // DDP's bucket hook: nobody waits on this thread
+    trace::mark(issuer ? "future_hurried" : "future_taken");
   } else {
     // The lazy form: its future completes only after the copy-back.
     try {
