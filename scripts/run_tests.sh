@@ -20,5 +20,5 @@ if [ $# -eq 0 ]; then
     tests/test_multidevice.py tests/test_streams_memory.py tests/test_amp.py tests/test_fused_optim.py \
     tests/test_rnn_cell.py tests/test_transformer_fastpath.py tests/test_pinned.py \
     tests/test_ops_depthwise.py tests/test_float8_dtypes.py tests/test_sparse_coo.py \
-    tests/test_generate_compiles.py tests/test_ops_sdpa.py
+    tests/test_generate_compiles.py tests/test_ops_sdpa.py tests/test_foreach.py
 fi

@@ -101,7 +101,9 @@ def test_training_loop_equals_fused_without_background(hybrid):
         torch.manual_seed(3)
         model = torch.nn.Sequential(torch.nn.Linear(19, 23), torch.nn.ReLU(),
                                     torch.nn.Linear(23, 5)).to("tpu")
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        # foreach=False: strict mode runs a foreach step as one program per
+        # call, so only the per-tensor step leaves each op's program at hand.
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=False)
         g = torch.Generator().manual_seed(4)
         data = [(torch.randn(11, 19, generator=g), torch.randint(0, 5, (11,), generator=g))
                 for _ in range(steps)]

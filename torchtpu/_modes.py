@@ -9,7 +9,8 @@ def set_eager_mode(mode, *, hybrid=None):
     """Selects how ATen ops execute on tpu.
 
     ``"strict"``: each op is compiled once per signature, enqueued, and the host
-    waits only when a value is read. ``"debug"``: the same, but waits after every
+    waits only when a value is read; a multi-tensor ``torch._foreach_*`` call
+    (the optimizers' default step) is one program, as on CUDA one kernel. ``"debug"``: the same, but waits after every
     op, so an error is raised at the Python line that issued it. ``"fused"``:
     ops are recorded into one pending graph per device, compiled as ONE program
     (cached by structure, so a training loop compiles its step once) and run
@@ -28,7 +29,8 @@ def set_eager_mode(mode, *, hybrid=None):
     ``TORCHTPU_FUSED_HYBRID=1`` turns it on, else off): in fused mode, a graph
     whose program is not compiled yet does not wait for XLA when every op's
     own program is at hand (in memory or in the persistent compile cache, as
-    after a strict run of the same code): its fused program compiles on a
+    after a strict run of the same code; not a foreach optimizer step's ops,
+    which strict mode runs as one program per call): its fused program compiles on a
     background thread while its ops run one by one as strict mode's programs,
     and the same graph runs as one program once that compile is done. When
     some op's program is not at hand the graph compiles as usual (measured,

@@ -171,6 +171,10 @@ struct RegisterOutOnly {
 // Installs every table entry (and derived in-place/out variants) as a
 // PrivateUse1 kernel. Called once from module init.
 void register_lowerings();
+// Runs the `_foreach_*` ops with no lowering of their own as one program per
+// call in strict mode (foreach.cc). Called once from module init, after
+// register_lowerings().
+void register_foreach();
 std::vector<std::string>& duplicate_lowerings();
 
 }  // namespace ttpu::aten

@@ -142,6 +142,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu native core";
   ttpu::aten::register_device();
   ttpu::aten::register_lowerings();
+  ttpu::aten::register_foreach();
   ttpu::aten::register_profiler();
   install_recompile_hooks();
   install_wait_poll();
@@ -225,7 +226,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_get_eager_mode", [] {
     return guarded([] {
-      switch (Runtime::get().mode()) {
+      switch (Runtime::get().chosen_mode()) {
         case ttpu::runtime::EagerMode::kDebug: return "debug";
         case ttpu::runtime::EagerMode::kFused: return "fused";
         default: return "strict";

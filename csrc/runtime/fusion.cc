@@ -186,7 +186,9 @@ void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
   FusionLock lock(*this);
   // The user's line is looked up before anything else, so a flush the op
   // triggers cannot start the next graph without it.
-  if (ops_ == 0) {
+  if (ops_ == 0 && t_fused_region > 0) {
+    region_ = true;  // one user op: no source line, never op by op
+  } else if (ops_ == 0) {
     start_ = locate_source();
     // A torch.compile graph (capture) is always one program.
     per_op_ = !capture_.active && recompile_guard().stops_fusing(start_);
@@ -236,6 +238,7 @@ void Fusion::reset() {
   ops_ = 0;
   first_op_.clear();
   start_.clear();
+  region_ = false;
   per_op_ = false;
   hybrid_ = false;
   per_op_ops_.clear();
@@ -292,6 +295,7 @@ void Fusion::flush() {
   auto producers = std::move(producers_);
   const bool can_run_per_op = per_op_ && per_op.size() == ops_;
   const bool hybrid = hybrid_;
+  const bool region = region_;
   reset();
   // Listed while this frame runs, so that forget() can reach `live`.
   struct Flushing {
@@ -317,7 +321,7 @@ void Fusion::flush() {
   // A graph new to this process is shown to the recompile guard first, once.
   bool shown = false;
   auto guard_new_graph = [&] {
-    if (shown) return;
+    if (shown || region) return;
     shown = true;
     for (int32_t p : graph.parameters()) summary.parameters.push_back(graph.type({p, 0}));
     summary.donations = graph.donations();
@@ -356,7 +360,7 @@ void Fusion::flush() {
   } else if (can_run_per_op) {
     per_op_now = !rt.has_program(key);  // a storm: not compiled (see fusion.h)
   }
-  if (fused_hybrid()) set_line_warm(start, !per_op_now && rt.has_program(key));
+  if (fused_hybrid() && !region) set_line_warm(start, !per_op_now && rt.has_program(key));
   if (per_op_now) {
     try {
       run_per_op(start, per_op, producers, outs, live, /*segments=*/!hybrid);
@@ -506,6 +510,21 @@ Fusion& fusion(int device) {
     g_any_fusion.store(true);
   }
   return *f;
+}
+
+FusedRegion::~FusedRegion() {
+  if (!open_) return;
+  try {
+    close();
+  } catch (...) {
+    // (an exception is already on its way out; the failed values raise at
+    // their next read)
+  }
+}
+
+void FusedRegion::close() {
+  if (!std::exchange(open_, false)) return;
+  if (--t_fused_region == 0) flush_all();
 }
 
 void flush_all() {

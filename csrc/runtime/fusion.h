@@ -146,6 +146,7 @@ class Fusion {
   struct Producer {
     size_t op, result;
   };
+  bool region_ = false;  // recorded inside a FusedRegion (fusion.h's end)
   bool per_op_ = false;  // start_ stopped fusing: ops_ are kept in per_op_ops_
   bool hybrid_ = false;  // per_op_ because of hybrid mode, not a storm
   std::vector<OpProgram> per_op_ops_;
@@ -203,5 +204,29 @@ void materialize(Slot& slot);
 uint64_t read_flushes();
 // Called when a storage dies: drops its pending value.
 void forget_pending(Slot& slot);
+
+// Strict mode's one-program regions: while one is open on a strict-mode
+// thread, the ops that thread issues are recorded as fused mode records them
+// (Runtime::mode() says kFused there), and closing the outermost region
+// flushes them as one program. A multi-tensor op (`_foreach_*`, aten layer)
+// runs this way: one program per call, as CUDA runs one kernel launch for it,
+// instead of one program per tensor. A region's graph is not shown to the
+// recompile guard and never runs op by op (storms, hybrid): it is one op of
+// the user's. Nothing changes in debug and fused modes. Nests.
+class FusedRegion {
+ public:
+  FusedRegion() { ++t_fused_region; }
+  // Leaving by an exception flushes what was recorded (as strict mode would
+  // have run it) and drops that flush's own error: the first one goes on.
+  ~FusedRegion();
+  // Leaves the region; the outermost flushes, throwing pjrt::PjrtError if its
+  // program fails (the values then raise at their next read).
+  void close();
+  FusedRegion(const FusedRegion&) = delete;
+  FusedRegion& operator=(const FusedRegion&) = delete;
+
+ private:
+  bool open_ = true;
+};
 
 }  // namespace ttpu::runtime

@@ -12,6 +12,9 @@
 #include "stablehlo/emit.h"
 
 namespace ttpu::runtime {
+
+thread_local int t_fused_region = 0;
+
 namespace {
 
 // Bounds the bookkeeping of enqueued outputs: past this many, the older half is

@@ -30,6 +30,9 @@ namespace ttpu::runtime {
 
 enum class EagerMode { kStrict, kDebug, kFused };
 
+// How many FusedRegions (fusion.h) this thread is inside.
+extern thread_local int t_fused_region;
+
 // Reductions of all_reduce_local (c10d's ReduceOp names; kAvg on floating and
 // complex types only).
 enum class ReduceOp { kSum, kProduct, kMin, kMax, kAvg };
@@ -123,7 +126,13 @@ class Runtime {
   pjrt::Client& client() { return *client_; }
   const std::string& plugin_path() const { return plugin_path_; }
   int device_count() const { return client_->device_count(); }
-  EagerMode mode() const { return mode_; }
+  // The mode ops run in on this thread: the chosen one, except fused inside
+  // a strict thread's FusedRegion (fusion.h).
+  EagerMode mode() const {
+    return t_fused_region > 0 && mode_ == EagerMode::kStrict ? EagerMode::kFused : mode_;
+  }
+  // The mode set_mode() chose, regions aside.
+  EagerMode chosen_mode() const { return mode_; }
   void set_mode(EagerMode m) { mode_ = m; }
   Metrics& metrics() { return metrics_; }
 
