@@ -152,9 +152,11 @@ def test_foreach_optimizer_steps_match_cpu_and_compile_only_at_the_first_steps(o
     with no_fallback():
         got, programs = train(net, opt_cls, kwargs, "tpu")
     assert_close_cpu([g.to("tpu") for g in got], want, rtol=1e-5, atol=1e-6)
-    # The third step reuses every program (the first creates the state).
-    assert programs[2] == 0, programs
     if TEST_MODE == "strict":
+        # The third step reuses every program (the first creates the state).
+        # (Fused mode's step is one graph with forward and backward, counted
+        # by its own rules: tests/test_fused.py.)
+        assert programs[2] == 0, programs
         # Elementwise updates are bit for bit debug mode's (one program per
         # tensor). Not clip_grad_norm_'s norms: XLA may order a reduction
         # differently inside a program of several (last bits, as fused mode).
