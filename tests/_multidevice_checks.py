@@ -203,6 +203,29 @@ def check_copies_into_views_and_dtypes_across_devices():
         r = a.to(T0).to(T1, torch.float32)
         assert r.device == T1 and torch.equal(r.cpu(), a.float()), dt
 
+
+def check_foreach_lists_spanning_both_devices():
+    # One foreach call whose tensors sit on two devices (strict mode runs the
+    # call as one program per device): CPU's values, each result on its device.
+    def lists(device0, device1):
+        a = [torch.ones(3, device=device0), torch.ones(2, 2, device=device1)]
+        b = [torch.full((3,), 2.0, device=device0), torch.full((2, 2), 3.0, device=device1)]
+        return a, b
+
+    want, wb = lists("cpu", "cpu")
+    torch._foreach_addcmul_(want, wb, wb, value=0.5)
+    got, gb = lists(T0, T1)
+    _no_fallback(lambda: torch._foreach_addcmul_(got, gb, gb, value=0.5))
+    assert [t.device for t in got] == [T0, T1]
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g.cpu(), w), (g, w)
+    with torch.tpu.device(1):  # a call on the non-default device alone
+        c = [torch.ones(2, device="tpu")]
+        norms = torch._foreach_norm(torch._foreach_mul(c, 4.0))
+    want_norm = torch._foreach_norm(torch._foreach_mul([torch.ones(2)], 4.0))[0]
+    assert norms[0].device == T1 and torch.equal(norms[0].cpu(), want_norm)
+
+
 def main():
     torchtpu.set_eager_mode(os.environ.get("TORCHTPU_TEST_MODE", "strict"))
     assert torch.tpu.device_count() == 2, torch.tpu.device_count()
