@@ -7,6 +7,7 @@ import time
 
 import pytest
 import torch
+import torchtpu
 
 from _util import assert_close_cpu, no_fallback
 
@@ -112,22 +113,42 @@ def test_synchronize_after_an_event_still_waits_for_the_work_before_it():
     assert torch.isfinite(y.cpu()).all()
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the runtime tracks enqueued outputs weakly, "
-                   "so a program whose outputs were all freed is not waited for (holding them "
-                   "costs a readiness check per buffer and defeats fused mode's donation test)")
 def test_synchronize_and_events_wait_for_work_whose_results_were_freed():
     # CUDA's synchronize waits for every kernel queued, also those whose
-    # outputs nobody holds any more. Here synchronize returns at once while
-    # such programs run, and an event recorded after them is complete at once.
+    # outputs nobody holds any more: here 48 independent matmuls, each result
+    # dropped at once. (It once returned at once: outputs were tracked weakly.)
+    # Strict mode: fused mode never runs an op whose result was dropped.
+    torchtpu.set_eager_mode("strict")
     a = torch.randn(768, 768, device="tpu")
-    _matmul_chain(a, 2).cpu()  # compile outside the checked part
-    y = _matmul_chain(a, 48)  # about a second of work on two cores
-    del y
+    (a @ a).cpu()  # compile outside the checked part
+    for _ in range(48):  # about a second of work on two cores
+        a @ a
     event = torch.tpu.Event()
     event.record()
-    assert not event.query()  # the chain is still running
+    assert not event.query()  # the matmuls are still running
     torch.tpu.synchronize()
     assert event.query()
+
+
+def test_programs_on_one_device_complete_in_enqueue_order():
+    # What the test above relies on: the runtime waits for freed programs
+    # through the device's last one (runtime.h, last_output_), which holds
+    # because the plugin runs a device's programs in enqueue order. An add of
+    # 4 elements enqueued after a second of matmuls it does not depend on
+    # completes after them; a plugin that reorders fails here. Strict mode:
+    # one program each.
+    torchtpu.set_eager_mode("strict")
+    a = torch.randn(768, 768, device="tpu")
+    b = torch.ones(4, device="tpu")
+    _matmul_chain(a, 2).cpu()
+    (b + 1).cpu()
+    y = _matmul_chain(a, 48)
+    z = b + 1
+    torch.testing.assert_close(z.cpu(), torch.full((4,), 2.0))
+    event = torch.tpu.Event()
+    event.record()  # covers y's program, if it is still running
+    assert event.query()
+    assert torch.isfinite(y.cpu()).all()
 
 
 def test_event_without_timing_or_unrecorded_raises():

@@ -5,7 +5,10 @@ What is counted: the bytes of live tpu storages per device (a tensor's storage
 counts from its creation until its last reference goes, as CUDA's
 memory_allocated counts; a storage resized to 0 counts 0). PJRT frees a buffer
 as soon as nothing holds it, so nothing is cached: ``memory_reserved`` equals
-``memory_allocated`` and ``empty_cache`` has nothing to return. The same
+``memory_allocated`` and ``empty_cache`` has nothing to return. (One buffer
+per device outlives its storage: the runtime keeps one output of the device's
+last program until the next program or ``synchronize()``, so that
+synchronization waits for it; it is not counted.) The same
 numbers come through ``torch.accelerator.memory_allocated()`` and friends.
 
 Every function that takes ``device`` accepts an int, ``"tpu:N"``, a

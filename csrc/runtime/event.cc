@@ -44,8 +44,12 @@ void DeviceEvent::record(int device) {
 
 bool DeviceEvent::query() const {
   if (point_ == nullptr) return true;
-  std::lock_guard<std::mutex> lock(point_->mu);
-  return point_->remaining == 0;
+  {
+    std::lock_guard<std::mutex> lock(point_->mu);
+    if (point_->remaining == 0) return true;
+  }
+  // Reached, its callbacks still to run: a synchronize() returned since.
+  return Runtime::get().retired(point_->device, point_->mark);
 }
 
 void DeviceEvent::synchronize() const {

@@ -249,17 +249,20 @@ void Fusion::reset() {
 Fusion::Donated Fusion::donate(ir::Graph& graph,
                                const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
                                const std::vector<SlotParam>& slot_params,
-                               const std::vector<Slot*>& live) {
+                               const std::vector<Slot*>& live) const {
   Donated d;
   if (!donation_enabled()) return d;
+  const pjrt::Buffer* kept_as_last = Runtime::get().last_output(device_);
   for (size_t i = 0; i < live.size(); ++i) {
     const std::shared_ptr<pjrt::Buffer>& old = live[i]->buffer;
     if (old == nullptr) continue;
-    // Two owners: the slot (about to get the output instead) and `args`.
-    // Anything more (another storage sharing it through copy_data or a
-    // resize, a lowering context still binding it, the scalar cache) means
-    // the buffer is still needed after this program.
-    if (old.use_count() != 2) continue;
+    // Two owners: the slot (about to get the output instead) and `args`,
+    // plus the runtime's hold on its device's last program output (which
+    // this program, enqueued after it, replaces). Anything more (another
+    // storage sharing it through copy_data or a resize, a lowering context
+    // still binding it, the scalar cache) means the buffer is still needed
+    // after this program.
+    if (old.use_count() != (old.get() == kept_as_last ? 3 : 2)) continue;
     auto p = std::find_if(slot_params.begin(), slot_params.end(),
                           [&](const SlotParam& sp) { return sp.buffer == old.get(); });
     if (p == slot_params.end() || args[p->arg] != old) continue;

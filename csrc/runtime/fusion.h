@@ -113,9 +113,10 @@ class Fusion {
   };
   // Marks in `graph` (outputs set: one per slot of `live`) each donatable
   // slot buffer.
-  static Donated donate(ir::Graph& graph, const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
-                        const std::vector<SlotParam>& slot_params,
-                        const std::vector<Slot*>& live);
+  // Discounts the runtime's hold on the device's last program output.
+  Donated donate(ir::Graph& graph, const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
+                 const std::vector<SlotParam>& slot_params,
+                 const std::vector<Slot*>& live) const;
 
   // Ops may come from several threads (user threads, autograd's device
   // threads): every entry point holds this (recursive: a flush may record or

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "pjrt/compile_options.h"
 #include "pjrt/host_read.h"
@@ -226,21 +227,26 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     } catch (const pjrt::PjrtError&) {
       throw;
     } catch (...) {
-      track(outs, op, device);
+      track(outs, op, device, /*program=*/true);
       throw;
     }
   } else {
-    track(outs, op, device);
+    track(outs, op, device, /*program=*/true);
   }
   return outs;
 }
 
 void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs,
-                    const std::string& op, int device) {
+                    const std::string& op, int device, bool program) {
   std::vector<InFlight> oldest;
+  std::shared_ptr<pjrt::Buffer> before;  // let go after the lock (its destroy calls the plugin)
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& b : outs) in_flight_.push_back({device, next_seq_++, b, op});
+    if (program && !outs.empty()) {
+      if (device >= static_cast<int>(last_output_.size())) last_output_.resize(device + 1);
+      before = std::exchange(last_output_[device], outs.front());
+    }
     if (in_flight_.size() <= kMaxInFlight) return;
     size_t half = in_flight_.size() / 2;
     oldest.assign(in_flight_.begin(), in_flight_.begin() + half);
@@ -293,9 +299,14 @@ void Runtime::retire(int device, uint64_t mark) {
 
 void Runtime::synchronize() {
   std::vector<InFlight> pending;
+  std::vector<std::shared_ptr<pjrt::Buffer>> last;
+  uint64_t upto = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    upto = next_seq_ - 1;
     pending.swap(in_flight_);
+    // Their in_flight_ entries stay lockable while `last` holds them.
+    last.swap(last_output_);
   }
   for (size_t i = 0; i < pending.size(); ++i) {
     auto b = pending[i].buffer.lock();
@@ -306,12 +317,20 @@ void Runtime::synchronize() {
       throw pjrt::PjrtError(e.method(), pending[i].op + " (run asynchronously) failed: " +
                                             e.what(), e.code());
     } catch (...) {
-      // Interrupted: what was not awaited stays tracked for the next sync.
+      // Interrupted: what was not awaited stays tracked for the next sync,
+      // with the last programs' outputs where no newer program replaced them.
       std::lock_guard<std::mutex> lock(mu_);
       in_flight_.insert(in_flight_.begin(), pending.begin() + i, pending.end());
+      if (last_output_.size() < last.size()) last_output_.resize(last.size());
+      for (size_t d = 0; d < last.size(); ++d) {
+        if (last_output_[d] == nullptr) last_output_[d] = std::move(last[d]);
+      }
       throw;
     }
   }
+  // The plugin may run an event's ready callbacks after this wait returned
+  // (its waiters run in turn): the watermark says it now, as CUDA's query does.
+  for (int d = 0; d < client_->device_count(); ++d) retire(d, upto);
 }
 
 std::shared_ptr<pjrt::Buffer> Runtime::copy_to_device(const pjrt::Buffer& buffer, ir::DType dtype,

@@ -216,6 +216,11 @@ class Runtime {
   // skip them (an event recorded after another completed waits only for the
   // newer work). Lock-free: called from the plugin's ready callbacks.
   void retire(int device, uint64_t mark);
+  // Whether everything in_flight(device, &mark) returned is known computed
+  // (by an event's callbacks or a synchronize() that returned).
+  bool retired(int device, uint64_t mark) const {
+    return retired_[device].load(std::memory_order_acquire) >= mark;
+  }
   // A cached 0-d buffer holding `bits` (the value's bit pattern in `dtype`).
   std::shared_ptr<pjrt::Buffer> scalar(ir::DType dtype, uint64_t bits, int device);
 
@@ -243,7 +248,18 @@ class Runtime {
   // Waits for every enqueued program; throws the first error met, naming its
   // op. The wait is interruptible (pjrt::set_wait_poll): an exception from the
   // poll leaves the programs not yet awaited tracked for the next call.
+  // Programs whose outputs were all freed are waited for through the device's
+  // last program (see last_output_). On return, everything enqueued before
+  // the call is retired(): an event recorded before it queries complete even
+  // if the plugin has not yet run the event's ready callbacks.
   void synchronize();
+  // The output the runtime keeps of `device`'s last program (null if none):
+  // an owner more than its tensors, which fused mode's donation test
+  // discounts. Only compared, never dereferenced (it may be gone by then).
+  const pjrt::Buffer* last_output(int device) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return device < static_cast<int>(last_output_.size()) ? last_output_[device].get() : nullptr;
+  }
   size_t cached_programs() const {
     std::lock_guard<std::mutex> lock(mu_);
     return programs_.size();
@@ -254,8 +270,10 @@ class Runtime {
 
  private:
   Runtime(std::string plugin_path, int cpu_device_count);
+  // `program`: `outs` are one program's outputs (executed in enqueue order on
+  // `device`), kept as the device's last (last_output_).
   void track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, const std::string& op,
-             int device);
+             int device, bool program = false);
   // The upload `make` returns, counted (`nbytes`), traced and tracked.
   std::shared_ptr<pjrt::Buffer> uploaded(
       int64_t nbytes, int device, const std::function<std::shared_ptr<pjrt::Buffer>()>& make);
@@ -312,6 +330,15 @@ class Runtime {
   };
   std::vector<InFlight> in_flight_;
   uint64_t next_seq_ = 1;
+  // Per device: one output of the last program enqueued there, held strongly.
+  // in_flight_ holds the rest weakly (a strong hold costs a readiness check
+  // per buffer to let go), so a program whose outputs were all freed would
+  // not be waited for; but the plugin runs a device's programs in enqueue
+  // order (XLA:CPU chains each execution to the last one enqueued; a GPU or
+  // TPU stream is ordered), so waiting for the last program's output waits
+  // for every program before it. Replaced at each program, dropped by
+  // synchronize().
+  std::vector<std::shared_ptr<pjrt::Buffer>> last_output_;
   // Per device: entries with seq up to this are known computed (retire()).
   std::unique_ptr<std::atomic<uint64_t>[]> retired_;
   std::atomic<bool> device_copy_ok_{true};
