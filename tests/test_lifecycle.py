@@ -182,7 +182,7 @@ def test_fork_dataloader_and_pool_workers_raise_in_parent():
 
 # --- Ctrl-C -----------------------------------------------------------------
 
-@pytest.mark.parametrize("wait", ["item", "synchronize"])
+@pytest.mark.parametrize("wait", ["item", "synchronize", "event", "stream"])
 def test_sigint_during_a_blocking_read_raises_keyboard_interrupt(wait):
     # A read waiting on long programs gets SIGINT 0.2 s in: it must raise
     # KeyboardInterrupt then, not when the programs end (several seconds on two
@@ -192,18 +192,27 @@ def test_sigint_during_a_blocking_read_raises_keyboard_interrupt(wait):
         x = torch.randn(2048, 2048, device="tpu")
         (x @ x).sum().item()                       # compiled before timing
         y = x
-        for _ in range(6):                         # enqueued, not waited for
+        for _ in range(24):                        # enqueued, not waited for (~3 s)
             y = (y @ x) * (1.0 / 2048)
+        probe = torch.tpu.Event()
+        probe.record()
         threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
         t1 = time.monotonic()
         try:
             if "{wait}" == "item":
                 y.sum().item()
+            elif "{wait}" == "event":
+                event = torch.tpu.Event()
+                event.record()
+                event.synchronize()
+            elif "{wait}" == "stream":
+                torch.tpu.current_stream().synchronize()
             else:
                 torch.tpu.synchronize()
             raise SystemExit("the read finished before the interrupt: make the queue longer")
         except KeyboardInterrupt:
             waited = time.monotonic() - t1
+        assert not probe.query(), "the programs ended before the wait was left"
         assert waited < 2.0, waited
         # Still usable: later work runs after the queued programs.
         assert (torch.ones(3, device="tpu") + 1).sum().item() == 6.0

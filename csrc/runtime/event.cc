@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "pjrt/pjrt.h"
 #include "runtime/fusion.h"
 #include "runtime/runtime.h"
 
@@ -55,7 +56,14 @@ bool DeviceEvent::query() const {
 void DeviceEvent::synchronize() const {
   if (point_ == nullptr) return;
   std::unique_lock<std::mutex> lock(point_->mu);
-  point_->cv.wait(lock, [this] { return point_->remaining == 0; });
+  auto reached = [this] { return point_->remaining == 0; };
+  // Interruptible as a host read is: the poll runs every 50 ms (unlocked: it
+  // may take the GIL) and may throw (KeyboardInterrupt), leaving the work queued.
+  while (!point_->cv.wait_for(lock, std::chrono::milliseconds(50), reached)) {
+    lock.unlock();
+    pjrt::poll_wait();
+    lock.lock();
+  }
 }
 
 double DeviceEvent::elapsed_ms(const DeviceEvent& end) const {

@@ -27,6 +27,7 @@ class DeviceEvent {
   bool query() const;
   // Blocks until the recorded point is reached. An op that failed before it is
   // not raised here: its error is raised at the next read of its result.
+  // Interruptible (pjrt::poll_wait): what the poll throws leaves the wait.
   void synchronize() const;
   // Milliseconds from this event's point to `end`'s; waits for both.
   double elapsed_ms(const DeviceEvent& end) const;
