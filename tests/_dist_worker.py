@@ -729,11 +729,10 @@ def group_mismatch(rank, world):
         close(outs[1], torch.full((2,), 1.0))
     report("mismatch_uneven_all_gather_still_works", uneven_all_gather_still_works)
 
-    def signature_tag_is_a_user_tag_too():
-        # The point-to-point signature exchange's tag (0x7a5e1917) lives on the
-        # signature group: a user message on it, on the data group, arrives
-        # intact (it used to be refused), with collectives (and their
-        # exchanges, in both forms) before and after it.
+    def user_send_recv_between_checked_calls():
+        # A user message (on any tag: 0x7a5e1917 was the signature exchange's
+        # own once) arrives intact between collectives and their signature
+        # exchanges, in both forms.
         t0 = torch.full((3,), float(rank + 1), device="tpu")
         dist.all_reduce(t0)
         close(t0, torch.full((3,), 3.0))
@@ -746,7 +745,7 @@ def group_mismatch(rank, world):
         t2 = torch.full((3,), float(rank + 1), device="tpu")
         dist.all_reduce(t2)
         close(t2, torch.full((3,), 3.0))
-    report("signature_tag_is_a_user_tag_too", signature_tag_is_a_user_tag_too)
+    report("user_send_recv_between_checked_calls", user_send_recv_between_checked_calls)
 
     dist.barrier()
     dist.destroy_process_group()

@@ -105,18 +105,18 @@ def test_failure(failure_group, name):
     _assert_check(failure_group, name)
 
 
-@pytest.fixture(scope="module", params=["point_to_point", "all_reduce"])
+@pytest.fixture(scope="module", params=["store", "all_reduce"])
 def mismatch_group(request):
-    # Both forms of the signature exchange (csrc/distributed/agree.h): the
-    # all_reduce by default; TORCHTPU_DIST_P2P_RANKS=8 exchanges point to point.
-    env = {"TORCHTPU_DIST_P2P_RANKS": "8"} if request.param == "point_to_point" else {}
+    # Both forms of the signature exchange (csrc/distributed/agree.h): through
+    # the store's queues, or one all_reduce on the signature group.
+    env = {"TORCHTPU_DIST_STORE_RANKS": "8" if request.param == "store" else "0"}
     return launch("mismatch", TORCH_DISTRIBUTED_DEBUG="OFF", **env)
 
 
 MISMATCH_CHECKS = ["mismatch_all_reduce_numel", "mismatch_all_reduce_dtype", "mismatch_broadcast",
                    "mismatch_different_collectives", "mismatch_local_error_reaches_peer",
                    "mismatch_reduce_scatter_tensor", "mismatch_uneven_all_gather_still_works",
-                   "mismatch_deferred_device_error_reaches_peer", "signature_tag_is_a_user_tag_too",
+                   "mismatch_deferred_device_error_reaches_peer", "user_send_recv_between_checked_calls",
                    "mismatch_behind_queued_async_calls"]
 
 

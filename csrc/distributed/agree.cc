@@ -1,5 +1,5 @@
-// The signature exchange of agree.h: a MAX all_reduce of [h, ~h] on gloo, and
-// on a mismatch the 8-int64 signatures all-gathered for the message.
+// The signature exchange of agree.h: a MAX all_reduce of [h, ~h] on gloo or
+// each rank's h through the store's queues, and on a mismatch the 8-int64 signatures all-gathered for the message.
 #include "distributed/agree.h"
 
 #include "distributed/trace.h"
@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace ttpu::distributed {
@@ -89,18 +90,49 @@ int64_t hash_signature(const int64_t* f) {
 
 }  // namespace
 
-int point_to_point_ranks() {
+namespace {
+
+int store_ranks() {
   static const int ranks = [] {
-    const char* v = std::getenv("TORCHTPU_DIST_P2P_RANKS");
-    return v != nullptr && *v != '\0' ? std::atoi(v) : kPointToPointRanks;
+    const char* v = std::getenv("TORCHTPU_DIST_STORE_RANKS");
+    return v != nullptr && *v != '\0' ? std::atoi(v) : kStoreRanks;
   }();
   return ranks;
 }
 
-SignatureCheck::SignatureCheck(c10d::Backend& inner, c10::intrusive_ptr<c10d::Backend> details,
-                               const char* name, const CallSignature& sig,
-                               std::chrono::milliseconds timeout)
-    : name_(name), rank_(inner.getRank()), details_(std::move(details)), timeout_(timeout) {
+// The queue a sender's hashes reach a receiver through (FIFO: the calls'
+// order, which every rank shares).
+std::string queue_key(int from, int to) {
+  return std::to_string(from) + ">" + std::to_string(to);
+}
+
+}  // namespace
+
+std::shared_ptr<SignatureStore> signature_store(const c10::intrusive_ptr<c10d::Store>& base,
+                                                int size, std::chrono::milliseconds timeout) {
+  if (!base || size > store_ranks()) return nullptr;
+  try {
+    auto channels = std::make_shared<SignatureStore>();
+    channels->push = base->clone();
+    channels->pop = base->clone();
+    channels->pop->queueLen(queue_key(0, 0));  // a store without queues raises here
+    channels->push->setTimeout(timeout);
+    channels->pop->setTimeout(timeout);
+    return channels;
+  } catch (const c10::Error&) {
+    return nullptr;  // the same store type on every rank: all take the all_reduce
+  }
+}
+
+SignatureCheck::SignatureCheck(c10d::Backend& inner, std::shared_ptr<SignatureStore> store,
+                               c10::intrusive_ptr<c10d::Backend> details, const char* name,
+                               const CallSignature& sig, std::chrono::milliseconds timeout)
+    : name_(name),
+      rank_(inner.getRank()),
+      details_(std::move(details)),
+      store_(std::move(store)),
+      size_(inner.getSize()),
+      timeout_(timeout) {
   const auto options = at::TensorOptions().dtype(at::kLong).device(at::kCPU);
   mine_ = at::empty({kFields}, options);
   int64_t* f = mine_.data_ptr<int64_t>();
@@ -113,18 +145,12 @@ SignatureCheck::SignatureCheck(c10d::Backend& inner, c10::intrusive_ptr<c10d::Ba
   f[kHash] = hash_tensors(sig.tensors);
   f[kValid] = sig.valid ? 1 : 0;
   const int64_t h = hash_signature(f);
-  const int size = inner.getSize();
-  if (size <= point_to_point_ranks()) {
-    agree_ = at::empty({1}, options);
-    agree_.data_ptr<int64_t>()[0] = h;
-    theirs_.resize(size);
-    for (int r = 0; r < size; ++r) {
-      if (r == rank_) continue;
-      theirs_[r] = at::empty({1}, options);
-      std::vector<at::Tensor> out{agree_}, in{theirs_[r]};
-      works_.push_back(inner.send(out, r, kSignaturePeerTag));
-      works_.push_back(inner.recv(in, r, kSignaturePeerTag));
-    }
+  hash_ = h;
+  if (store_) {
+    std::vector<uint8_t> bytes(sizeof h);
+    std::memcpy(bytes.data(), &h, sizeof h);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) store_->push->queuePush(queue_key(rank_, r), bytes);
     return;
   }
   // MAX over the ranks of [h, ~h] is [max h, ~min h]: all equal iff a == ~b.
@@ -139,16 +165,29 @@ SignatureCheck::SignatureCheck(c10d::Backend& inner, c10::intrusive_ptr<c10d::Ba
 }
 
 void SignatureCheck::verify() {
-  for (auto& w : works_) w->wait(timeout_);
-  trace::mark("signature_done");
-  const int64_t* v = agree_.data_ptr<int64_t>();
   bool same_hash = true;
-  if (theirs_.empty()) {
-    same_hash = v[0] == ~v[1];
+  if (store_) {
+    store_->pop->setTimeout(timeout_);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      std::vector<uint8_t> theirs;
+      try {
+        theirs = store_->pop->queuePop(queue_key(r, rank_), /*block=*/true);
+      } catch (const c10::Error& e) {
+        TORCH_CHECK(false, "torch.distributed backend 'tpu': ", name_,
+                    ": no signature from rank ", r, " (a peer that left or is late past the "
+                    "timeout): ", e.what_without_backtrace());
+      }
+      int64_t h = 0;
+      if (theirs.size() == sizeof h) std::memcpy(&h, theirs.data(), sizeof h);
+      same_hash = same_hash && theirs.size() == sizeof h && h == hash_;
+    }
   } else {
-    for (const auto& t : theirs_)
-      same_hash = same_hash && (!t.defined() || *t.data_ptr<int64_t>() == v[0]);
+    for (auto& w : works_) w->wait(timeout_);
+    const int64_t* v = agree_.data_ptr<int64_t>();
+    same_hash = v[0] == ~v[1];
   }
+  trace::mark("signature_done");
   const bool mine_valid = mine_.data_ptr<int64_t>()[kValid] == 1;
   // Equal hashes: every rank made this call (and every rank's own checks
   // passed, or failed alike: each then raises its own error).

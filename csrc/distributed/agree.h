@@ -11,11 +11,10 @@
 // every rank reaches the same verdict from it: one all_reduce MAX over
 // [h, ~h], which is [max h, ~min h] (0.27 ms and 0.18 ms of CPU per exchange
 // on gloo here, against 0.31-0.34 ms and 0.17-0.19 ms for an all_gather of
-// the signatures). Opt-in, in groups of up to TORCHTPU_DIST_P2P_RANKS ranks,
-// each rank sends h to every other with gloo's send/recv instead (tag
-// kSignaturePeerTag, on the issuing thread): 0.17 ms and 0.09 ms alone, but
-// slower inside the backend on this loaded machine (median 1 MB all_reduce
-// 3.2 ms against 1.9 ms, 8 runs each in turn), so not the default. Only
+// the signatures). In groups of up to TORCHTPU_DIST_STORE_RANKS ranks each
+// rank instead pushes h to every peer through the group's c10d key-value
+// store (a queue per sender and receiver, on connections of its own) and
+// pops the peers' (SignatureStore below). Only
 // when the hashes differ do the ranks all-gather the signatures themselves,
 // and every rank raises the same RuntimeError naming each rank's call. The
 // exchange is issued before the device-to-host staging copies are made and
@@ -24,10 +23,12 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 namespace ttpu::distributed {
@@ -40,15 +41,19 @@ struct CallSignature {
   bool valid = true;                // false: this rank's call failed a local check
 };
 
-// The gloo send/recv tag of the point-to-point signature exchange (on the
-// signature group only: the user's own send/recv, on the data group, may use
-// any tag, this one too).
-inline constexpr int kSignaturePeerTag = 0x7a5e1917;
-// Largest group whose exchange is point to point (each rank sends size - 1
-// messages); larger ones take the all_reduce. TORCHTPU_DIST_P2P_RANKS=<n>
-// (read once) sets the bound; by default no group exchanges point to point.
-inline constexpr int kPointToPointRanks = 0;
-int point_to_point_ranks();
+// The store form's channels (nullptr: the all_reduce form): clones of the
+// group's store (own connections to its server), one the callers push on,
+// one the issue queue pops on (a blocking pop holds its connection).
+struct SignatureStore {
+  c10::intrusive_ptr<c10d::Store> push, pop;
+};
+// Groups of up to TORCHTPU_DIST_STORE_RANKS ranks (read once; default
+// kStoreRanks: off, because a peer that left is noticed only at the
+// timeout, where gloo notices at once; README.md) exchange through `base` (a store of the group's own keys),
+// where it has queues; others, or a store without queues, get nullptr.
+inline constexpr int kStoreRanks = 0;
+std::shared_ptr<SignatureStore> signature_store(const c10::intrusive_ptr<c10d::Store>& base,
+                                                int size, std::chrono::milliseconds timeout);
 
 // One signature exchange in flight (started by the constructor, on
 // `exchange`: a group that carries nothing else, issued in call order).
@@ -57,8 +62,11 @@ class SignatureCheck {
   // `details`: the group verify() all-gathers the signatures on after a
   // mismatch (the data group: verify() runs in its issue order, so every
   // rank reaches that all-gather at the same point of its order).
-  SignatureCheck(c10d::Backend& exchange, c10::intrusive_ptr<c10d::Backend> details,
-                 const char* name, const CallSignature& sig, std::chrono::milliseconds timeout);
+  // `store`: the store form's channels, or nullptr for the all_reduce on
+  // `exchange`.
+  SignatureCheck(c10d::Backend& exchange, std::shared_ptr<SignatureStore> store,
+                 c10::intrusive_ptr<c10d::Backend> details, const char* name,
+                 const CallSignature& sig, std::chrono::milliseconds timeout);
   // Waits for the verdict. Raises RuntimeError (on every rank alike) when the
   // signatures differ (after all-gathering them for the message), and the gloo
   // error when an exchange itself fails (a peer left, the timeout passed).
@@ -69,8 +77,10 @@ class SignatureCheck {
   int rank_;
   c10::intrusive_ptr<c10d::Backend> details_;  // for the details, on a mismatch
   at::Tensor mine_;   // the signature (8 int64)
-  at::Tensor agree_;  // [h] sent to each peer; or [h, ~h], then MAX over the ranks
-  std::vector<at::Tensor> theirs_;  // point to point: each peer's h (own slot unused)
+  at::Tensor agree_;  // [h, ~h], then MAX over the ranks (the all_reduce form)
+  std::shared_ptr<SignatureStore> store_;  // the store form
+  int size_;
+  int64_t hash_ = 0;
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
   std::chrono::milliseconds timeout_;
 };

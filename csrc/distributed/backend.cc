@@ -79,10 +79,12 @@ int64_t reduce_arg(const ReduceOp& op) { return static_cast<int64_t>(op.op_); }
 }  // namespace
 
 TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner,
-                       c10::intrusive_ptr<c10d::Backend> control, int rank, int size,
+                       c10::intrusive_ptr<c10d::Backend> control,
+                       std::shared_ptr<SignatureStore> signatures, int rank, int size,
                        std::chrono::milliseconds timeout)
     : Backend(rank, size),
-      group_{std::make_shared<Issuer>(), std::move(inner), std::move(control)},
+      group_{std::make_shared<Issuer>(), std::move(inner), std::move(control),
+             std::move(signatures)},
       options_(c10::make_intrusive<Options>(kBackendName, timeout)) {
   TORCH_CHECK(group_.inner && group_.control,
               "torch.distributed backend 'tpu' needs an inner and a control host backend");

@@ -113,6 +113,8 @@ class TpuWork : public c10d::Work {
   bool issued_ = true;
 };
 
+struct SignatureStore;  // agree.h
+
 // What every queued call of one tpu group goes through (call.h).
 struct GroupChannels {
   std::shared_ptr<Issuer> issuer;             // the data collectives' issue order
@@ -121,6 +123,9 @@ struct GroupChannels {
   // their own, their order never interleaves with the data collectives', so
   // an exchange need not queue behind the collectives before it.
   c10::intrusive_ptr<c10d::Backend> control;
+  // Or, in small groups, through the store's queues (agree.h; nullptr: the
+  // all_reduce on `control`).
+  std::shared_ptr<SignatureStore> signatures;
 };
 
 class TpuBackend : public c10d::Backend {
@@ -128,7 +133,8 @@ class TpuBackend : public c10d::Backend {
   // `inner` runs the host collectives, `control` (another gloo group on the
   // same ranks) the signature exchanges (agree.h); `timeout` bounds every wait.
   TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, c10::intrusive_ptr<c10d::Backend> control,
-             int rank, int size, std::chrono::milliseconds timeout);
+             std::shared_ptr<SignatureStore> signatures, int rank, int size,
+             std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return kBackendName; }
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }

@@ -33,7 +33,7 @@ QueuedCall::QueuedCall(Staging& staged, const GroupChannels& group, const char* 
     return;
   }
   try {
-    state_->check.emplace(*group_.control, group_.inner, name, sig, timeout);
+    state_->check.emplace(*group_.control, group_.signatures, group_.inner, name, sig, timeout);
   } catch (...) {
     state_->error = std::current_exception();
   }

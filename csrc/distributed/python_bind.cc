@@ -6,6 +6,7 @@
 
 #include <torch/csrc/utils/pybind.h>
 
+#include "distributed/agree.h"
 #include "distributed/backend.h"
 #include "distributed/trace.h"
 
@@ -33,8 +34,13 @@ void bind(py::module& m,
             gloo_cls(dist.attr("PrefixStore")("ttpu_signatures", store), rank, size, timeout);
         auto control = signatures.cast<c10::intrusive_ptr<c10d::Backend>>();
         double ms = timeout.attr("total_seconds")().cast<double>() * 1000.0;
+        const std::chrono::milliseconds limit(static_cast<int64_t>(ms));
+        // Or, in small groups, its queues in the same store (agree.h).
+        py::object queues = dist.attr("PrefixStore")("ttpu_signature_queues", store);
+        auto base = c10::intrusive_ptr<c10d::Store>::unsafe_reclaim_from_nonowning(
+            queues.cast<c10d::Store*>());
         c10::intrusive_ptr<c10d::Backend> backend = c10::make_intrusive<TpuBackend>(
-            inner, control, rank, size, std::chrono::milliseconds(static_cast<int64_t>(ms)));
+            inner, control, signature_store(base, size, limit), rank, size, limit);
         return backend;
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
