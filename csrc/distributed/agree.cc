@@ -7,8 +7,6 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <sstream>
 
 namespace ttpu::distributed {
@@ -90,40 +88,6 @@ int64_t hash_signature(const int64_t* f) {
 
 }  // namespace
 
-namespace {
-
-int store_ranks() {
-  static const int ranks = [] {
-    const char* v = std::getenv("TORCHTPU_DIST_STORE_RANKS");
-    return v != nullptr && *v != '\0' ? std::atoi(v) : kStoreRanks;
-  }();
-  return ranks;
-}
-
-// The queue a sender's hashes reach a receiver through (FIFO: the calls'
-// order, which every rank shares).
-std::string queue_key(int from, int to) {
-  return std::to_string(from) + ">" + std::to_string(to);
-}
-
-}  // namespace
-
-std::shared_ptr<SignatureStore> signature_store(const c10::intrusive_ptr<c10d::Store>& base,
-                                                int size, std::chrono::milliseconds timeout) {
-  if (!base || size > store_ranks()) return nullptr;
-  try {
-    auto channels = std::make_shared<SignatureStore>();
-    channels->push = base->clone();
-    channels->pop = base->clone();
-    channels->pop->queueLen(queue_key(0, 0));  // a store without queues raises here
-    channels->push->setTimeout(timeout);
-    channels->pop->setTimeout(timeout);
-    return channels;
-  } catch (const c10::Error&) {
-    return nullptr;  // the same store type on every rank: all take the all_reduce
-  }
-}
-
 SignatureCheck::SignatureCheck(c10d::Backend& inner, std::shared_ptr<SignatureStore> store,
                                c10::intrusive_ptr<c10d::Backend> details, const char* name,
                                const CallSignature& sig, std::chrono::milliseconds timeout)
@@ -147,10 +111,7 @@ SignatureCheck::SignatureCheck(c10d::Backend& inner, std::shared_ptr<SignatureSt
   const int64_t h = hash_signature(f);
   hash_ = h;
   if (store_) {
-    std::vector<uint8_t> bytes(sizeof h);
-    std::memcpy(bytes.data(), &h, sizeof h);
-    for (int r = 0; r < size_; ++r)
-      if (r != rank_) store_->push->queuePush(queue_key(rank_, r), bytes);
+    store_->push(h);
     return;
   }
   // MAX over the ranks of [h, ~h] is [max h, ~min h]: all equal iff a == ~b.
@@ -167,21 +128,8 @@ SignatureCheck::SignatureCheck(c10d::Backend& inner, std::shared_ptr<SignatureSt
 void SignatureCheck::verify() {
   bool same_hash = true;
   if (store_) {
-    store_->pop->setTimeout(timeout_);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      std::vector<uint8_t> theirs;
-      try {
-        theirs = store_->pop->queuePop(queue_key(r, rank_), /*block=*/true);
-      } catch (const c10::Error& e) {
-        TORCH_CHECK(false, "torch.distributed backend 'tpu': ", name_,
-                    ": no signature from rank ", r, " (a peer that left or is late past the "
-                    "timeout): ", e.what_without_backtrace());
-      }
-      int64_t h = 0;
-      if (theirs.size() == sizeof h) std::memcpy(&h, theirs.data(), sizeof h);
-      same_hash = same_hash && theirs.size() == sizeof h && h == hash_;
-    }
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) same_hash = store_->pop(r, name_, timeout_) == hash_ && same_hash;
   } else {
     for (auto& w : works_) w->wait(timeout_);
     const int64_t* v = agree_.data_ptr<int64_t>();

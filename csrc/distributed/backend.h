@@ -113,7 +113,7 @@ class TpuWork : public c10d::Work {
   bool issued_ = true;
 };
 
-struct SignatureStore;  // agree.h
+class SignatureStore;  // peers.h
 
 // What every queued call of one tpu group goes through (call.h).
 struct GroupChannels {
