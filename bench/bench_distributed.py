@@ -8,7 +8,9 @@ one warm-up) on a tpu tensor and on a CPU tensor over gloo, in turn and each
 after a barrier (drift on a busy machine hits both alike), and rank 0 reports
 the median latency (ms), the bus bandwidth (GB/s; 2(n-1)/n * bytes / time, as
 nccl-tests count it) and the tpu/gloo latency ratio, of the medians and of the
-fastest calls (`*_min_ms`, `ratio_min`: the least disturbed). Also the DDP step
+fastest calls (`*_min_ms`, `ratio_min`: the least disturbed), and the median of
+each round's own tpu/gloo ratio (`ratio_paired`: the two calls of a round ran
+back to back, so a slow spell of the host hits both). Also the DDP step
 time (ms, batch 64) on 2 ranks vs 1 rank of a small MLP (one bucket) and of a
 deeper one (7 MB of gradients in 1 MB buckets), and how much of the gradients'
 all_reduce time backward hides (`overlap`: 1 - (step - step under no_sync()) /
@@ -40,7 +42,9 @@ def _time(fn, iters, warmup=1):
 def _time_pair(fn_a, fn_b, iters, before):
     """Times two calls in turn (a, b, a, b, ...; `before` ahead of each) after
     one warm-up of each, so drift on a busy machine hits both alike. Returns
-    their (median, fastest) times in seconds."""
+    their (median, fastest) times in seconds, and the median of the rounds'
+    own a/b ratios (each round's two calls ran back to back: the least
+    touched by a slow spell of the host)."""
     fn_a(), fn_b()
     a, b = [], []
     for _ in range(iters):
@@ -49,7 +53,8 @@ def _time_pair(fn_a, fn_b, iters, before):
             start = time.perf_counter()
             fn()
             samples.append(time.perf_counter() - start)
-    return (statistics.median(a), min(a)), (statistics.median(b), min(b))
+    paired = statistics.median(x / y for x, y in zip(a, b))
+    return (statistics.median(a), min(a)), (statistics.median(b), min(b)), paired
 
 
 def _model(kind):
@@ -152,7 +157,7 @@ def worker(rank, world, port, sizes, iters):
             dist.all_reduce(t)
             torchtpu.sync()
 
-        (tpu_s, tpu_min), (cpu_s, cpu_min) = _time_pair(
+        (tpu_s, tpu_min), (cpu_s, cpu_min), paired = _time_pair(
             tpu_op, lambda: dist.all_reduce(c), iters, dist.barrier)
         busbw = lambda s: 2 * (world - 1) / world * SIZES[name] / s / 1e9  # noqa: E731
         rows.append({"size": name, "bytes": SIZES[name], "tpu_ms": round(1000 * tpu_s, 3),
@@ -161,7 +166,8 @@ def worker(rank, world, port, sizes, iters):
                      "ratio_tpu_over_gloo": round(tpu_s / cpu_s, 2),
                      "tpu_min_ms": round(1000 * tpu_min, 3),
                      "gloo_min_ms": round(1000 * cpu_min, 3),
-                     "ratio_min": round(tpu_min / cpu_min, 2)})
+                     "ratio_min": round(tpu_min / cpu_min, 2),
+                     "ratio_paired": round(paired, 2)})
     ddp = _ddp_rows(rank, world, dist)
     if rank == 0:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
