@@ -537,6 +537,53 @@ def check_peer_exit(rank, group):
     os._exit(0)  # the group is broken; skip destroy's goodbye with the peer
 
 
+# PJRT_Error_Code values (pjrt_c_api.h; absl's status codes).
+DEADLINE_EXCEEDED, NOT_FOUND = 4, 5
+
+
+def check_pjrt_kv(rank, world):
+    """The key-value callbacks a PJRT plugin gets at client creation, backed by
+    the default group's c10d store and called through their C function
+    pointers (csrc/distributed/kv_store.h), across the two processes."""
+    store = dist.distributed_c10d._get_default_store()
+    call = torchtpu._C._pjrt_kv_call
+    mine = bytes([0, 255, rank, 0]) + f"topology of node {rank}".encode()
+
+    def across():
+        if rank == 0:
+            time.sleep(0.5)  # rank 1's get must wait for this put
+        assert call(store, "put", f"node/{rank}", mine) == (0, b"")
+        peer = 1 - rank
+        start = time.monotonic()
+        code, got = call(store, "get", f"node/{peer}", timeout_ms=30000)
+        assert (code, got) == (0, bytes([0, 255, peer, 0]) + f"topology of node {peer}".encode())
+        if rank == 1:
+            assert time.monotonic() - start > 0.3, "get returned before the peer's put"
+        assert call(store, "try_get", f"node/{peer}")[0] == 0
+        # The keys live apart from c10d's own.
+        assert store.get(f"ttpu_pjrt_kv/node/{peer}") == got
+        dist.barrier()
+
+    def missing():
+        code, msg = call(store, "try_get", "never set")
+        assert code == NOT_FOUND and b"not found" in msg, (code, msg)
+        start = time.monotonic()
+        code, msg = call(store, "get", "never set", timeout_ms=300)
+        took = time.monotonic() - start
+        assert code == DEADLINE_EXCEEDED and b"300 ms" in msg, (code, msg)
+        assert 0.25 < took < 10, f"a 300 ms get returned after {took:.2f} s"
+        try:
+            call(store, "delete", "k")
+        except ValueError as e:
+            assert "put, get or try_get" in str(e)
+        else:
+            raise AssertionError("an unknown op was accepted")
+        dist.barrier()
+
+    report("pjrt_kv_callbacks_across_processes", across)
+    report("pjrt_kv_missing_keys", missing)
+
+
 # ---- groups ----
 
 def group_main(rank, world):
@@ -577,6 +624,7 @@ def group_main(rank, world):
         assert mixed._get_backend(torch.device("cpu")).name() == "gloo"
     report("backend_string_cpu_gloo_tpu_tpu", mixed_string)
 
+    check_pjrt_kv(rank, world)
     check_collectives(rank, world, tpu_pg, cpu_pg)
     check_ddp(rank, world, tpu_pg)
     check_futures(rank, world)

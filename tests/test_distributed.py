@@ -74,6 +74,7 @@ MAIN_CHECKS = (
     [f"all_reduce_{op}_{dt}" for dt in ("float32", "int64", "bfloat16")
      for op in ("sum", "avg", "min", "max", "product")]
     + ["default_backend_map", "repeated_all_reduce", "backend_string_cpu_gloo_tpu_tpu",
+       "pjrt_kv_callbacks_across_processes", "pjrt_kv_missing_keys",
        "broadcast", "all_gather", "all_gather_uneven", "all_gather_into_tensor",
        "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single_uneven",
        "scatter_gather_reduce", "send_recv_barrier", "non_contiguous", "async_wait_future",

@@ -8,6 +8,7 @@
 
 #include "distributed/agree.h"
 #include "distributed/backend.h"
+#include "distributed/kv_store.h"
 #include "distributed/trace.h"
 
 namespace py = pybind11;
@@ -44,6 +45,24 @@ void bind(py::module& m,
         return backend;
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+  // The PJRT key-value callbacks over a c10d store (kv_store.h), called as a
+  // plugin calls them: _pjrt_kv_call(store, op, key, value, timeout_ms) ->
+  // (PJRT_Error_Code, bytes). For tests across processes.
+  m.def(
+      "_pjrt_kv_call",
+      [](py::object store, const std::string& op, const std::string& key,
+         const std::string& value, int timeout_ms) {
+        auto s = c10::intrusive_ptr<c10d::Store>::unsafe_reclaim_from_nonowning(
+            store.cast<c10d::Store*>());
+        std::pair<int, std::string> out;
+        {
+          py::gil_scoped_release no_gil;  // get may wait for another process
+          out = call_kv_callback(s, op, key, value, timeout_ms);
+        }
+        return py::make_tuple(out.first, py::bytes(out.second));
+      },
+      py::arg("store"), py::arg("op"), py::arg("key"), py::arg("value") = std::string(),
+      py::arg("timeout_ms") = 0);
   // Stage marks for bench/profile_distributed.py (trace.h): _dist_trace(True)
   // starts recording, _dist_trace(False) stops; both return (and clear) the
   // marks so far as (stage, wall ns, thread CPU ns, thread) tuples.

@@ -20,130 +20,58 @@ namespace {
 
 using ttpu::testing::plugin_path;
 
-// What a plugin's PJRT_CallbackError makes: here a heap record standing in
-// for its opaque PJRT_Error, so the test can read the code and message back.
-struct FakeError {
-  PJRT_Error_Code code;
-  std::string message;
-};
-PJRT_Error* make_error(PJRT_Error_Code code, const char* message, size_t size) {
-  return reinterpret_cast<PJRT_Error*>(new FakeError{code, std::string(message, size)});
-}
-PJRT_CallbackError g_make_error = &make_error;
-
-std::unique_ptr<FakeError> take(PJRT_Error* error) {
-  return std::unique_ptr<FakeError>(reinterpret_cast<FakeError*>(error));
-}
-
-// The plugin's side of one exchange.
-struct Callbacks {
-  PJRT_Client_Create_Args args{};
-  explicit Callbacks(KeyValueStore* store) {
-    args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
-    set_kv_callbacks(&args, store);
-  }
-  PJRT_Error* put(const std::string& key, const std::string& value) {
-    PJRT_KeyValuePutCallback_Args a{};
-    a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
-    a.key = key.data();
-    a.key_size = key.size();
-    a.value = value.data();
-    a.value_size = value.size();
-    a.callback_error = &g_make_error;
-    a.user_arg = args.kv_put_user_arg;
-    return args.kv_put_callback(&a);
-  }
-  // Returns the error, or null with *value set (and freed through the
-  // deleter, as the plugin must).
-  PJRT_Error* get(const std::string& key, int timeout_ms, std::string* value) {
-    PJRT_KeyValueGetCallback_Args a{};
-    a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
-    a.key = key.data();
-    a.key_size = key.size();
-    a.timeout_in_ms = timeout_ms;
-    a.callback_error = &g_make_error;
-    a.user_arg = args.kv_get_user_arg;
-    PJRT_Error* error = args.kv_get_callback(&a);
-    if (error == nullptr) {
-      EXPECT_NE(a.value, nullptr);
-      EXPECT_NE(a.value_deleter_callback, nullptr);
-      value->assign(a.value, a.value_size);
-      a.value_deleter_callback(a.value);
-    }
-    return error;
-  }
-  PJRT_Error* try_get(const std::string& key, std::string* value) {
-    PJRT_KeyValueTryGetCallback_Args a{};
-    a.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
-    a.key = key.data();
-    a.key_size = key.size();
-    a.callback_error = &g_make_error;
-    a.user_arg = args.kv_try_get_user_arg;
-    PJRT_Error* error = args.kv_try_get_callback(&a);
-    if (error == nullptr) {
-      EXPECT_NE(a.value, nullptr);
-      value->assign(a.value, a.value_size);
-      a.value_deleter_callback(a.value);
-    }
-    return error;
-  }
-};
-
 TEST(KvCallbacks, RoundTripThroughTheCFunctionPointers) {
   InMemoryKeyValueStore store;
-  Callbacks cb(&store);
-  ASSERT_NE(cb.args.kv_get_callback, nullptr);
-  ASSERT_NE(cb.args.kv_put_callback, nullptr);
-  ASSERT_NE(cb.args.kv_try_get_callback, nullptr);
+  KvCaller cb(&store);
+  ASSERT_NE(cb.args().kv_get_callback, nullptr);
+  ASSERT_NE(cb.args().kv_put_callback, nullptr);
+  ASSERT_NE(cb.args().kv_try_get_callback, nullptr);
 
   // Values are bytes: a NUL inside must survive.
   const std::string value("topology\0bytes", 14);
-  EXPECT_EQ(cb.put("gpu:local_topology/0", value), nullptr);
-  std::string got;
-  ASSERT_EQ(cb.get("gpu:local_topology/0", 1000, &got), nullptr);
-  EXPECT_EQ(got, value);
-  got.clear();
-  ASSERT_EQ(cb.try_get("gpu:local_topology/0", &got), nullptr);
-  EXPECT_EQ(got, value);
+  EXPECT_EQ(cb.put("gpu:local_topology/0", value).code, 0);
+  KvCallResult got = cb.get("gpu:local_topology/0", 1000);
+  ASSERT_EQ(got.code, 0) << got.bytes;
+  EXPECT_EQ(got.bytes, value);
+  got = cb.try_get("gpu:local_topology/0");
+  ASSERT_EQ(got.code, 0) << got.bytes;
+  EXPECT_EQ(got.bytes, value);
   // What the plugin puts, the store has (the c10d side reads the same keys).
   EXPECT_EQ(store.try_get("gpu:local_topology/0"), value);
   // Empty values are values.
-  EXPECT_EQ(cb.put("empty", ""), nullptr);
-  ASSERT_EQ(cb.get("empty", 0, &got), nullptr);
-  EXPECT_EQ(got, "");
+  EXPECT_EQ(cb.put("empty", "").code, 0);
+  got = cb.get("empty", 0);
+  ASSERT_EQ(got.code, 0) << got.bytes;
+  EXPECT_EQ(got.bytes, "");
 }
 
 TEST(KvCallbacks, MissingKeysAreErrorsWithTheRightCodes) {
   InMemoryKeyValueStore store;
-  Callbacks cb(&store);
-  std::string got;
-  auto not_found = take(cb.try_get("absent", &got));
-  ASSERT_NE(not_found, nullptr);
-  EXPECT_EQ(not_found->code, PJRT_Error_Code_NOT_FOUND);
-  EXPECT_NE(not_found->message.find("'absent' not found"), std::string::npos);
+  KvCaller cb(&store);
+  auto not_found = cb.try_get("absent");
+  EXPECT_EQ(not_found.code, PJRT_Error_Code_NOT_FOUND);
+  EXPECT_NE(not_found.bytes.find("'absent' not found"), std::string::npos);
 
   const auto start = std::chrono::steady_clock::now();
-  auto timeout = take(cb.get("absent", 50, &got));
+  auto timeout = cb.get("absent", 50);
   const auto waited = std::chrono::steady_clock::now() - start;
-  ASSERT_NE(timeout, nullptr);
-  EXPECT_EQ(timeout->code, PJRT_Error_Code_DEADLINE_EXCEEDED);
-  EXPECT_NE(timeout->message.find("not set within 50 ms"), std::string::npos);
+  EXPECT_EQ(timeout.code, PJRT_Error_Code_DEADLINE_EXCEEDED);
+  EXPECT_NE(timeout.bytes.find("not set within 50 ms"), std::string::npos);
   EXPECT_GE(waited, std::chrono::milliseconds(50));
   EXPECT_LT(waited, std::chrono::seconds(5));
 }
 
 TEST(KvCallbacks, GetWaitsForAPutFromAnotherThread) {
   InMemoryKeyValueStore store;
-  Callbacks cb(&store);
+  KvCaller cb(&store);
   std::thread writer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    EXPECT_EQ(cb.put("late", "here"), nullptr);
+    EXPECT_EQ(cb.put("late", "here").code, 0);
   });
-  std::string got;
-  PJRT_Error* error = cb.get("late", 10000, &got);
+  KvCallResult got = cb.get("late", 10000);
   writer.join();
-  EXPECT_EQ(error, nullptr);
-  EXPECT_EQ(got, "here");
+  EXPECT_EQ(got.code, 0) << got.bytes;
+  EXPECT_EQ(got.bytes, "here");
 }
 
 // A store that fails, as a c10d store does when its server is gone.
@@ -160,25 +88,23 @@ class BrokenStore : public KeyValueStore {
 
 TEST(KvCallbacks, StoreExceptionsBecomePjrtErrorsNotUnwinds) {
   BrokenStore store;
-  Callbacks cb(&store);
-  std::string got;
-  auto put = take(cb.put("k", "v"));
-  ASSERT_NE(put, nullptr);
-  EXPECT_EQ(put->code, PJRT_Error_Code_INTERNAL);
-  EXPECT_EQ(put->message, "key-value store put failed: store closed");
-  auto get = take(cb.get("k", 10, &got));
-  ASSERT_NE(get, nullptr);
-  EXPECT_EQ(get->message, "key-value store get failed: connection reset");
-  auto try_get = take(cb.try_get("k", &got));
-  ASSERT_NE(try_get, nullptr);
-  EXPECT_EQ(try_get->message, "key-value store try_get failed");
+  KvCaller cb(&store);
+  auto put = cb.put("k", "v");
+  EXPECT_EQ(put.code, PJRT_Error_Code_INTERNAL);
+  EXPECT_EQ(put.bytes, "key-value store put failed: store closed");
+  auto get = cb.get("k", 10);
+  EXPECT_EQ(get.code, PJRT_Error_Code_INTERNAL);
+  EXPECT_EQ(get.bytes, "key-value store get failed: connection reset");
+  auto try_get = cb.try_get("k");
+  EXPECT_EQ(try_get.code, PJRT_Error_Code_INTERNAL);
+  EXPECT_EQ(try_get.bytes, "key-value store try_get failed");
 }
 
 TEST(KvCallbacks, NoStoreNoCallbacks) {
-  Callbacks cb(nullptr);
-  EXPECT_EQ(cb.args.kv_get_callback, nullptr);
-  EXPECT_EQ(cb.args.kv_put_callback, nullptr);
-  EXPECT_EQ(cb.args.kv_try_get_callback, nullptr);
+  KvCaller cb(nullptr);
+  EXPECT_EQ(cb.args().kv_get_callback, nullptr);
+  EXPECT_EQ(cb.args().kv_put_callback, nullptr);
+  EXPECT_EQ(cb.args().kv_try_get_callback, nullptr);
 }
 
 TEST(ClientOptions, RejectedBeforeCallingThePlugin) {
