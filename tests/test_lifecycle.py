@@ -18,12 +18,19 @@ import torchtpu
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# A shell without job control starts background commands with SIGINT ignored
+# (`run_tests.sh &`, nohup), children inherit that, and Python then installs no
+# KeyboardInterrupt handler: the Ctrl-C tests below would fail for the launch,
+# not for torchtpu. Every child starts with Python's own handler.
+SIGINT_DEFAULT = "import signal as _s; _s.signal(_s.SIGINT, _s.default_int_handler)\n"
+
+
 def run_py(src, timeout=120, env=None):
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(src)], capture_output=True,
-                          text=True, timeout=timeout, env=full_env)
+    return subprocess.run([sys.executable, "-c", SIGINT_DEFAULT + textwrap.dedent(src)],
+                          capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
 # The handed case 03: a script that ends right after a backward on tpu.
