@@ -547,16 +547,18 @@ def check_pjrt_kv(rank, world):
     pointers (csrc/distributed/kv_store.h), across the two processes."""
     store = dist.distributed_c10d._get_default_store()
     call = torchtpu._C._pjrt_kv_call
-    mine = bytes([0, 255, rank, 0]) + f"topology of node {rank}".encode()
+
+    def topology(r):  # bytes, NULs and 0xff included
+        return bytes([0, 255, r, 0]) + f"topology of node {r}".encode()
 
     def across():
         if rank == 0:
             time.sleep(0.5)  # rank 1's get must wait for this put
-        assert call(store, "put", f"node/{rank}", mine) == (0, b"")
+        assert call(store, "put", f"node/{rank}", topology(rank)) == (0, b"")
         peer = 1 - rank
         start = time.monotonic()
         code, got = call(store, "get", f"node/{peer}", timeout_ms=30000)
-        assert (code, got) == (0, bytes([0, 255, peer, 0]) + f"topology of node {peer}".encode())
+        assert (code, got) == (0, topology(peer))
         if rank == 1:
             assert time.monotonic() - start > 0.3, "get returned before the peer's put"
         assert call(store, "try_get", f"node/{peer}")[0] == 0

@@ -20,11 +20,9 @@ std::optional<std::string> C10dKeyValueStore::get(const std::string& key,
     store_->wait({k}, timeout);
   } catch (const c10::DistStoreError&) {
     // TCPStore reports a wait that ran out of time this way; a key that came
-    // as it expired still counts.
-    if (!store_->check({k})) return std::nullopt;
+    // as it expired still counts, so look once more.
   }
-  auto bytes = store_->get(k);
-  return std::string(bytes.begin(), bytes.end());
+  return try_get(key);
 }
 
 std::optional<std::string> C10dKeyValueStore::try_get(const std::string& key) {

@@ -36,6 +36,13 @@ KvCallResult value_of(PJRT_Error* error, Args& a, const char* what) {
   return out;
 }
 
+// Calling a cleared callback would jump to null: refuse instead.
+template <typename Callback>
+void require(Callback callback, const char* what) {
+  if (callback == nullptr)
+    throw std::logic_error(std::string("KvCaller::") + what + ": no store, no callbacks");
+}
+
 }  // namespace
 
 KvCaller::KvCaller(KeyValueStore* store) {
@@ -44,6 +51,7 @@ KvCaller::KvCaller(KeyValueStore* store) {
 }
 
 KvCallResult KvCaller::put(const std::string& key, const std::string& value) {
+  require(args_.kv_put_callback, "put");
   PJRT_KeyValuePutCallback_Args a{};
   a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
   a.key = key.data();
@@ -57,6 +65,7 @@ KvCallResult KvCaller::put(const std::string& key, const std::string& value) {
 }
 
 KvCallResult KvCaller::get(const std::string& key, int timeout_ms) {
+  require(args_.kv_get_callback, "get");
   PJRT_KeyValueGetCallback_Args a{};
   a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
   a.key = key.data();
@@ -68,6 +77,7 @@ KvCallResult KvCaller::get(const std::string& key, int timeout_ms) {
 }
 
 KvCallResult KvCaller::try_get(const std::string& key) {
+  require(args_.kv_try_get_callback, "try_get");
   PJRT_KeyValueTryGetCallback_Args a{};
   a.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
   a.key = key.data();

@@ -105,6 +105,9 @@ TEST(KvCallbacks, NoStoreNoCallbacks) {
   EXPECT_EQ(cb.args().kv_get_callback, nullptr);
   EXPECT_EQ(cb.args().kv_put_callback, nullptr);
   EXPECT_EQ(cb.args().kv_try_get_callback, nullptr);
+  EXPECT_THROW(cb.put("k", "v"), std::logic_error);  // not a jump to null
+  EXPECT_THROW(cb.get("k", 0), std::logic_error);
+  EXPECT_THROW(cb.try_get("k"), std::logic_error);
 }
 
 TEST(ClientOptions, RejectedBeforeCallingThePlugin) {
