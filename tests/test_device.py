@@ -93,6 +93,7 @@ def test_metrics_count_compiles_and_cache_hits():
     a = torch.ones(7, 5, device="tpu")
     b = a + 1
     b = b + 1  # the same program again: a cache hit
+    torchtpu.sync()  # (ops whose program was new ran at the sync)
     m = torchtpu.metrics.metrics()
     assert m["executes"] >= 2
     assert m["cache_hits"] >= 1

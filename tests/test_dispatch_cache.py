@@ -19,10 +19,13 @@ import torchtpu
 
 @pytest.fixture(autouse=True)
 def strict_mode():
+    # Without background compiles: a call whose program is still compiling
+    # is recorded, not run, and the cache remembers only calls that ran their
+    # program, so the counts below would depend on how fast XLA was.
     previous = torchtpu.get_eager_mode()
-    torchtpu.set_eager_mode("strict")
+    torchtpu.set_eager_mode("strict", background_compile=False)
     yield
-    torchtpu.set_eager_mode(previous)
+    torchtpu.set_eager_mode(previous, background_compile=True)
 
 
 def hits():
@@ -387,7 +390,8 @@ print(m["dispatch_cache_hits"], m["fused_flushes"])
             outs, counts = [], []
             for flag in ("1", "0"):
                 path = os.path.join(d, f"r{flag}.pt")
-                env = dict(os.environ, TORCHTPU_DISPATCH_CACHE=flag)
+                env = dict(os.environ, TORCHTPU_DISPATCH_CACHE=flag,
+                           TORCHTPU_BACKGROUND_COMPILE="0")  # (see strict_mode)
                 p = subprocess.run([sys.executable, "-c", script, path, mode], env=env,
                                    capture_output=True, text=True, timeout=120)
                 assert p.returncode == 0, p.stderr[-2000:]

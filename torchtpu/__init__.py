@@ -32,7 +32,8 @@ from torchtpu import device as _device_module  # noqa: E402
 from torchtpu import distributed as _distributed  # noqa: E402,F401  (c10d backend "tpu")
 from torchtpu import metrics  # noqa: E402,F401
 from torchtpu.kernels import jax_kernel, stablehlo_op  # noqa: E402,F401  (never imports jax)
-from torchtpu._modes import fused_hybrid, get_eager_mode, set_eager_mode  # noqa: E402,F401
+from torchtpu._modes import (  # noqa: E402,F401
+    background_compile, fused_hybrid, get_eager_mode, set_eager_mode)
 from torchtpu._recompile import RecompileError, RecompileWarning  # noqa: E402,F401
 from torchtpu import _step_flush  # noqa: E402,F401  (fused mode: optimizer.step ends a graph)
 

@@ -5,7 +5,7 @@ from torchtpu import _C
 _MODES = ("strict", "debug", "fused")
 
 
-def set_eager_mode(mode, *, hybrid=None):
+def set_eager_mode(mode, *, hybrid=None, background_compile=None):
     """Selects how ATen ops execute on tpu.
 
     ``"strict"``: each op is compiled once per signature, enqueued, and the host
@@ -41,23 +41,50 @@ def set_eager_mode(mode, *, hybrid=None):
     equal strict's up to the last bits). ``torch.compile`` graphs are always
     one program.
 
+    ``background_compile`` (bool, or None to leave it as it is; on at start
+    unless ``TORCHTPU_BACKGROUND_COMPILE=0``): in strict mode, an op whose
+    program is not loaded yet does not wait for XLA: its program starts
+    compiling on a pool of threads (``TORCHTPU_COMPILE_THREADS``, default the
+    cores, 2 to 8) and the op is recorded, as is every op that reads a value
+    such an op computes, so the host keeps dispatching and distinct programs
+    compile at once. The recorded ops run, each as its own strict program and
+    in issue order, at the first read of one of their values (``.cpu()``,
+    ``.item()``, printing), ``torchtpu.sync()``, ``torch.tpu.synchronize()``,
+    an event's ``record()`` or a ``torch._foreach_*`` call. Ctrl-C while such
+    a read waits for their compiles raises KeyboardInterrupt; their values are
+    then lost (a later read of one raises). Results are strict mode's; what changes:
+    an error of such an op (a program XLA rejects, a failed execution) is
+    raised at that read, as in fused mode, and ``metrics()["deferred_ops"]``
+    counts the ops recorded this way. An op whose results take more than
+    256 MiB compiles in the open, so running out of device memory raises at
+    the op. Debug mode never defers.
+
     Raises:
         ValueError: ``mode`` is not one of ``"strict"``, ``"debug"``, ``"fused"``.
-        TypeError: ``hybrid`` is not a bool or None.
+        TypeError: ``hybrid`` or ``background_compile`` is not a bool or None.
     """
     if mode not in _MODES:
         raise ValueError(f"eager mode must be one of {_MODES}, got {mode!r}")
-    if hybrid is not None and not isinstance(hybrid, bool):
-        raise TypeError(f"hybrid must be a bool or None, got {type(hybrid).__name__}")
+    for name, value in (("hybrid", hybrid), ("background_compile", background_compile)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool or None, got {type(value).__name__}")
     _C._set_eager_mode(mode)
     if hybrid is not None:
         _C._set_fused_hybrid(hybrid)
+    if background_compile is not None:
+        _C._set_background_compile(background_compile)
 
 
 def fused_hybrid():
     """Whether fused mode runs new graphs op by op while they compile (see
     :func:`set_eager_mode`'s ``hybrid``)."""
     return _C._get_fused_hybrid()
+
+
+def background_compile():
+    """Whether strict mode compiles new programs in the background (see
+    :func:`set_eager_mode`'s ``background_compile``)."""
+    return _C._get_background_compile()
 
 
 def get_eager_mode():

@@ -16,8 +16,13 @@ of compiling a new graph from a line that stopped fusing, see
 ``dispatch_cache_hits`` (calls of add, sub, mul, div and a few unary ops
 that were not lowered again: in strict mode they ran their program again, also
 counted in ``cache_hits``; in fused mode their recorded graph was appended
-again; ``TORCHTPU_DISPATCH_CACHE=0`` turns this off), ``cached_programs``.
+again; ``TORCHTPU_DISPATCH_CACHE=0`` turns this off), ``deferred_ops`` (strict
+mode: ops recorded while their programs, or their inputs', compiled in the
+background, see :func:`torchtpu.set_eager_mode`), ``background_compiles_peak``
+(the most of those compiles that ran at once), ``cached_programs``.
 """
+
+import time
 
 from torchtpu import _C
 
@@ -48,7 +53,14 @@ def recompile_counts():
 
 def reset():
     """Zeroes every counter, the fallback counts and the recompile counts, and
-    forgets which lines stopped fusing (they fuse again)."""
+    forgets which lines stopped fusing (they fuse again).
+
+    First waits (interruptibly) for the compiles still running in the
+    background (strict mode's, see :func:`torchtpu.set_eager_mode`), so that
+    a compile started before the reset is counted before it."""
+    if _C._is_initialized():
+        while _C._compiles_running():
+            time.sleep(0.002)
     _C._reset_metrics()
     _C._reset_recompile_counts()
 

@@ -2,6 +2,8 @@
 
 #include "aten/copy.h"
 #include "aten/growing_views.h"
+#include "runtime/compile_pool.h"
+#include "runtime/fusion.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
@@ -136,6 +138,17 @@ std::optional<c10::ScalarType> Args::opt_dtype(size_t i) const {
   return v_[i].toScalarType();
 }
 
+namespace {
+
+// Strict mode with background compiles (runtime/compile_pool.h): pending
+// values are bound, not computed first, and an op may be recorded.
+bool defers_pending() {
+  return runtime::Runtime::get().mode() == runtime::EagerMode::kStrict &&
+         runtime::background_compile();
+}
+
+}  // namespace
+
 ir::Value LoweringContext::param(std::shared_ptr<pjrt::Buffer> buffer,
                                  const ir::TensorType& type, runtime::Slot* slot) {
   args_.push_back({std::move(buffer), slot});
@@ -150,7 +163,8 @@ LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dt
               "found at least two devices, tpu:", device_, " and tpu:", slot.device, "! (in ",
               op_, ")");
   TORCH_CHECK(slot.error.empty(), op_, ": an input was never computed: ", slot.error);
-  const bool fused = runtime::Runtime::get().mode() == runtime::EagerMode::kFused;
+  const bool fused = runtime::Runtime::get().mode() == runtime::EagerMode::kFused ||
+                     defers_pending();
   // A pending value read with another element size (a complex64 storage read
   // through view_as_real) is computed first: only a buffer can be reinterpreted.
   const bool resized = ir::byte_size(slot.dtype) != ir::byte_size(dtype);
@@ -479,7 +493,32 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
     if (u.written) outs.push_back(u.flat);
   }
   if (outs.empty()) return tensors;
-  if (runtime::Runtime::get().mode() == runtime::EagerMode::kFused) {
+  auto& rt = runtime::Runtime::get();
+  pjrt::Optimization level = pjrt::Optimization::kFull;
+  std::string key;
+  bool deferred = false;
+  if (defers_pending()) {
+    // Strict mode's background compiles (runtime/compile_pool.h): a program
+    // that is not loaded compiles on the pool while this op waits, recorded,
+    // for its first read; so does an op reading such an op's result.
+    graph_.set_outputs(outs);
+    key = graph_.fingerprint();
+    level = runtime::per_op_optimization(graph_);
+    // A pending input (bound with no buffer; a read inside the rule may have
+    // computed it since: record binds whatever it holds now).
+    for (const auto& a : args_) deferred = deferred || (a.slot != nullptr && a.buffer == nullptr);
+    // An op making results of more than kMaxDeferredBytes compiles in the
+    // open, so that running out of device memory raises at the op as
+    // without background compiles (its time goes to the data anyway).
+    constexpr int64_t kMaxDeferredBytes = int64_t{256} << 20;
+    int64_t bytes = 0;
+    for (ir::Value v : outs) {
+      bytes += graph_.type(v).numel() * static_cast<int64_t>(ir::byte_size(graph_.type(v).dtype));
+    }
+    deferred = deferred || (!rt.program_loaded(key) && bytes <= kMaxDeferredBytes);
+    if (deferred) rt.compile_ahead(graph_, op_, key, level);
+  }
+  if (rt.mode() == runtime::EagerMode::kFused || deferred) {
     std::vector<runtime::Slot*> out_slots;
     for (auto& t : tensors) {
       if (!t.defined() || t.numel() == 0) continue;
@@ -499,7 +538,14 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
       produced.push_back(u.written_as);
     }
     try {
-      runtime::fusion(device_).record(graph_, args_, outs, out_slots, op_, std::move(produced));
+      if (deferred) {
+        replayable_ = false;  // no program yet for the dispatch cache
+        runtime::record_deferred(runtime::fusion(device_), graph_, args_, outs, out_slots, op_,
+                                 std::move(produced));
+      } else {
+        runtime::fusion(device_).record(graph_, args_, outs, out_slots, op_,
+                                        std::move(produced));
+      }
     } catch (const pjrt::PjrtError& e) {
       TORCH_CHECK(false, "tpu: ", e.what());
     } catch (const ir::IrError& e) {
@@ -507,15 +553,17 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
     }
     return tensors;
   }
-  graph_.set_outputs(outs);
+  if (key.empty()) {
+    graph_.set_outputs(outs);
+    level = runtime::per_op_optimization(graph_);
+  }
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(args_.size());
   for (auto& a : args_) raw.push_back(a.buffer.get());
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   try {
     // Runtime::run's two steps, keeping the program for the dispatch cache.
-    auto& rt = runtime::Runtime::get();
-    executable_ = rt.compile(graph_, op_, nullptr, runtime::per_op_optimization(graph_));
+    executable_ = rt.compile(graph_, op_, key.empty() ? nullptr : &key, level);
     buffers = rt.execute(*executable_, raw, device_, op_);
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, "tpu: ", op_, " failed: ", e.what());

@@ -29,6 +29,7 @@
 #include "runtime/event.h"
 #include "runtime/fusion.h"
 #include "runtime/fusion_guard.h"
+#include "runtime/compile_pool.h"
 #include "runtime/fusion_hybrid.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
@@ -161,6 +162,8 @@ PYBIND11_MODULE(_C, m) {
     return (Runtime::initialized() ? Runtime::get().compiles_running() : 0) +
            ttpu::runtime::background_compiles();
   });
+  m.def("_set_background_compile", &ttpu::runtime::set_background_compile);
+  m.def("_get_background_compile", &ttpu::runtime::background_compile);
   m.def("_set_fused_hybrid", &ttpu::runtime::set_fused_hybrid);
   m.def("_get_fused_hybrid", &ttpu::runtime::fused_hybrid);
   m.def("_resolve_plugin_path", [] { return guarded([] { return Runtime::resolve_plugin_path(); }); });
@@ -254,6 +257,8 @@ PYBIND11_MODULE(_C, m) {
     d["fused_flushes"] = mt.fused_flushes.load();
     d["fused_strict_ops"] = mt.fused_strict_ops.load();
     d["dispatch_cache_hits"] = mt.dispatch_cache_hits.load();
+    d["deferred_ops"] = mt.deferred_ops.load();
+    d["background_compiles_peak"] = mt.background_compiles_peak.load();
     d["cached_programs"] = Runtime::get().cached_programs();
     return d;
   });

@@ -9,6 +9,7 @@
 // KeyboardInterrupt at once, and the compile goes on to completion in the
 // background, landing in both caches, so the next request for the same
 // program finds it (or joins the job still running) instead of starting over.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "pjrt/compile_options.h"
+#include "runtime/compile_pool.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 #include "stablehlo/emit.h"
@@ -105,6 +107,40 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
     }
   }
   return await(*job);
+}
+
+void Runtime::compile_ahead(const ir::Graph& graph, const std::string& op,
+                            const std::string& fingerprint, pjrt::Optimization level) {
+  if (!quick_compile_) level = pjrt::Optimization::kFull;
+  auto job = std::make_shared<CompileJob>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (programs_.count(fingerprint) != 0 || compiling_.count(fingerprint) != 0) return;
+    compiling_.emplace(fingerprint, job);
+  }
+  ++metrics_.cache_misses;
+  ++compiles_running_;
+  auto work = [this, key = fingerprint, graph = graph, op, job, level]() mutable {
+    static std::atomic<int64_t> busy{0};  // compiles on the pool now
+    const int64_t now = ++busy;
+    int64_t peak = metrics_.background_compiles_peak.load();
+    while (now > peak && !metrics_.background_compiles_peak.compare_exchange_weak(peak, now)) {
+    }
+    std::shared_ptr<pjrt::Executable> exe;
+    std::exception_ptr error;
+    try {
+      exe = load_or_compile(stablehlo::emit(graph, "torchtpu", emit_options_), op, level);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    graph = ir::Graph();
+    --busy;
+    finish(key, *job, std::move(exe), error);
+    job.reset();  // (as in compile(): gone before it counts as done)
+    --compiles_running_;
+  };
+  auto task = std::make_shared<decltype(work)>(std::move(work));
+  if (!submit_compile([task] { (*task)(); })) (*task)();
 }
 
 bool Runtime::program_at_hand(const ir::Graph& graph, pjrt::Optimization level) {

@@ -136,6 +136,17 @@ void record_copy(Fusion& fusion, const ir::Graph& op_graph, const std::vector<Re
                 std::move(result_types));
 }
 
+// Set by record_deferred for the record call it makes.
+thread_local bool t_deferred = false;
+
+void record_deferred(Fusion& fusion, ir::Graph& op_graph, const std::vector<RecordedArg>& args,
+                     const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
+                     const std::string& op, std::vector<ir::TensorType> result_types) {
+  t_deferred = true;  // record's first statements take it back
+  ++Runtime::get().metrics().deferred_ops;
+  fusion.record(op_graph, args, values, out_slots, op, std::move(result_types));
+}
+
 // Holds a Fusion's mutex; waits through the blocking-wait hook when another
 // thread has it.
 class FusionLock {
@@ -173,6 +184,7 @@ void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
                     const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
                     const std::string& op, std::vector<ir::TensorType> result_types) {
   const bool keep_graph = std::exchange(t_keep_graph, false);
+  const bool deferred = std::exchange(t_deferred, false);
   if (RecordedOp* tap = t_tap) {
     // Copied before the graph's nodes move into the pending graph.
     t_tap = nullptr;
@@ -184,9 +196,13 @@ void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
     tap->result_types = result_types;
   }
   FusionLock lock(*this);
+  if (ops_ > 0 && deferred != deferred_) flush();  // (see record_deferred)
   // The user's line is looked up before anything else, so a flush the op
   // triggers cannot start the next graph without it.
-  if (ops_ == 0 && t_fused_region > 0) {
+  if (ops_ == 0 && deferred) {
+    deferred_ = true;  // strict ops: no source line, always op by op
+    per_op_ = true;
+  } else if (ops_ == 0 && t_fused_region > 0) {
     region_ = true;  // one user op: no source line, never op by op
   } else if (ops_ == 0) {
     start_ = locate_source();
@@ -241,6 +257,7 @@ void Fusion::reset() {
   region_ = false;
   per_op_ = false;
   hybrid_ = false;
+  deferred_ = false;
   per_op_ops_.clear();
   producers_.clear();
   summary_.clear();
@@ -277,17 +294,20 @@ Fusion::Donated Fusion::donate(ir::Graph& graph,
 void Fusion::flush() {
   FusionLock lock(*this);
   if (capture_.active && !capture_.ending) capture_.broken = true;
-  if (live_.empty()) {
+  // (a deferred strict graph runs every op, results used or not, as strict
+  // mode runs every op it is given)
+  if (live_.empty() && !(deferred_ && per_op_ && per_op_ops_.size() == ops_)) {
     reset();
     return;
   }
-  ++Runtime::get().metrics().fused_flushes;
+  if (!deferred_) ++Runtime::get().metrics().fused_flushes;
   drop_settled_donations();
   std::vector<ir::Value> outs;
   outs.reserve(live_.size());
   for (Slot* s : live_) outs.push_back(s->pending_value);
   graph_.set_outputs(outs);
-  std::string name = "fused graph of " + std::to_string(ops_) + " ops (first: " + first_op_ + ")";
+  std::string name = (deferred_ ? "strict ops waiting for their compiles (" : "fused graph of ") +
+                     std::to_string(ops_) + " ops (first: " + first_op_ + ")";
   ir::Graph graph = std::move(graph_);
   std::vector<std::shared_ptr<pjrt::Buffer>> args = std::move(args_);
   std::vector<SlotParam> slot_params = std::move(slot_params_);
@@ -299,6 +319,7 @@ void Fusion::flush() {
   const bool can_run_per_op = per_op_ && per_op.size() == ops_;
   const bool hybrid = hybrid_;
   const bool region = region_;
+  const bool deferred = deferred_;
   reset();
   // Listed while this frame runs, so that forget() can reach `live`.
   struct Flushing {
@@ -307,7 +328,8 @@ void Fusion::flush() {
   } flushing{flushing_};
   flushing_.push_back(&live);
   // A captured program runs again on other buffers: nothing may be consumed.
-  const Donated donated = capture_.active ? Donated{} : donate(graph, args, slot_params, live);
+  const Donated donated =
+      capture_.active || deferred ? Donated{} : donate(graph, args, slot_params, live);
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(args.size());
   for (auto& a : args) raw.push_back(a.get());
@@ -324,7 +346,7 @@ void Fusion::flush() {
   // A graph new to this process is shown to the recompile guard first, once.
   bool shown = false;
   auto guard_new_graph = [&] {
-    if (shown || region) return;
+    if (shown || region || deferred) return;
     shown = true;
     for (int32_t p : graph.parameters()) summary.parameters.push_back(graph.type({p, 0}));
     summary.donations = graph.donations();
@@ -337,11 +359,15 @@ void Fusion::flush() {
       throw;
     }
   };
-  const std::string key = graph.fingerprint();
+  // (a deferred strict graph that could not keep its ops compiles whole)
+  const bool per_op_deferred = deferred && can_run_per_op;
+  const std::string key = per_op_deferred ? std::string() : graph.fingerprint();
   // Hybrid (fusion.h): a new program compiles in the background, and the ops
   // run one by one until it is ready.
-  bool per_op_now = false;
-  if (can_run_per_op && hybrid) {
+  bool per_op_now = per_op_deferred;
+  if (deferred) {
+    // (strict: no storms, no hybrid)
+  } else if (can_run_per_op && hybrid) {
     const Background state = background_state(key);
     if (state == Background::kCompiling) {
       per_op_now = true;
@@ -363,10 +389,13 @@ void Fusion::flush() {
   } else if (can_run_per_op) {
     per_op_now = !rt.has_program(key);  // a storm: not compiled (see fusion.h)
   }
-  if (fused_hybrid() && !region) set_line_warm(start, !per_op_now && rt.has_program(key));
+  if (fused_hybrid() && !region && !deferred) {
+    set_line_warm(start, !per_op_now && rt.has_program(key));
+  }
   if (per_op_now) {
     try {
-      run_per_op(start, per_op, producers, outs, live, /*segments=*/!hybrid);
+      run_per_op(start, per_op, producers, outs, live, /*segments=*/!hybrid && !deferred);
+      if (!deferred) rt.metrics().fused_strict_ops += static_cast<int64_t>(per_op.size());
     } catch (const std::runtime_error& e) {
       std::string message = name + " (run op by op) failed: " + e.what();
       fail(message);

@@ -36,6 +36,11 @@
 // stops keeping per-op programs (recording costs less) until a graph from it
 // is new again. Results: the per-op programs are strict mode's.
 //
+// Deferred strict graphs (record_deferred, compile_pool.h): strict mode's ops
+// waiting for programs that compile in the background. Kept op by op like a
+// hybrid graph, never compiled whole, and at the flush every op runs as its
+// own program (no segments, no donation), results used or not.
+//
 // Buffer donation: at a flush, a live slot whose previous buffer the graph read
 // and that nothing else holds (no other storage shares it, see Slot) donates
 // that buffer to the program, aliased to the slot's own output, so an in-place
@@ -150,6 +155,7 @@ class Fusion {
   bool region_ = false;  // recorded inside a FusedRegion (fusion.h's end)
   bool per_op_ = false;  // start_ stopped fusing: ops_ are kept in per_op_ops_
   bool hybrid_ = false;  // per_op_ because of hybrid mode, not a storm
+  bool deferred_ = false;  // strict ops waiting for their compiles (record_deferred)
   std::vector<OpProgram> per_op_ops_;
   std::map<std::pair<int32_t, int32_t>, Producer> producers_;  // graph_ value -> op result
   // Per start line: the signature of each op of the last graph run op by op
@@ -185,6 +191,17 @@ class Fusion {
                     const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
                     const std::vector<Slot*>& live);
 };
+
+// Strict mode's background compiles (compile_pool.h): records a strict op
+// whose program is still compiling, or that reads a value such an op
+// computes, into `fusion`'s pending graph as a deferred strict graph: never
+// compiled as one program and never shown to the recompile guard; at its
+// flush each op runs as its own program, the one strict mode compiles (the
+// flush waits for the compiles it needs). A pending graph of another kind (a
+// FusedRegion's) is flushed first: the two never mix. Arguments as record's.
+void record_deferred(Fusion& fusion, ir::Graph& op_graph, const std::vector<RecordedArg>& args,
+                     const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
+                     const std::string& op, std::vector<ir::TensorType> result_types);
 
 // How a thread waits for a Fusion held by another: the bindings make a thread
 // that holds the Python GIL release it while it waits, since the holder may

@@ -148,7 +148,6 @@ void Fusion::run_per_op(const std::string& start, const std::vector<OpProgram>& 
     j = end;
   }
   if (segments) previous = std::move(sigs);
-  rt.metrics().fused_strict_ops += static_cast<int64_t>(ops.size());
   for (size_t i = 0; i < live.size(); ++i) {
     if (live[i] == nullptr) continue;
     const Producer& p = producers.at({outputs[i].node, outputs[i].index});

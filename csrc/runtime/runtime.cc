@@ -84,6 +84,8 @@ void Metrics::reset() {
   fused_flushes = 0;
   fused_strict_ops = 0;
   dispatch_cache_hits = 0;
+  deferred_ops = 0;
+  background_compiles_peak = 0;
 }
 
 pjrt::ElementType element_type(ir::DType t) {

@@ -68,6 +68,11 @@ struct Metrics {
   // strict mode runs the cached program again (also counted in cache_hits),
   // fused mode appends the cached op graph again.
   std::atomic<int64_t> dispatch_cache_hits{0};
+  // Strict mode's background compiles (compile_pool.h): ops recorded while
+  // their programs (or their inputs') compiled, and the most compiles the
+  // pool ran at once.
+  std::atomic<int64_t> deferred_ops{0};
+  std::atomic<int64_t> background_compiles_peak{0};
   void reset();
 };
 
@@ -167,6 +172,19 @@ class Runtime {
   // presence is checked; a damaged entry compiles later as usual). Emits the
   // StableHLO text to find the disk key when not in memory.
   bool program_at_hand(const ir::Graph& graph, pjrt::Optimization level);
+  // Whether the program with this fingerprint is loaded in memory now (a
+  // request for it compiles nothing and waits for nothing).
+  bool program_loaded(const std::string& fingerprint) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return programs_.count(fingerprint) != 0;
+  }
+  // Starts compiling `graph` (fingerprint `fingerprint`) at `level` on the
+  // background pool (compile_pool.h) and returns at once; nothing when it is
+  // loaded or compiling already. A later compile() of it waits for this one
+  // (interruptibly), and gets its error if it failed. Counted as a cache miss
+  // now, and in compiles_running() until it is done.
+  void compile_ahead(const ir::Graph& graph, const std::string& op,
+                     const std::string& fingerprint, pjrt::Optimization level);
   // Whether a program with this fingerprint was compiled (or loaded) in this
   // process, evicted since or not: the recompile guard's "new graph".
   // A program still compiling (one a Ctrl-C left running) counts as compiled.
