@@ -78,7 +78,8 @@ def test_one_compile_thread_still_runs_everything():
 def run_py(src):
     return subprocess.run([sys.executable, "-c", textwrap.dedent(src)], capture_output=True,
                           text=True, timeout=300,
-                          env=dict(os.environ, TORCHTPU_CACHE_DIR="", TORCHTPU_CACHE="0"))
+                          env=dict(os.environ, TORCHTPU_CACHE_DIR="", TORCHTPU_CACHE="0",
+                                   TORCHTPU_BACKGROUND_COMPILE="1"))
 
 
 def test_exit_with_compiles_queued_is_clean():
@@ -120,8 +121,7 @@ def test_large_results_compile_in_the_open():
 
     import torchtpu
 
-    torchtpu.set_eager_mode("strict")
-    assert torchtpu.background_compile()
+    torchtpu.set_eager_mode("strict", background_compile=True)
     before = torchtpu.metrics.metrics()["deferred_ops"]
     with pytest.raises(RuntimeError, match="(?i)out of memory"):
         torch.zeros(2**36, device="tpu")  # 256 GiB

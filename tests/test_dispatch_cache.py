@@ -23,9 +23,10 @@ def strict_mode():
     # is recorded, not run, and the cache remembers only calls that ran their
     # program, so the counts below would depend on how fast XLA was.
     previous = torchtpu.get_eager_mode()
+    background = torchtpu.background_compile()
     torchtpu.set_eager_mode("strict", background_compile=False)
     yield
-    torchtpu.set_eager_mode(previous, background_compile=True)
+    torchtpu.set_eager_mode(previous, background_compile=background)
 
 
 def hits():

@@ -21,7 +21,7 @@ namespace {
 std::atomic<bool>& flag() {
   static std::atomic<bool> on{[] {
     const char* v = std::getenv("TORCHTPU_BACKGROUND_COMPILE");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return v != nullptr && std::strcmp(v, "1") == 0;
   }()};
   return on;
 }

@@ -10,7 +10,7 @@
 
 namespace ttpu::runtime {
 
-// On at start unless TORCHTPU_BACKGROUND_COMPILE=0; set_background_compile()
+// Off at start unless TORCHTPU_BACKGROUND_COMPILE=1; set_background_compile()
 // changes it for the ops issued after the call.
 void set_background_compile(bool on);
 bool background_compile();
