@@ -75,11 +75,14 @@ def test_one_compile_thread_still_runs_everything():
     assert one == dict(run(False), deferred_ops=one["deferred_ops"], peak=1)
 
 
-def run_py(src):
+def run_py(src, cache_dir=None):
+    """Runs `src` with background compiles on and, without `cache_dir`, no
+    persistent compile cache."""
+    cache = {"TORCHTPU_CACHE_DIR": str(cache_dir)} if cache_dir else {
+        "TORCHTPU_CACHE_DIR": "", "TORCHTPU_CACHE": "0"}
+    env = dict(os.environ, TORCHTPU_BACKGROUND_COMPILE="1", **cache)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(src)], capture_output=True,
-                          text=True, timeout=300,
-                          env=dict(os.environ, TORCHTPU_CACHE_DIR="", TORCHTPU_CACHE="0",
-                                   TORCHTPU_BACKGROUND_COMPILE="1"))
+                          text=True, timeout=300, env=env)
 
 
 def test_exit_with_compiles_queued_is_clean():
@@ -137,3 +140,88 @@ def test_switch_is_checked():
     assert not torchtpu.background_compile()
     torchtpu.set_eager_mode("strict", background_compile=True)
     assert torchtpu.background_compile()
+
+
+def test_interrupted_wait_keeps_the_values_of_the_ops_that_ran(tmp_path):
+    # Ctrl-C while the recorded ops wait for a slow compile (det, see
+    # test_lifecycle; its graph is past the node limit, so recording it runs
+    # what was recorded): the ops before it have run and keep their values,
+    # w's in-place update included; det's value is lost; the device works on.
+    p = run_py("""
+        import os, signal, threading, torch, torchtpu
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        torch.manual_seed(0)
+        at = (torch.eye(64) + 0.05 * torch.randn(64, 64)).to("tpu")
+        w = torch.arange(4.0, device="tpu")
+        torchtpu.sync()
+        s = torch.full((4,), 2.0, device="tpu")   # new program: recorded
+        w.mul_(s)                                 # reads s: recorded
+        assert torchtpu.metrics.metrics()["deferred_ops"] >= 2
+        threading.Timer(0.7, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            torch.linalg.det(at)                  # compiles for seconds
+            raise SystemExit("det compiled before the interrupt")
+        except KeyboardInterrupt:
+            pass
+        assert w.cpu().tolist() == [0.0, 2.0, 4.0, 6.0], w.cpu()
+        assert s.cpu().tolist() == [2.0] * 4
+        assert (w + 1).sum().item() == 16.0
+        print("ok")
+    """, cache_dir=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", (p.stdout, p.stderr[-3000:])
+
+
+def test_recorded_results_are_freed_after_their_last_reader():
+    # 30 products of a 128 MiB tensor recorded behind its pending value and
+    # dropped at once: run at the sync, each is freed as soon as it is made,
+    # as in strict mode (kept until the end they took 3.9 GiB).
+    p = run_py("""
+        import resource, torch, torchtpu
+        x = torch.ones(2**25, device="tpu")      # 128 MiB, recorded
+        torchtpu.sync()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        y = torch.full((2**25,), 0.5, device="tpu")   # new program: recorded
+        for i in range(30):
+            (x * y * (i + 1)).sum()                 # read y: recorded, then dropped
+        assert torchtpu.metrics.metrics()["deferred_ops"] >= 60
+        torchtpu.sync()
+        grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print(grew // 1024)
+    """)
+    assert p.returncode == 0, p.stderr[-3000:]
+    grew_mib = int(p.stdout.strip())
+    assert grew_mib < 1024, grew_mib
+
+
+def test_large_result_reading_a_recorded_value_runs_at_its_op():
+    # A recorded input does not make a 256 GiB result wait for a read: the
+    # input is computed first, and running out of memory raises at the op.
+    p = run_py("""
+        import torch, torchtpu
+        x = torch.full((1,), 3.0, device="tpu")    # new program: recorded
+        try:
+            x.expand(2**36).contiguous()
+            raise SystemExit("no error")
+        except RuntimeError as e:
+            assert "out of memory" in str(e).lower(), e
+        assert x.item() == 3.0
+        print("ok")
+    """)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", (p.stdout, p.stderr[-3000:])
+
+
+def test_exit_by_an_exception_drops_the_queued_compiles(tmp_path):
+    # Sixty distinct programs queued, then the script dies: the exit waits
+    # only for the compiles already running, not the queue, runs none of the
+    # recorded ops and reports no error of theirs.
+    p = run_py("""
+        import torch, torchtpu
+        x = torch.ones(64, device="tpu")
+        torchtpu.sync()
+        outs = [(x[: n] * 2).sum() for n in range(1, 61)]
+        raise ValueError("the script failed")
+    """, cache_dir=tmp_path)
+    assert p.returncode == 1 and "ValueError: the script failed" in p.stderr, p.stderr[-3000:]
+    assert "pending at interpreter exit" not in p.stderr, p.stderr[-3000:]
+    cached = [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert len(cached) < 40, len(cached)

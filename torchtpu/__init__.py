@@ -53,6 +53,9 @@ __version__ = "0.1.0"
 def _at_exit():
     """Runs at interpreter exit, before finalization (atexit, registered at import).
 
+    0. After an uncaught exception (Ctrl-C included), drops strict ops still
+       waiting for background compiles and the compiles not started yet; then
+       waits for the compiles running (see _wait_for_compiles).
     1. Reports an error still pending from an asynchronously executed op or a
        deferred device check that nothing read: a warning naming the op (the
        exit code stays as the script left it, as with CUDA).
@@ -62,6 +65,11 @@ def _at_exit():
     """
     if not _C._is_initialized() or _C._is_in_bad_fork():
         return
+    if getattr(sys, "last_value", None) is not None:
+        # An uncaught exception (Ctrl-C included) ended the script: strict ops
+        # waiting for background compiles would never be read, so neither
+        # they nor the compiles not started yet are waited for.
+        _C._drop_background_work()
     _wait_for_compiles()
     try:
         _C._synchronize()

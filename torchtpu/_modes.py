@@ -50,14 +50,20 @@ def set_eager_mode(mode, *, hybrid=None, background_compile=None):
     compile at once. The recorded ops run, each as its own strict program and
     in issue order, at the first read of one of their values (``.cpu()``,
     ``.item()``, printing), ``torchtpu.sync()``, ``torch.tpu.synchronize()``,
-    an event's ``record()`` or a ``torch._foreach_*`` call. Ctrl-C while such
-    a read waits for their compiles raises KeyboardInterrupt; their values are
-    then lost (a later read of one raises). Results are strict mode's; what changes:
-    an error of such an op (a program XLA rejects, a failed execution) is
-    raised at that read, as in fused mode, and ``metrics()["deferred_ops"]``
+    an event's ``record()`` or a ``torch._foreach_*`` call; each result is
+    freed after its last reader, as in strict mode. Ctrl-C while such a read
+    waits for their compiles raises KeyboardInterrupt: the ops that ran keep
+    their values, those of the rest are lost (a later read of one raises).
+    Results are strict mode's; what changes: an error of such an op (a
+    program XLA rejects, a failed execution) is raised at the next read, as
+    in fused mode, and only the values computed from that op are lost; one
+    never read is reported at exit by a warning, as an asynchronous error
+    is (the exit status stays the script's). ``metrics()["deferred_ops"]``
     counts the ops recorded this way. An op whose results take more than
-    256 MiB compiles in the open, so running out of device memory raises at
-    the op. Debug mode never defers.
+    256 MiB runs at the op (its recorded inputs first), so running out of
+    device memory raises there. A script ended by an exception or Ctrl-C
+    does not wait at exit for compiles not started yet. Debug mode never
+    defers.
 
     Raises:
         ValueError: ``mode`` is not one of ``"strict"``, ``"debug"``, ``"fused"``.

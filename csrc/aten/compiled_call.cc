@@ -222,9 +222,12 @@ double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n
   uint64_t state[2] = {0, 0};
   for (const runtime::Capture::Arg& a : cap.args) {
     switch (a.source) {
-      case runtime::Capture::Source::kInput:
-        args.push_back(slot_of(inputs[a.index]).buffer.get());
+      case runtime::Capture::Source::kInput: {
+        runtime::Slot& slot = slot_of(inputs[a.index]);
+        runtime::materialize(slot);  // (a value strict mode recorded)
+        args.push_back(slot.buffer.get());
         break;
+      }
       case runtime::Capture::Source::kRng:
         draws.push_back(runtime::Runtime::get().upload(state, ir::DType::kU64, {2}, cap.device));
         args.push_back(draws.back().get());

@@ -194,6 +194,18 @@ LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dt
   return slots_.back();
 }
 
+void LoweringContext::compute_pending_inputs() {
+  for (auto& a : args_) {
+    if (a.slot == nullptr || a.buffer != nullptr) continue;
+    try {
+      runtime::materialize(*a.slot);
+    } catch (const pjrt::PjrtError& e) {
+      TORCH_CHECK(false, op_, ": an input failed: ", e.what());
+    }
+    a.buffer = a.slot->buffer;
+  }
+}
+
 namespace {
 
 // Float to integer as CPU PyTorch converts on x86 (cvtt* instructions): NaN,
@@ -497,25 +509,32 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
   pjrt::Optimization level = pjrt::Optimization::kFull;
   std::string key;
   bool deferred = false;
-  if (defers_pending()) {
+  // A pending input: bound with no buffer by use() (background compiles were
+  // on then, whatever they are now).
+  bool pending_input = false;
+  for (const auto& a : args_) pending_input = pending_input || (a.slot != nullptr && !a.buffer);
+  if (rt.mode() != runtime::EagerMode::kFused && (defers_pending() || pending_input)) {
     // Strict mode's background compiles (runtime/compile_pool.h): a program
     // that is not loaded compiles on the pool while this op waits, recorded,
     // for its first read; so does an op reading such an op's result.
     graph_.set_outputs(outs);
     key = graph_.fingerprint();
     level = runtime::per_op_optimization(graph_);
-    // A pending input (bound with no buffer; a read inside the rule may have
-    // computed it since: record binds whatever it holds now).
-    for (const auto& a : args_) deferred = deferred || (a.slot != nullptr && a.buffer == nullptr);
-    // An op making results of more than kMaxDeferredBytes compiles in the
-    // open, so that running out of device memory raises at the op as
-    // without background compiles (its time goes to the data anyway).
+    // An op making results of more than kMaxDeferredBytes runs at the op, so
+    // that running out of device memory raises there as without background
+    // compiles (its time goes to the data anyway): its pending inputs are
+    // computed first.
     constexpr int64_t kMaxDeferredBytes = int64_t{256} << 20;
     int64_t bytes = 0;
     for (ir::Value v : outs) {
       bytes += graph_.type(v).numel() * static_cast<int64_t>(ir::byte_size(graph_.type(v).dtype));
     }
-    deferred = deferred || (!rt.program_loaded(key) && bytes <= kMaxDeferredBytes);
+    if (pending_input && bytes > kMaxDeferredBytes) {
+      compute_pending_inputs();
+      pending_input = false;
+    }
+    deferred = pending_input || (defers_pending() && !rt.program_loaded(key) &&
+                                 bytes <= kMaxDeferredBytes);
     if (deferred) rt.compile_ahead(graph_, op_, key, level);
   }
   if (rt.mode() == runtime::EagerMode::kFused || deferred) {

@@ -107,6 +107,8 @@ class LoweringContext {
     ir::TensorType written_as;  // the (last) tensor written: named by the recompile guard
   };
   SlotUse& use(runtime::Slot& slot, ir::DType dtype);
+  // Gives each input use() bound pending (no buffer) its computed buffer.
+  void compute_pending_inputs();
   // A view's storage offset as a 0-d i64 value: a parameter (not part of the
   // program's structure) unless it is 0.
   ir::Value storage_offset(int64_t offset);

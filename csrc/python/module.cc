@@ -162,6 +162,14 @@ PYBIND11_MODULE(_C, m) {
     return (Runtime::initialized() ? Runtime::get().compiles_running() : 0) +
            ttpu::runtime::background_compiles();
   });
+  // The exit hook after an uncaught exception: strict ops still waiting for
+  // their compiles are dropped, and so are the compiles not started yet.
+  m.def("_drop_background_work", [] {
+    ttpu::runtime::close_compile_queue();
+    py::gil_scoped_release release;
+    ttpu::runtime::discard_deferred(
+        "the script ended by an exception before this value was computed");
+  });
   m.def("_set_background_compile", &ttpu::runtime::set_background_compile);
   m.def("_get_background_compile", &ttpu::runtime::background_compile);
   m.def("_set_fused_hybrid", &ttpu::runtime::set_fused_hybrid);

@@ -121,6 +121,13 @@ void Runtime::compile_ahead(const ir::Graph& graph, const std::string& op,
   ++metrics_.cache_misses;
   ++compiles_running_;
   auto work = [this, key = fingerprint, graph = graph, op, job, level]() mutable {
+    if (compile_queue_closed()) {
+      finish(key, *job, nullptr, std::make_exception_ptr(pjrt::PjrtError(
+          "compile", op + ": its compile was dropped: the process is exiting", -1)));
+      job.reset();
+      --compiles_running_;
+      return;
+    }
     static std::atomic<int64_t> busy{0};  // compiles on the pool now
     const int64_t now = ++busy;
     int64_t peak = metrics_.background_compiles_peak.load();

@@ -56,6 +56,11 @@ Pool& pool() {
 
 }  // namespace
 
+std::atomic<bool> g_closed{false};
+
+void close_compile_queue() { g_closed.store(true); }
+bool compile_queue_closed() { return g_closed.load(); }
+
 void set_background_compile(bool on) { flag().store(on); }
 bool background_compile() { return flag().load(std::memory_order_relaxed); }
 

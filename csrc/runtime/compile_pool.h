@@ -23,4 +23,10 @@ int compile_threads();
 // Returns false when no thread could be started (the caller runs it itself).
 bool submit_compile(std::function<void()> work);
 
+// At exit after an error or Ctrl-C (torchtpu's exit hook): a compile not
+// started yet is dropped instead of run (its waiters get an error), so the
+// exit waits only for those already compiling.
+void close_compile_queue();
+bool compile_queue_closed();
+
 }  // namespace ttpu::runtime

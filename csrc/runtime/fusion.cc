@@ -392,6 +392,12 @@ void Fusion::flush() {
   if (fused_hybrid() && !region && !deferred) {
     set_line_warm(start, !per_op_now && rt.has_program(key));
   }
+  if (per_op_deferred) {
+    // (its slots take their values or errors op by op)
+    const std::string error = run_deferred(per_op, producers, outs, live, name);
+    if (!error.empty()) throw pjrt::PjrtError("fused execution", name + ": " + error, -1);
+    return;
+  }
   if (per_op_now) {
     try {
       run_per_op(start, per_op, producers, outs, live, /*segments=*/!hybrid && !deferred);
@@ -566,6 +572,26 @@ void flush_all() {
     for (auto& [d, f] : fusions()) all.push_back(f.get());
   }
   for (Fusion* f : all) f->flush();
+}
+
+void Fusion::discard_if_deferred(const std::string& why) {
+  FusionLock lock(*this);
+  if (!deferred_) return;
+  for (Slot* s : live_) {
+    s->pending = false;
+    s->buffer = nullptr;
+    s->error = why;
+  }
+  reset();
+}
+
+void discard_deferred(const std::string& why) {
+  std::vector<Fusion*> all;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (auto& [d, f] : fusions()) all.push_back(f.get());
+  }
+  for (Fusion* f : all) f->discard_if_deferred(why);
 }
 
 namespace {

@@ -39,7 +39,9 @@
 // Deferred strict graphs (record_deferred, compile_pool.h): strict mode's ops
 // waiting for programs that compile in the background. Kept op by op like a
 // hybrid graph, never compiled whole, and at the flush every op runs as its
-// own program (no segments, no donation), results used or not.
+// own program (no segments, no donation), results used or not, through
+// run_deferred: values settle op by op, so a failure or Ctrl-C loses only
+// what it reaches.
 //
 // Buffer donation: at a flush, a live slot whose previous buffer the graph read
 // and that nothing else holds (no other storage shares it, see Slot) donates
@@ -101,6 +103,8 @@ class Fusion {
   std::unique_ptr<Capture> end_capture();
   void abort_capture();
   bool capturing() const { return capture_.active; }
+  // (see discard_deferred below)
+  void discard_if_deferred(const std::string& why);
 
  private:
   // A slot's buffer bound as a parameter; one per buffer (dedup).
@@ -174,6 +178,19 @@ class Fusion {
                   const std::map<std::pair<int32_t, int32_t>, Producer>& producers,
                   const std::vector<ir::Value>& outputs, const std::vector<Slot*>& live,
                   bool segments);
+  // A deferred strict graph's flush (record_deferred): each op runs as its
+  // own program, in issue order, waiting for its compile. A slot takes its
+  // buffer as soon as the op computing its final value has run, and a result
+  // no slot keeps is dropped after its last reader, so memory peaks as in
+  // strict mode. An op that fails fails only what is computed from it (the
+  // slots it or a reader of it would have given a value get the error); the
+  // others run on. Returns the first failure ("op: error"), or "" when none.
+  // Any other exception (KeyboardInterrupt from a compile wait) marks the
+  // slots of the ops not run yet as lost and goes on.
+  std::string run_deferred(const std::vector<OpProgram>& ops,
+                           const std::map<std::pair<int32_t, int32_t>, Producer>& producers,
+                           const std::vector<ir::Value>& outputs, const std::vector<Slot*>& live,
+                           const std::string& name);
   // Hybrid mode's test: every op of `ops` has its program loaded or on disk
   // (running op by op then compiles nothing in the open).
   static bool per_op_at_hand(const std::vector<OpProgram>& ops);
@@ -202,6 +219,10 @@ class Fusion {
 void record_deferred(Fusion& fusion, ir::Graph& op_graph, const std::vector<RecordedArg>& args,
                      const std::vector<ir::Value>& values, const std::vector<Slot*>& out_slots,
                      const std::string& op, std::vector<ir::TensorType> result_types);
+
+// Every device's deferred strict graph is dropped unrun: its slots get `why`
+// as their error (the exit hook, after an error or Ctrl-C ended the script).
+void discard_deferred(const std::string& why);
 
 // How a thread waits for a Fusion held by another: the bindings make a thread
 // that holds the Python GIL release it while it waits, since the holder may

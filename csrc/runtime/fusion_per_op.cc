@@ -157,4 +157,75 @@ void Fusion::run_per_op(const std::string& start, const std::vector<OpProgram>& 
   }
 }
 
+std::string Fusion::run_deferred(const std::vector<OpProgram>& ops,
+                                 const std::map<std::pair<int32_t, int32_t>, Producer>& producers,
+                                 const std::vector<ir::Value>& outputs,
+                                 const std::vector<Slot*>& live, const std::string& name) {
+  Runtime& rt = Runtime::get();
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  // last_reader[op][result]: the last op reading that result (kNone: none).
+  std::vector<std::vector<size_t>> last_reader(ops.size());
+  for (size_t j = 0; j < ops.size(); ++j) {
+    last_reader[j].assign(ops[j].graph.outputs().size(), kNone);
+    for (const OpInput& in : ops[j].inputs) {
+      if (in.buffer == nullptr) last_reader[in.op][in.result] = j;
+    }
+  }
+  // keeps[op]: (result, index in `live`) of each slot whose final value it computes.
+  std::vector<std::vector<std::pair<size_t, size_t>>> keeps(ops.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    const Producer& p = producers.at({outputs[i].node, outputs[i].index});
+    keeps[p.op].push_back({p.result, i});
+  }
+  // (`live` entries turn null when forget() drops a slot during this flush)
+  auto settle = [&](size_t j, const std::shared_ptr<pjrt::Buffer>* buffers,
+                    const std::string& error) {
+    for (auto [result, i] : keeps[j]) {
+      if (live[i] == nullptr) continue;
+      live[i]->buffer = buffers != nullptr ? buffers[result] : nullptr;
+      live[i]->pending = false;
+      live[i]->error = error;
+      live[i]->producer = ops[j].op;
+    }
+  };
+  Results results(ops.size());
+  std::vector<std::string> failed(ops.size());  // the error each op's values carry
+  std::string first;
+  size_t j = 0;
+  try {
+    for (; j < ops.size(); ++j) {
+      std::vector<pjrt::Buffer*> raw;
+      raw.reserve(ops[j].inputs.size());
+      for (const OpInput& in : ops[j].inputs) {
+        if (in.buffer == nullptr && !failed[in.op].empty()) failed[j] = failed[in.op];
+        raw.push_back(in.buffer != nullptr ? in.buffer : results[in.op][in.result].get());
+      }
+      if (failed[j].empty()) {
+        try {
+          results[j] = rt.run(ops[j].graph, raw, device_, ops[j].op, nullptr,
+                              per_op_optimization(ops[j].graph));
+        } catch (const std::runtime_error& e) {
+          failed[j] = name + ": " + ops[j].op + " failed: " + e.what();
+          if (first.empty()) first = ops[j].op + ": " + e.what();
+        }
+      }
+      settle(j, failed[j].empty() ? results[j].data() : nullptr, failed[j]);
+      for (const OpInput& in : ops[j].inputs) {
+        if (in.buffer == nullptr && last_reader[in.op][in.result] == j) {
+          results[in.op][in.result].reset();
+        }
+      }
+      for (size_t r = 0; r < results[j].size(); ++r) {
+        if (last_reader[j][r] == kNone) results[j][r].reset();
+      }
+    }
+  } catch (...) {
+    const std::string lost = name + " was interrupted before " + ops[j].op +
+                             " ran; the values of it and the ops after it are lost";
+    for (; j < ops.size(); ++j) settle(j, nullptr, lost);
+    throw;
+  }
+  return first;
+}
+
 }  // namespace ttpu::runtime
