@@ -2,7 +2,8 @@
 # Sets everything up, then runs every test: the C++ suites (ctest: PJRT layer,
 # IR, StableHLO emitter), the Python suites (pytest), then the op suites again
 # with every test starting in fused eager mode, whose results must equal
-# strict mode's (TORCHTPU_TEST_MODE, see tests/_util.py). Extra arguments go
+# strict mode's (TORCHTPU_TEST_MODE, see tests/_util.py), and some of them in
+# strict mode with background compiles. Extra arguments go
 # to one plain pytest run of tests/ instead (e.g. -k examples).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,3 +36,10 @@ TORCHTPU_TEST_MODE=fused .venv/bin/python -m pytest -q -p no:cacheprovider "${PA
     tests/test_rnn_cell.py tests/test_transformer_fastpath.py tests/test_pinned.py \
     tests/test_ops_depthwise.py tests/test_float8_dtypes.py tests/test_sparse_coo.py \
     tests/test_generate_compiles.py tests/test_ops_sdpa.py tests/test_foreach.py
+# Strict mode with background compiles (opt-in, TORCHTPU_BACKGROUND_COMPILE=1):
+# op suites whose ops are recorded while their programs compile (~1.5 min).
+TORCHTPU_BACKGROUND_COMPILE=1 .venv/bin/python -m pytest -q -p no:cacheprovider \
+    "${PARALLEL[@]}" tests/test_ops_unary.py tests/test_ops_reduce.py tests/test_ops_nn.py \
+    tests/test_ops_index.py tests/test_ops_extra.py tests/test_views.py tests/test_autograd.py \
+    tests/test_edge_semantics.py tests/test_foreach.py tests/test_random.py tests/test_layout.py \
+    tests/test_deferred_checks.py tests/test_errors.py
