@@ -82,6 +82,8 @@ def _at_exit():
             RuntimeWarning,
             stacklevel=1,
         )
+    # (a Ctrl-C during a compile the flush above made leaves it running)
+    _wait_for_compiles()
     try:
         _C._drain_autograd_threads()
     except Exception:  # noqa: BLE001  (best effort: exit must go on)
