@@ -75,12 +75,12 @@ def test_one_compile_thread_still_runs_everything():
     assert one == dict(run(False), deferred_ops=one["deferred_ops"], peak=1)
 
 
-def run_py(src, cache_dir=None):
-    """Runs `src` with background compiles on and, without `cache_dir`, no
-    persistent compile cache."""
+def run_py(src, cache_dir=None, env=None):
+    """Runs `src` with background compiles on, `env` added and, without
+    `cache_dir`, no persistent compile cache."""
     cache = {"TORCHTPU_CACHE_DIR": str(cache_dir)} if cache_dir else {
         "TORCHTPU_CACHE_DIR": "", "TORCHTPU_CACHE": "0"}
-    env = dict(os.environ, TORCHTPU_BACKGROUND_COMPILE="1", **cache)
+    env = dict(os.environ, TORCHTPU_BACKGROUND_COMPILE="1", **cache, **(env or {}))
     return subprocess.run([sys.executable, "-c", textwrap.dedent(src)], capture_output=True,
                           text=True, timeout=300, env=env)
 
@@ -225,3 +225,33 @@ def test_exit_by_an_exception_drops_the_queued_compiles(tmp_path):
     assert "pending at interpreter exit" not in p.stderr, p.stderr[-3000:]
     cached = [f for f in tmp_path.rglob("*") if f.is_file()]
     assert len(cached) < 40, len(cached)
+
+
+def test_reader_of_a_failed_recorded_op_fails_without_running():
+    # y's compile fails (dropped by the queue the exit hook closes, here
+    # closed early while det's compile holds the only pool thread); z reads
+    # y: both raise the compile's error at their reads, an independent value
+    # recorded beside them is computed, and nothing crashes.
+    p = run_py("""
+        import torch, torchtpu
+        torch.manual_seed(0)
+        at = (torch.eye(64) + 0.05 * torch.randn(64, 64)).to("tpu")
+        x = torch.arange(4.0, device="tpu")
+        w = torch.ones(4, device="tpu")
+        torchtpu.sync()
+        d = torch.linalg.det(at)            # occupies the pool's thread
+        torchtpu._C._drop_background_work()
+        y = x * 3                           # queued, then dropped
+        z = y + 1                           # reads y
+        assert torchtpu.metrics.metrics()["deferred_ops"] >= 3
+        for t in (z, y):
+            try:
+                t.cpu()
+                raise SystemExit("a value of a failed compile was read")
+            except RuntimeError as e:
+                assert "dropped" in str(e), e
+        assert w.cpu().tolist() == [1.0] * 4
+        assert (x - 1).cpu().tolist() == [-1.0, 0.0, 1.0, 2.0]
+        print("ok")
+    """, env={"TORCHTPU_COMPILE_THREADS": "1", "TORCHTPU_FUSION_MAX_NODES": "100000"})
+    assert p.returncode == 0 and p.stdout.strip() == "ok", (p.stdout, p.stderr[-3000:])

@@ -52,8 +52,10 @@ def set_eager_mode(mode, *, hybrid=None, background_compile=None):
     ``.item()``, printing), ``torchtpu.sync()``, ``torch.tpu.synchronize()``,
     an event's ``record()`` or a ``torch._foreach_*`` call; each result is
     freed after its last reader, as in strict mode. Ctrl-C while such a read
-    waits for their compiles raises KeyboardInterrupt: the ops that ran keep
-    their values, those of the rest are lost (a later read of one raises).
+    waits for their compiles raises KeyboardInterrupt: a tensor whose last
+    recorded write ran keeps its value; one that an op not run yet would
+    have written (an in-place update included) is lost, as its value can no
+    longer be made (a later read of it raises).
     Results are strict mode's; what changes: an error of such an op (a
     program XLA rejects, a failed execution) is raised at the next read, as
     in fused mode, and only the values computed from that op are lost; one

@@ -307,7 +307,8 @@ void Fusion::flush() {
   for (Slot* s : live_) outs.push_back(s->pending_value);
   graph_.set_outputs(outs);
   std::string name = (deferred_ ? "strict ops waiting for their compiles (" : "fused graph of ") +
-                     std::to_string(ops_) + " ops (first: " + first_op_ + ")";
+                     std::to_string(ops_) + " ops (first: " + first_op_ + ")" +
+                     (deferred_ ? ")" : "");
   ir::Graph graph = std::move(graph_);
   std::vector<std::shared_ptr<pjrt::Buffer>> args = std::move(args_);
   std::vector<SlotParam> slot_params = std::move(slot_params_);

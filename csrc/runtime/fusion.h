@@ -183,8 +183,9 @@ class Fusion {
   // buffer as soon as the op computing its final value has run, and a result
   // no slot keeps is dropped after its last reader, so memory peaks as in
   // strict mode. An op that fails fails only what is computed from it (the
-  // slots it or a reader of it would have given a value get the error); the
-  // others run on. Returns the first failure ("op: error"), or "" when none.
+  // slots it or a reader of it would have given a value get the error, an
+  // in-place update's slot included: its value cannot be made); the others
+  // run on. Returns the first failure ("op: error"), or "" when none.
   // Any other exception (KeyboardInterrupt from a compile wait) marks the
   // slots of the ops not run yet as lost and goes on.
   std::string run_deferred(const std::vector<OpProgram>& ops,

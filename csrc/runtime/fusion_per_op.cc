@@ -194,13 +194,16 @@ std::string Fusion::run_deferred(const std::vector<OpProgram>& ops,
   size_t j = 0;
   try {
     for (; j < ops.size(); ++j) {
-      std::vector<pjrt::Buffer*> raw;
-      raw.reserve(ops[j].inputs.size());
+      // (a failed op has no results: its readers fail without running)
       for (const OpInput& in : ops[j].inputs) {
         if (in.buffer == nullptr && !failed[in.op].empty()) failed[j] = failed[in.op];
-        raw.push_back(in.buffer != nullptr ? in.buffer : results[in.op][in.result].get());
       }
       if (failed[j].empty()) {
+        std::vector<pjrt::Buffer*> raw;
+        raw.reserve(ops[j].inputs.size());
+        for (const OpInput& in : ops[j].inputs) {
+          raw.push_back(in.buffer != nullptr ? in.buffer : results[in.op][in.result].get());
+        }
         try {
           results[j] = rt.run(ops[j].graph, raw, device_, ops[j].op, nullptr,
                               per_op_optimization(ops[j].graph));
@@ -211,7 +214,8 @@ std::string Fusion::run_deferred(const std::vector<OpProgram>& ops,
       }
       settle(j, failed[j].empty() ? results[j].data() : nullptr, failed[j]);
       for (const OpInput& in : ops[j].inputs) {
-        if (in.buffer == nullptr && last_reader[in.op][in.result] == j) {
+        if (in.buffer == nullptr && last_reader[in.op][in.result] == j &&
+            !results[in.op].empty()) {
           results[in.op][in.result].reset();
         }
       }
