@@ -255,3 +255,39 @@ def test_reader_of_a_failed_recorded_op_fails_without_running():
         print("ok")
     """, env={"TORCHTPU_COMPILE_THREADS": "1", "TORCHTPU_FUSION_MAX_NODES": "100000"})
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.stdout, p.stderr[-3000:])
+
+
+def test_input_failed_by_another_threads_read_is_refused():
+    # The main thread binds x while a reader thread's flush waits for x's
+    # compile, which is then dropped: recording x + 1 must raise x's error
+    # instead of reading an input with no buffer (it crashed the process).
+    p = run_py("""
+        import threading, time, torch, torchtpu
+        torch.manual_seed(0)
+        at = (torch.eye(64) + 0.05 * torch.randn(64, 64)).to("tpu")
+        t = torch.arange(4.0, device="tpu")
+        torchtpu.sync()
+        d = torch.linalg.det(at)            # occupies the pool's thread
+        torchtpu._C._drop_background_work()
+        x = t * 3                           # queued, dropped when det is done
+        errors = []
+        def reader():
+            try:
+                x.cpu()
+            except RuntimeError as e:
+                errors.append(str(e))
+        b = threading.Thread(target=reader)
+        b.start()
+        time.sleep(0.5)                     # b's flush now waits for x's compile
+        try:
+            y = x + 1
+            y.cpu()
+            raise SystemExit("a value computed from a failed input")
+        except RuntimeError as e:
+            assert "dropped" in str(e), e
+        b.join()
+        assert errors and "dropped" in errors[0], errors
+        assert (t + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+        print("ok")
+    """, env={"TORCHTPU_COMPILE_THREADS": "1", "TORCHTPU_FUSION_MAX_NODES": "100000"})
+    assert p.returncode == 0 and p.stdout.strip() == "ok", (p.stdout, p.stderr[-3000:])

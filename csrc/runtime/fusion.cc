@@ -197,6 +197,16 @@ void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
   }
   FusionLock lock(*this);
   if (ops_ > 0 && deferred != deferred_) flush();  // (see record_deferred)
+  // An input bound pending whose graph another thread's flush has since
+  // failed or dropped (its slot now has no buffer): refused before anything
+  // is recorded, as the lowering refuses a failed input.
+  for (const RecordedArg& a : args) {
+    if (a.slot != nullptr && !a.slot->pending && a.slot->buffer == nullptr) {
+      throw pjrt::PjrtError("fused execution", op + ": an input was never computed: " +
+                                                   (a.slot->error.empty() ? std::string("lost")
+                                                                          : a.slot->error), -1);
+    }
+  }
   // The user's line is looked up before anything else, so a flush the op
   // triggers cannot start the next graph without it.
   if (ops_ == 0 && deferred) {
