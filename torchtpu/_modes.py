@@ -43,9 +43,10 @@ def set_eager_mode(mode, *, hybrid=None, background_compile=None):
 
     ``background_compile`` (bool, or None to leave it as it is; at start
     ``TORCHTPU_BACKGROUND_COMPILE=1`` turns it on, else off): in strict
-    mode, an op whose program is not loaded yet does not wait for XLA: its program starts
-    compiling on a pool of threads (``TORCHTPU_COMPILE_THREADS``, default the
-    cores, 2 to 8) and the op is recorded, as is every op that reads a value
+    mode, an op whose program is not loaded yet does not wait for XLA: its
+    program starts compiling on a pool of threads
+    (``TORCHTPU_COMPILE_THREADS``, default the cores, 2 to 8) and the op is
+    recorded, as is every op that reads a value
     such an op computes, so the host keeps dispatching and distinct programs
     compile at once. The recorded ops run, each as its own strict program and
     in issue order, at the first read of one of their values (``.cpu()``,

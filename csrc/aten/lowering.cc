@@ -512,8 +512,10 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
   // A pending input: bound with no buffer by use() (background compiles were
   // on then, whatever they are now).
   bool pending_input = false;
-  for (const auto& a : args_) pending_input = pending_input || (a.slot != nullptr && !a.buffer);
-  if (rt.mode() != runtime::EagerMode::kFused && (defers_pending() || pending_input)) {
+  if (rt.mode() != runtime::EagerMode::kFused) {
+    for (const auto& a : args_) pending_input = pending_input || (a.slot != nullptr && !a.buffer);
+  }
+  if (defers_pending() || pending_input) {
     // Strict mode's background compiles (runtime/compile_pool.h): a program
     // that is not loaded compiles on the pool while this op waits, recorded,
     // for its first read; so does an op reading such an op's result.

@@ -121,27 +121,25 @@ void Runtime::compile_ahead(const ir::Graph& graph, const std::string& op,
   ++metrics_.cache_misses;
   ++compiles_running_;
   auto work = [this, key = fingerprint, graph = graph, op, job, level]() mutable {
-    if (compile_queue_closed()) {
-      finish(key, *job, nullptr, std::make_exception_ptr(pjrt::PjrtError(
-          "compile", op + ": its compile was dropped: the process is exiting", -1)));
-      job.reset();
-      --compiles_running_;
-      return;
-    }
-    static std::atomic<int64_t> busy{0};  // compiles on the pool now
-    const int64_t now = ++busy;
-    int64_t peak = metrics_.background_compiles_peak.load();
-    while (now > peak && !metrics_.background_compiles_peak.compare_exchange_weak(peak, now)) {
-    }
     std::shared_ptr<pjrt::Executable> exe;
     std::exception_ptr error;
-    try {
-      exe = load_or_compile(stablehlo::emit(graph, "torchtpu", emit_options_), op, level);
-    } catch (...) {
-      error = std::current_exception();
+    if (compile_queue_closed()) {
+      error = std::make_exception_ptr(pjrt::PjrtError(
+          "compile", op + ": its compile was dropped: the process is exiting", -1));
+    } else {
+      static std::atomic<int64_t> busy{0};  // compiles on the pool now
+      const int64_t now = ++busy;
+      int64_t peak = metrics_.background_compiles_peak.load();
+      while (now > peak && !metrics_.background_compiles_peak.compare_exchange_weak(peak, now)) {
+      }
+      try {
+        exe = load_or_compile(stablehlo::emit(graph, "torchtpu", emit_options_), op, level);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      --busy;
     }
     graph = ir::Graph();
-    --busy;
     finish(key, *job, std::move(exe), error);
     job.reset();  // (as in compile(): gone before it counts as done)
     --compiles_running_;

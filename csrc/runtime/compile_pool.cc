@@ -54,9 +54,9 @@ Pool& pool() {
   return *p;
 }
 
-}  // namespace
+std::atomic<bool> g_closed{false};  // see close_compile_queue
 
-std::atomic<bool> g_closed{false};
+}  // namespace
 
 void close_compile_queue() { g_closed.store(true); }
 bool compile_queue_closed() { return g_closed.load(); }

@@ -63,6 +63,17 @@ std::map<int, std::unique_ptr<Fusion>>& fusions() {
   return *m;
 }
 
+// The values of `slots` (null entries skipped) will never be computed: each
+// read raises `why`.
+void fail_slots(const std::vector<Slot*>& slots, const std::string& why) {
+  for (Slot* s : slots) {
+    if (s == nullptr) continue;
+    s->pending = false;
+    s->buffer = nullptr;
+    s->error = why;
+  }
+}
+
 // The dispatch cache's request for a copy of the next recorded op
 // (record_tap.h); per thread, as ops are recorded on their caller's thread.
 thread_local RecordedOp* t_tap = nullptr;
@@ -346,14 +357,7 @@ void Fusion::flush() {
   for (auto& a : args) raw.push_back(a.get());
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
   Runtime& rt = Runtime::get();
-  auto fail = [&](const std::string& message) {
-    for (Slot* s : live) {
-      if (s == nullptr) continue;
-      s->pending = false;
-      s->buffer = nullptr;
-      s->error = message;
-    }
-  };
+  auto fail = [&](const std::string& message) { fail_slots(live, message); };
   // A graph new to this process is shown to the recompile guard first, once.
   bool shown = false;
   auto guard_new_graph = [&] {
@@ -576,33 +580,32 @@ void FusedRegion::close() {
   if (--t_fused_region == 0) flush_all();
 }
 
-void flush_all() {
+namespace {
+
+// Every device's Fusion, listed under g_mu and used without it (a flush may
+// create another device's).
+std::vector<Fusion*> all_fusions() {
   std::vector<Fusion*> all;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    for (auto& [d, f] : fusions()) all.push_back(f.get());
-  }
-  for (Fusion* f : all) f->flush();
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (auto& [d, f] : fusions()) all.push_back(f.get());
+  return all;
+}
+
+}  // namespace
+
+void flush_all() {
+  for (Fusion* f : all_fusions()) f->flush();
 }
 
 void Fusion::discard_if_deferred(const std::string& why) {
   FusionLock lock(*this);
   if (!deferred_) return;
-  for (Slot* s : live_) {
-    s->pending = false;
-    s->buffer = nullptr;
-    s->error = why;
-  }
+  fail_slots(live_, why);
   reset();
 }
 
 void discard_deferred(const std::string& why) {
-  std::vector<Fusion*> all;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    for (auto& [d, f] : fusions()) all.push_back(f.get());
-  }
-  for (Fusion* f : all) f->discard_if_deferred(why);
+  for (Fusion* f : all_fusions()) f->discard_if_deferred(why);
 }
 
 namespace {
