@@ -227,35 +227,42 @@ def test_exit_by_an_exception_drops_the_queued_compiles(tmp_path):
     assert len(cached) < 40, len(cached)
 
 
+# With one compile thread: t's programs loaded, then det's compile running
+# on the pool's only thread while the compile queue is closed (as the exit
+# hook closes it), so that any op recorded next has its compile dropped.
+# The metrics reset waits for the compiles so far, so the peak shows det's.
+QUEUE_CLOSED = """
+import time, torch, torchtpu
+torch.manual_seed(0)
+at = (torch.eye(64) + 0.05 * torch.randn(64, 64)).to("tpu")
+t = torch.arange(4.0, device="tpu")
+assert (t + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+torchtpu.metrics.reset()
+d = torch.linalg.det(at)
+while torchtpu.metrics.metrics()["background_compiles_peak"] < 1:
+    time.sleep(0.01)
+torchtpu._C._drop_background_work()
+"""
+
+
 def test_reader_of_a_failed_recorded_op_fails_without_running():
     # y's compile fails (dropped by the queue the exit hook closes, here
     # closed early while det's compile holds the only pool thread); z reads
     # y: both raise the compile's error at their reads, nothing crashes, and
     # the device works on.
-    p = run_py("""
-        import time, torch, torchtpu
-        torch.manual_seed(0)
-        at = (torch.eye(64) + 0.05 * torch.randn(64, 64)).to("tpu")
-        x = torch.arange(4.0, device="tpu")
-        w = torch.ones(4, device="tpu")
-        assert (w + 1).cpu().tolist() == [2.0] * 4   # (its program is loaded)
-        torchtpu.metrics.reset()            # (waits for the compiles so far)
-        d = torch.linalg.det(at)            # occupies the pool's thread...
-        while torchtpu.metrics.metrics()["background_compiles_peak"] < 1:
-            time.sleep(0.01)                # ...once its compile has started
-        torchtpu._C._drop_background_work()
-        y = x * 3                           # queued, then dropped
+    p = run_py(QUEUE_CLOSED + textwrap.dedent("""
+        y = t * 3                           # queued, then dropped
         z = y + 1                           # reads y
         assert torchtpu.metrics.metrics()["deferred_ops"] >= 3
-        for t in (z, y):
+        for v in (z, y):
             try:
-                t.cpu()
+                v.cpu()
                 raise SystemExit("a value of a failed compile was read")
             except RuntimeError as e:
                 assert "dropped" in str(e), e
-        assert (w + 1).cpu().tolist() == [2.0] * 4
+        assert (t + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
         print("ok")
-    """, env={"TORCHTPU_COMPILE_THREADS": "1", "TORCHTPU_FUSION_MAX_NODES": "100000"})
+    """), env={"TORCHTPU_COMPILE_THREADS": "1", "TORCHTPU_FUSION_MAX_NODES": "100000"})
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.stdout, p.stderr[-3000:])
 
 
@@ -263,17 +270,8 @@ def test_input_failed_by_another_threads_read_is_refused():
     # The main thread binds x while a reader thread's flush waits for x's
     # compile, which is then dropped: recording x + 1 must raise x's error
     # instead of reading an input with no buffer (it crashed the process).
-    p = run_py("""
-        import threading, time, torch, torchtpu
-        torch.manual_seed(0)
-        at = (torch.eye(64) + 0.05 * torch.randn(64, 64)).to("tpu")
-        t = torch.arange(4.0, device="tpu")
-        assert (t + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0]   # (loaded)
-        torchtpu.metrics.reset()            # (waits for the compiles so far)
-        d = torch.linalg.det(at)            # occupies the pool's thread...
-        while torchtpu.metrics.metrics()["background_compiles_peak"] < 1:
-            time.sleep(0.01)                # ...once its compile has started
-        torchtpu._C._drop_background_work()
+    p = run_py(QUEUE_CLOSED + textwrap.dedent("""
+        import threading
         x = t * 3                           # queued, dropped when det is done
         errors = []
         def reader():
@@ -294,5 +292,5 @@ def test_input_failed_by_another_threads_read_is_refused():
         assert errors and "dropped" in errors[0], errors
         assert (t + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
         print("ok")
-    """, env={"TORCHTPU_COMPILE_THREADS": "1", "TORCHTPU_FUSION_MAX_NODES": "100000"})
+    """), env={"TORCHTPU_COMPILE_THREADS": "1", "TORCHTPU_FUSION_MAX_NODES": "100000"})
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.stdout, p.stderr[-3000:])
