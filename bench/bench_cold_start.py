@@ -24,7 +24,9 @@ Each (mode, cache) runs in a fresh Python process: ``cpu`` is CPU PyTorch;
 program compiled at its op, the default; ``strict_bg``: strict with
 ``background_compile=True``; the ratio
 ``strict_cold_first_over_strict_bg_cold_first`` is what background compiles
-gain), each run first with an empty
+gain; ``strict_pow2`` and ``fused_pow2``: those modes with
+``TORCHTPU_GROWING_BUCKETS=pow2``, bounded dynamism, and the ratios
+``<mode>_cold_first_over_<mode>_pow2_cold_first``), each run first with an empty
 compile cache directory (``cold``) and then again on what that run stored
 (``warm``). Reported per run: ``first_s`` (the first generate, model already
 on the device: what compiles), ``second_s`` (the same call again: programs in
@@ -147,6 +149,9 @@ def run_child(mode, static, new_tokens, cache_dir, model=None):
     env = dict(os.environ)
     env.pop("TORCHTPU_CACHE", None)
     env.pop("TORCHTPU_EAGER_MODE", None)
+    env.pop("TORCHTPU_GROWING_BUCKETS", None)
+    if mode.endswith("_pow2"):
+        env["TORCHTPU_GROWING_BUCKETS"] = "pow2"
     if cache_dir is not None:
         env["TORCHTPU_CACHE_DIR"] = cache_dir
     argv = ([sys.executable, "-c", MODEL_CHILD, mode, model] if model else
@@ -196,6 +201,10 @@ def workload(static, modes, new_tokens, model=None):
     if "strict_bg_cold" in rows and "strict_cold" in rows:
         ratios["strict_cold_first_over_strict_bg_cold_first"] = round(
             rows["strict_cold"]["first_s"] / rows["strict_bg_cold"]["first_s"], 2)
+    for mode in ("strict", "fused"):
+        if f"{mode}_pow2_cold" in rows and f"{mode}_cold" in rows:
+            ratios[f"{mode}_cold_first_over_{mode}_pow2_cold_first"] = round(
+                rows[f"{mode}_cold"]["first_s"] / rows[f"{mode}_pow2_cold"]["first_s"], 2)
     return {"runs": rows, "ratios": ratios}
 
 
@@ -203,8 +212,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None, help="also write the JSON to this file")
     p.add_argument("--modes", default="cpu,strict,fused",
-                   help="comma-separated, from cpu, strict, strict_bg, fused "
-                        "(strict_bg: strict with background compiles)")
+                   help="comma-separated, from cpu, strict, strict_bg, fused, strict_pow2, "
+                        "fused_pow2 (strict_bg: strict with background compiles; _pow2: "
+                        "with growing_buckets='pow2')")
     p.add_argument("--static", action="store_true",
                    help="also run generate with cache_implementation='static'")
     p.add_argument("--new-tokens", type=int, default=20)

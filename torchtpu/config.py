@@ -29,6 +29,27 @@ programs are shared only across repeated layers of a large model.
 :func:`torchtpu.metrics.reset` forgets which lines stopped fusing; the
 ``fused_strict_ops`` metric counts the ops run one by one this way.
 
+``growing_buckets`` (None, ``"pow2"``, or a list of positive ints; default None,
+env ``TORCHTPU_GROWING_BUCKETS``: ``pow2`` or comma-separated sizes such as
+``64,128,256``): bounded dynamism for tensors that grow a few elements per step
+(Hugging Face ``generate``'s token ids and attention mask, its default dynamic
+KV cache). When set, every new result of ``torch.cat`` (not its ``out=`` form)
+gets a storage whose length along the cat dim is the result's rounded up to a
+bucket: the next power of two, or the smallest listed size at least as large
+(a length past the largest listed size is not rounded). The tensor itself is
+the one CPU makes (same sizes, contiguous strides, values); only
+``untyped_storage().nbytes()`` is larger, by less than 2x with ``"pow2"``.
+``torch.cat`` and ``scaled_dot_product_attention`` (without an attention mask)
+read such a tensor as its whole bucket with the length a run-time value, so
+their programs are keyed on the bucket, not the length: a KV cache or token
+list that grows by one reuses a few programs per bucket instead of compiling
+at every length, in strict and fused mode (fused graphs that contain them are
+reused likewise). Results are the same values as without; attention sums its
+softmax over the bucket (the padding contributes exact zeros), which can
+change the last bits of a float result. Assigning validates: a value that is
+not None, ``"pow2"`` or a non-empty list of positive ints raises ``TypeError``
+or ``ValueError``.
+
 ``fused_flush_at_optimizer_step`` (bool, default True, env
 ``TORCHTPU_FUSED_STEP_FLUSH``, ``0`` turns it off): in fused eager mode, the
 end of every ``optimizer.step()`` whose parameters are on tpu flushes the
@@ -38,6 +59,8 @@ the loop reads no value, and the next step records while it runs (see
 """
 
 import os
+import sys
+import types
 
 
 def _env_threshold(name, default):
@@ -68,3 +91,58 @@ recompile_warn_threshold = _env_threshold("TORCHTPU_RECOMPILE_WARN", 8)
 recompile = _env_recompile()
 fused_storm_threshold = _env_threshold("TORCHTPU_FUSED_STORM", None)
 fused_flush_at_optimizer_step = os.environ.get("TORCHTPU_FUSED_STEP_FLUSH", "1") != "0"
+
+
+def _growing_buckets(value):
+    """Validates a ``growing_buckets`` value, hands it to the runtime and returns
+    it normalised (None, "pow2" or a sorted tuple of ints)."""
+    from torchtpu import _C
+
+    if value is None:
+        _C._set_growing_buckets(False, [])
+        return None
+    if isinstance(value, str):
+        if value != "pow2":
+            raise ValueError(f"growing_buckets must be None, 'pow2' or a list of sizes, got {value!r}")
+        _C._set_growing_buckets(True, [])
+        return value
+    if not isinstance(value, (list, tuple)) or not value:
+        raise TypeError(
+            f"growing_buckets must be None, 'pow2' or a non-empty list of ints, got {value!r}"
+        )
+    for size in value:
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise TypeError(f"growing_buckets sizes must be ints, got {size!r}")
+        if size <= 0:
+            raise ValueError(f"growing_buckets sizes must be positive, got {size}")
+    sizes = tuple(sorted(value))
+    _C._set_growing_buckets(False, list(sizes))
+    return sizes
+
+
+def _env_growing_buckets():
+    value = os.environ.get("TORCHTPU_GROWING_BUCKETS", "")
+    if value in ("", "none", "None"):
+        return None
+    if value == "pow2":
+        return value
+    try:
+        return [int(part) for part in value.split(",")]
+    except ValueError:
+        raise ValueError(
+            f"TORCHTPU_GROWING_BUCKETS must be 'pow2' or comma-separated sizes, got {value!r}"
+        ) from None
+
+
+class _Config(types.ModuleType):
+    """This module's type: assigning ``growing_buckets`` validates the value and
+    hands it to the runtime."""
+
+    def __setattr__(self, name, value):
+        if name == "growing_buckets":
+            value = _growing_buckets(value)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Config
+growing_buckets = _growing_buckets(_env_growing_buckets())

@@ -249,6 +249,7 @@ class LoweringKernel final : public c10::OperatorKernel {
     };
     switch (variant_) {
       case Variant::kFunctional: {
+        ctx.set_makes_new_results();
         auto values = (*rule)(ctx, Args(args));
         if (complex_rule_ == nullptr && returns_complex(ctx, values)) {
           // A real-only rule asked for a complex result.

@@ -68,15 +68,6 @@ ir::Value flat_indices(ir::Graph& g, const std::vector<int64_t>& sizes,
   return g.reshape(idx, {n, 1});
 }
 
-ir::GatherDims element_gather() {
-  ir::GatherDims d;
-  d.collapsed_slice_dims = {0};
-  d.start_index_map = {0};
-  d.slice_sizes = {1};
-  d.index_vector_dim = 1;
-  return d;
-}
-
 ir::ScatterDims element_scatter() {
   ir::ScatterDims d;
   d.inserted_window_dims = {0};
@@ -120,6 +111,15 @@ uint64_t scalar_bits(const c10::Scalar& s, ir::DType d) {
 }
 
 }  // namespace
+
+ir::GatherDims element_gather() {
+  ir::GatherDims d;
+  d.collapsed_slice_dims = {0};
+  d.start_index_map = {0};
+  d.slice_sizes = {1};
+  d.index_vector_dim = 1;
+  return d;
+}
 
 std::optional<at::Tensor> Args::opt_tensor(size_t i) const {
   if (is_none(i)) return std::nullopt;
@@ -270,19 +270,7 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
     pending_storages_.push_back(own.storage());
     return tensor(own);
   }
-  // Held for this context's life, pending or not: slots_ knows a storage by its
-  // Slot's address, and a temporary a rule read and dropped (a CPU index
-  // uploaded by read_index) would free its Slot for the next temporary to
-  // reuse, which then read as the first one's value.
-  pending_storages_.push_back(t.storage());
-  SlotUse& u = use(slot, dtype);
-  ir::Value flat = u.flat;
-  if (slot.dtype != dtype) {
-    TORCH_CHECK(ir::byte_size(slot.dtype) == ir::byte_size(dtype), op_,
-                ": reading a tpu storage of one element size as another (",
-                t.scalar_type(), ") is not supported yet");
-    flat = graph_.bitcast_convert(flat, dtype);
-  }
+  ir::Value flat = storage_value(t, dtype);
   int64_t offset = t.storage_offset();
   // The common case, a contiguous tensor that is its whole storage: the
   // general path below would come to the same reshape, through five
@@ -326,6 +314,21 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
   }
   if (in_sizes.size() != sizes.size()) v = graph_.broadcast_in_dim(v, sizes, bdims);
   return v;
+}
+
+ir::Value LoweringContext::storage_value(const at::Tensor& t, ir::DType dtype) {
+  auto& slot = slot_of(t);
+  // Held for this context's life, pending or not: slots_ knows a storage by its
+  // Slot's address, and a temporary a rule read and dropped (a CPU index
+  // uploaded by read_index) would free its Slot for the next temporary to
+  // reuse, which then read as the first one's value.
+  pending_storages_.push_back(t.storage());
+  SlotUse& u = use(slot, dtype);
+  if (slot.dtype == dtype) return u.flat;
+  TORCH_CHECK(ir::byte_size(slot.dtype) == ir::byte_size(dtype), op_,
+              ": reading a tpu storage of one element size as another (", t.scalar_type(),
+              ") is not supported yet");
+  return graph_.bitcast_convert(u.flat, dtype);
 }
 
 ir::Value LoweringContext::storage_offset(int64_t offset) {
@@ -460,6 +463,19 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
       continue;
     }
     const ir::TensorType t = graph_.type(r);  // a copy: adding nodes moves it
+    if (auto sized = result_sizes_.find(i); sized != result_sizes_.end()) {
+      // A flat value filling a storage larger than the tensor (a bucketed
+      // cat's result): the tensor is contiguous at its start.
+      TORCH_CHECK(makes_new_results_ && t.dims.size() == 1 &&
+                  t.numel() >= numel_of(sized->second) && numel_of(sized->second) > 0,
+                  "tpu: internal error lowering ", op_, ": a result of ", t.numel(),
+                  " elements for sizes ", c10::IntArrayRef(sized->second));
+      at::Tensor out = new_tensor(t.dims, to_aten(t.dtype), device_);
+      out.unsafeGetTensorImpl()->set_sizes_contiguous(sized->second);
+      tensors.push_back(out);
+      outs.push_back(r);
+      continue;
+    }
     auto layout = result_strides_.find(i);
     if (layout == result_strides_.end() || layout->second.size() != t.dims.size()) {
       tensors.push_back(new_tensor(t.dims, to_aten(t.dtype), device_));

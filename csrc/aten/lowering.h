@@ -63,6 +63,21 @@ class LoweringContext {
   // A tpu tensor (any view) read as a value of its sizes and dtype. A 0-d CPU
   // tensor is read as a scalar parameter (PyTorch lets those mix with any device).
   ir::Value tensor(const at::Tensor& t);
+  // Bounded dynamism (growing_buckets.h): `t` read along its dim `dim` as a
+  // value [P, cap, Q] (P, Q: the element counts of the dims before and after
+  // `dim`) whose rows [0, length) along dim 1 are t's and the rest
+  // unspecified. `bucketed`: t is the contiguous start of a larger storage
+  // (what a bucketed cat makes), cap its storage's rows and `length` a
+  // parameter (t.size(dim) at run time, not part of the program); otherwise
+  // cap = t.size(dim) and `length` a constant.
+  struct InBucket {
+    ir::Value value;
+    ir::Value length;  // 0-d i64
+    int64_t cap = 0;
+    bool bucketed = false;
+  };
+  InBucket read_in_bucket(const at::Tensor& t, int64_t dim);
+
   // A Python scalar as a 0-d parameter of `dtype` (a parameter, not a constant, so
   // a changing value such as a learning rate never recompiles).
   ir::Value scalar(const c10::Scalar& s, ir::DType dtype);
@@ -89,6 +104,18 @@ class LoweringContext {
     result_strides_[i] = std::move(strides);
   }
 
+  // Result `i` is a flat value of its own storage's size whose leading
+  // elements are the contiguous tensor of `sizes` (a bucketed cat's result:
+  // growing_buckets.h).
+  void set_result_sizes(size_t i, std::vector<int64_t> sizes) {
+    result_sizes_[i] = std::move(sizes);
+  }
+  // Whether the call makes new results (the functional overload), not writes
+  // into `self` or out= tensors; set by the kernel before the rule runs. Only
+  // such a call may give a result a storage larger than it (set_result_sizes).
+  bool makes_new_results() const { return makes_new_results_; }
+  void set_makes_new_results() { makes_new_results_ = true; }
+
   // For strict mode's dispatch cache (dispatch_cache.h), after run(): whether
   // the program ran and its parameters were bound only to the storages read
   // and to buffers fixed by the call's arguments (no random state, no host
@@ -114,6 +141,9 @@ class LoweringContext {
   ir::Value storage_offset(int64_t offset);
   ir::Value param(std::shared_ptr<pjrt::Buffer> buffer, const ir::TensorType& type,
                   runtime::Slot* slot = nullptr);
+  // The whole storage of tpu tensor `t` as a flat value of `dtype` (its
+  // element size must be the storage's).
+  ir::Value storage_value(const at::Tensor& t, ir::DType dtype);
 
   std::string op_;
   int device_;
@@ -125,9 +155,14 @@ class LoweringContext {
   // (index.to(kLong)) whose storage would otherwise die, and its slot with it.
   std::vector<c10::Storage> pending_storages_;
   std::unordered_map<size_t, std::vector<int64_t>> result_strides_;
+  std::unordered_map<size_t, std::vector<int64_t>> result_sizes_;
+  bool makes_new_results_ = false;
   bool replayable_ = true;
   std::shared_ptr<pjrt::Executable> executable_;  // strict mode, once run
 };
+
+// Gather dims that read elements of a flat operand at indices [n, 1].
+ir::GatherDims element_gather();
 
 using Rule = std::function<std::vector<ir::Value>(LoweringContext&, const Args&)>;
 

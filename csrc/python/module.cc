@@ -19,6 +19,7 @@
 #include "aten/deferred_check.h"
 #include "aten/device.h"
 #include "aten/fallback.h"
+#include "aten/growing_buckets.h"
 #include "aten/host_staging.h"
 #include "aten/lowering.h"
 #include "aten/memory.h"
@@ -172,6 +173,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_background_compile", &ttpu::runtime::set_background_compile);
   m.def("_get_background_compile", &ttpu::runtime::background_compile);
+  m.def("_set_growing_buckets", &ttpu::aten::set_growing_buckets);
   m.def("_set_fused_hybrid", &ttpu::runtime::set_fused_hybrid);
   m.def("_get_fused_hybrid", &ttpu::runtime::fused_hybrid);
   m.def("_resolve_plugin_path", [] { return guarded([] { return Runtime::resolve_plugin_path(); }); });

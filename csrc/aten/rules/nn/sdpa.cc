@@ -33,6 +33,7 @@
 #include <cmath>
 #include <limits>
 
+#include "aten/growing_buckets.h"
 #include "aten/rules/reduce/reduce_util.h"
 
 namespace ttpu::aten {
@@ -147,10 +148,42 @@ struct Inputs {
   std::vector<int64_t> batch;  // dot_general batch dims (all but the last two)
   double sf_q, sf_k;        // the math path's factors on q and k
   Value qs, ks, v;          // q * sf_q, k * sf_k, v, in acc
+  // A bucketed key and value (growing_buckets.h): ks and v hold the whole
+  // bucket along the key length, the first `kv_length` keys (a 0-d i64
+  // parameter) t's, v zero past them; invalid otherwise.
+  Value kv_length;
 };
 
+// k and v [..., S, E] of one bucket along S (a dynamic KV cache grown by
+// torch.cat with torch.config.growing_buckets on), read whole, v's rows past
+// the length zeroed; false (nothing read) when they are not.
+bool read_bucketed_kv(LoweringContext& ctx, const at::Tensor& k, const at::Tensor& v,
+                      Inputs& in) {
+  const int64_t d = in.rank - 2;
+  const int64_t cap = bucket_capacity(k, d);
+  if (cap == 0 || bucket_capacity(v, d) != cap) return false;
+  auto& g = ctx.g();
+  auto whole = [&](const at::Tensor& t, const LoweringContext::InBucket& b) {
+    std::vector<int64_t> sizes = t.sizes().vec();
+    sizes[d] = cap;
+    return g.convert(g.reshape(b.value, sizes), in.acc);
+  };
+  LoweringContext::InBucket kb = ctx.read_in_bucket(k, d);
+  LoweringContext::InBucket vb = ctx.read_in_bucket(v, d);
+  in.kv_length = kb.length;
+  in.ks = whole(k, kb);
+  in.ks = g.binary(Op::kMul, in.ks, full_like(ctx, in.ks, in.sf_k));
+  in.v = whole(v, vb);
+  const std::vector<int64_t> vd = dims(ctx, in.v);
+  Value keep = g.compare(ir::Cmp::kLT, g.iota({DType::kI64, vd}, d),
+                         g.broadcast_in_dim(kb.length, vd, {}));
+  in.v = g.select(keep, in.v, full_like(ctx, in.v, 0));
+  return true;
+}
+
+// `bucket`: a bucketed key and value are read whole (read_bucketed_kv).
 Inputs read_inputs(LoweringContext& ctx, const at::Tensor& q, const at::Tensor& k,
-                   const at::Tensor& v, std::optional<double> scale) {
+                   const at::Tensor& v, std::optional<double> scale, bool bucket = false) {
   auto& g = ctx.g();
   Inputs in;
   in.out = to_ir(q.scalar_type());
@@ -168,6 +201,7 @@ Inputs read_inputs(LoweringContext& ctx, const at::Tensor& q, const at::Tensor& 
     return g.binary(Op::kMul, x, full_like(ctx, x, f));
   };
   in.qs = scaled(q, in.sf_q);
+  if (bucket && read_bucketed_kv(ctx, k, v, in)) return in;
   in.ks = scaled(k, in.sf_k);
   in.v = g.convert(ctx.tensor(v), in.acc);
   return in;
@@ -183,6 +217,11 @@ std::pair<Value, Value> probabilities(LoweringContext& ctx, const Inputs& in,
   const std::vector<int64_t> shape = dims(ctx, s);
   if (bias.defined()) {
     s = g.binary(Op::kAdd, s, broadcast_to(ctx, g.convert(ctx.tensor(bias), in.acc), shape));
+  }
+  if (in.kv_length.valid()) {  // keys past the length: none
+    Value key = g.iota({DType::kI64, shape}, last);
+    Value keep = g.compare(ir::Cmp::kLT, key, g.broadcast_in_dim(in.kv_length, shape, {}));
+    s = g.select(keep, s, full_like(ctx, s, kNegInf));
   }
   if (is_causal) {
     const int64_t L = shape[last - 1], S = shape[last];
@@ -262,8 +301,9 @@ ForwardResult sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::T
   LoweringContext ctx("aten::_scaled_dot_product_fused_attention_overrideable",
                       q.device().index());
   auto& g = ctx.g();
-  Inputs in = read_inputs(ctx, q, k, v, scale);
-  auto [p, lse] = probabilities(ctx, in, bias.value_or(at::Tensor()), is_causal, true);
+  const at::Tensor mask = bias.value_or(at::Tensor());
+  Inputs in = read_inputs(ctx, q, k, v, scale, /*bucket=*/!mask.defined());
+  auto [p, lse] = probabilities(ctx, in, mask, is_causal, true);
   const int64_t last = in.rank - 1;
   Value out = g.convert(g.dot_general(p, in.v, in.batch, in.batch, {last}, {last - 1}), in.out);
   std::vector<int64_t> lse_shape = dims(ctx, lse);

@@ -5,6 +5,7 @@
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/TypeProperties.h>
 
+#include "aten/growing_buckets.h"
 #include "aten/ops_util.h"
 
 namespace ttpu::aten {
@@ -44,7 +45,7 @@ std::vector<ir::Value> cat(LoweringContext& ctx, const Args& a) {
   const int64_t dim = wrap_dim(a.integer(1), ref->dim());
   std::vector<int64_t> out = ref->sizes().vec();
   out[dim] = 0;
-  std::vector<ir::Value> parts;
+  std::vector<at::Tensor> nonempty;
   for (size_t i = 0; i < ts.size(); ++i) {
     const at::Tensor& t = ts[i];
     if (skipped(t)) continue;
@@ -56,9 +57,12 @@ std::vector<ir::Value> cat(LoweringContext& ctx, const Args& a) {
                   t.size(d), " for tensor number ", i, " in the list.");
     }
     out[dim] += t.size(dim);
-    if (t.numel() > 0) parts.push_back(g.convert(ctx.tensor(t), dt));
+    if (t.numel() > 0) nonempty.push_back(t);
   }
   if (numel_of(out) == 0) return {g.constant(0, {dt, out})};
+  if (ir::Value v = cat_in_bucket(ctx, nonempty, dim, dt, out); v.valid()) return {v};
+  std::vector<ir::Value> parts;
+  for (const at::Tensor& t : nonempty) parts.push_back(g.convert(ctx.tensor(t), dt));
   return {parts.size() == 1 ? parts[0] : g.concatenate(parts, dim)};
 }
 
