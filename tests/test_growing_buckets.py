@@ -111,6 +111,13 @@ def test_attention_over_a_bucketed_kv_cache_matches_cpu_and_compiles_per_bucket(
         got = F.scaled_dot_product_attention(q3.to("tpu"), tk, tv, is_causal=True)
         torch.testing.assert_close(got.cpu(), F.scaled_dot_product_attention(q3, k, v,
                                                                              is_causal=True))
+        # The start of a much longer storage (a slice of a preallocated
+        # cache) is read as itself, not as a bucket of 64 rows.
+        long_k = torch.randn(1, 1, 64, 8)
+        short = long_k[:, :, :5]
+        t_long = long_k.to("tpu")
+        got = F.scaled_dot_product_attention(tq[:, :1], t_long[:, :, :5], t_long[:, :, :5])
+        torch.testing.assert_close(got.cpu(), F.scaled_dot_product_attention(q[:, :1], short, short))
     # One attention program for the bucket; unbucketed: one per length.
     assert sum(per_step[1:]) == 0, per_step
 
@@ -142,6 +149,13 @@ def test_off_by_default_and_listed_buckets_stop_at_the_largest(monkeypatch):
     big = torch.cat([a, a, a, a], -1)
     assert big.untyped_storage().nbytes() == 20 * 4
     assert torch.equal(big.cpu(), torch.ones(1, 20))
+    # Turned off, a tensor bucketed before is read as itself.
+    bucketed = torch.cat([a, a * 2], -1)
+    monkeypatch.setattr(torchtpu.config, "growing_buckets", None)
+    both = torch.cat([bucketed, a], -1)
+    assert both.untyped_storage().nbytes() == 15 * 4
+    assert torch.equal(both.cpu(), torch.cat([torch.ones(1, 5), torch.full((1, 5), 2.0),
+                                              torch.ones(1, 5)], -1))
 
 
 @pytest.mark.parametrize("value,error", [("pow3", ValueError), ([0, 8], ValueError),

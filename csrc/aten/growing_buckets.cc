@@ -32,6 +32,18 @@ ir::Value splat(ir::Graph& g, ir::Value v, const std::vector<int64_t>& dims) {
   return g.broadcast_in_dim(v, dims, {});
 }
 
+// Whether `t` is the contiguous start of a larger tpu storage, as a bucketed
+// cat's result is.
+bool in_bucket(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1 || t.numel() == 0 ||
+      t.layout() != at::kStrided || t.storage_offset() != 0 || !t.is_contiguous() ||
+      !t.has_storage()) {
+    return false;
+  }
+  return static_cast<int64_t>(t.storage().nbytes()) >
+         t.numel() * static_cast<int64_t>(t.element_size());
+}
+
 }  // namespace
 
 void set_growing_buckets(bool pow2, std::vector<int64_t> sizes) {
@@ -52,23 +64,17 @@ std::optional<int64_t> bucket_rows(int64_t n) {
   return it == g_setting.sizes.end() ? n : *it;
 }
 
-bool in_bucket(const at::Tensor& t) {
-  if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1 || t.numel() == 0 ||
-      t.layout() != at::kStrided || t.storage_offset() != 0 || !t.is_contiguous() ||
-      !t.has_storage()) {
-    return false;
-  }
-  return static_cast<int64_t>(t.storage().nbytes()) >
-         t.numel() * static_cast<int64_t>(t.element_size());
-}
-
 int64_t bucket_capacity(const at::Tensor& t, int64_t dim) {
   if (!in_bucket(t)) return 0;
   const std::vector<int64_t> sizes = t.sizes().vec();
   const int64_t rows = product(sizes, 0, dim) * product(sizes, dim + 1, sizes.size());
   const int64_t elements =
       static_cast<int64_t>(t.storage().nbytes()) / static_cast<int64_t>(t.element_size());
-  return elements % rows == 0 ? elements / rows : 0;
+  if (elements % rows != 0) return 0;
+  // Not past the bucket of t's length: the start of a much larger storage
+  // (a short slice of a long tensor) is read as itself, not whole.
+  const std::optional<int64_t> bucket = bucket_rows(sizes[dim]);
+  return bucket && elements / rows <= *bucket ? elements / rows : 0;
 }
 
 LoweringContext::InBucket LoweringContext::read_in_bucket(const at::Tensor& t, int64_t dim) {
@@ -105,7 +111,9 @@ ir::Value cat_in_bucket(LoweringContext& ctx, const std::vector<at::Tensor>& par
   const std::optional<int64_t> rows = bucket_rows(sizes[dim]);
   if (!rows) return {};
   const int64_t cap = *rows;
-  const bool any_bucketed = std::any_of(parts.begin(), parts.end(), in_bucket);
+  const bool any_bucketed = std::any_of(parts.begin(), parts.end(), [&](const at::Tensor& t) {
+    return bucket_capacity(t, dim) > 0;
+  });
   if (cap == sizes[dim] && !any_bucketed) return {};
   auto& g = ctx.g();
   const int64_t p = product(sizes, 0, dim), q = product(sizes, dim + 1, sizes.size());

@@ -35,12 +35,11 @@ void set_growing_buckets(bool pow2, std::vector<int64_t> sizes);
 // The rows of the bucket for `n` rows, or nullopt when bucketing is off.
 std::optional<int64_t> bucket_rows(int64_t n);
 
-// Whether `t` is the contiguous start of a larger tpu storage, as a bucketed
-// cat's result is (with bucketing off too: such a tensor stays bucketed).
-bool in_bucket(const at::Tensor& t);
-
-// The rows of `t`'s storage along `dim` when `t` is in a bucket (in_bucket)
-// whose storage holds whole rows of the other dims; 0 otherwise.
+// The rows of `t`'s storage along `dim` when bucketing is on, `t` is the
+// contiguous start of a larger tpu storage (as a bucketed cat's result is)
+// whose storage holds whole rows of the other dims, and
+// those rows are at most the bucket of t.size(dim); 0 otherwise (then t is
+// read as itself).
 int64_t bucket_capacity(const at::Tensor& t, int64_t dim);
 
 // The functional torch.cat of `parts` (non-empty, equal in every dim but
