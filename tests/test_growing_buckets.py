@@ -144,18 +144,47 @@ def test_off_by_default_and_listed_buckets_stop_at_the_largest(monkeypatch):
     assert torch.cat([a, a], -1).untyped_storage().nbytes() == 10 * 4
     monkeypatch.setattr(torchtpu.config, "growing_buckets", [16, 8])
     assert torchtpu.config.growing_buckets == (8, 16)
-    assert torch.cat([a, a], -1).untyped_storage().nbytes() == 16 * 4
+    assert torch.cat([a, a, a[:, :1]], -1).untyped_storage().nbytes() == 16 * 4
     # past the largest listed size: the result's own size
-    big = torch.cat([a, a, a, a], -1)
-    assert big.untyped_storage().nbytes() == 20 * 4
-    assert torch.equal(big.cpu(), torch.ones(1, 20))
+    big = torch.cat([a, a, a, a[:, :2]], -1)
+    assert big.untyped_storage().nbytes() == 17 * 4
+    assert torch.equal(big.cpu(), torch.ones(1, 17))
     # Turned off, a tensor bucketed before is read as itself.
-    bucketed = torch.cat([a, a * 2], -1)
+    bucketed = torch.cat([a, a, a[:, :1] * 2], -1)
     monkeypatch.setattr(torchtpu.config, "growing_buckets", None)
     both = torch.cat([bucketed, a], -1)
-    assert both.untyped_storage().nbytes() == 15 * 4
-    assert torch.equal(both.cpu(), torch.cat([torch.ones(1, 5), torch.full((1, 5), 2.0),
+    assert both.untyped_storage().nbytes() == 16 * 4
+    assert torch.equal(both.cpu(), torch.cat([torch.ones(1, 10), torch.full((1, 1), 2.0),
                                               torch.ones(1, 5)], -1))
+
+
+def test_only_appends_start_a_bucket(pow2):
+    # Parts of similar length (autograd's backward of split, torch.stack)
+    # keep an exact storage; an append of a short part starts a bucket.
+    a = torch.ones(2, 6, device="tpu")
+    assert torch.cat([a, a], -1).untyped_storage().nbytes() == 24 * 4
+    assert torch.stack([a, a]).untyped_storage().nbytes() == 24 * 4
+    assert torch.cat([a, a[:, :3]], -1).untyped_storage().nbytes() == 2 * 16 * 4
+    p = torch.randn(6, device="tpu", requires_grad=True)
+    x, y = p.split([3, 3])
+    (x.sum() * 2 + (y * y).sum()).backward()
+    assert p.grad.untyped_storage().nbytes() == 6 * 4
+    # channels-last parts give CPU's channels-last result, not a bucket
+    cl = torch.randn(1, 3, 4, 5).to(memory_format=torch.channels_last)
+    want = torch.cat([cl, cl[:, :1]], 1)
+    got = torch.cat([cl.to("tpu"), cl.to("tpu")[:, :1]], 1)
+    assert got.stride() == want.stride() and torch.equal(got.cpu(), want)
+
+
+def test_deleting_the_setting_turns_bucketing_off(monkeypatch):
+    monkeypatch.setattr(torchtpu.config, "growing_buckets", "pow2")
+    a = torch.ones(1, 5, device="tpu")
+    assert torch.cat([a, a[:, :1]], -1).untyped_storage().nbytes() == 8 * 4
+    del torchtpu.config.growing_buckets
+    try:
+        assert torch.cat([a, a[:, :1]], -1).untyped_storage().nbytes() == 6 * 4
+    finally:
+        torchtpu.config.growing_buckets = None
 
 
 @pytest.mark.parametrize("value,error", [("pow3", ValueError), ([0, 8], ValueError),

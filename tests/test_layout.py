@@ -480,3 +480,22 @@ def test_resize_as_to_the_same_shape_keeps_strides(memory_format):
             got = to_tpu_keep(self_).resize_as_(to_tpu_keep(template), **kw)
         assert got.shape == expected.shape and got.stride() == expected.stride(), (
             got.stride(), expected.stride())
+
+
+@pytest.mark.parametrize("formats", [("cl", "cl"), ("cl", "c"), ("cl3d", "cl3d"), ("c", "cl")])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cat_takes_the_memory_format_its_inputs_agree_on(formats, dim):
+    # TensorShape.cpp's cat_compute_output_memory_format: channels-last when
+    # every input suggests it, else contiguous.
+    def make(kind):
+        if kind == "cl3d":
+            return torch.randn(2, 3, 2, 3, 4).to(memory_format=torch.channels_last_3d)
+        t = torch.randn(2, 3, 4, 5)
+        return t.to(memory_format=torch.channels_last) if kind == "cl" else t
+
+    parts = [make(k) for k in formats]
+    want = torch.cat(parts, dim)
+    with no_fallback():
+        got = torch.cat([p.to("tpu") for p in parts], dim)
+    assert got.stride() == want.stride(), (got.stride(), want.stride())
+    assert torch.equal(got.cpu(), want)

@@ -33,8 +33,11 @@ programs are shared only across repeated layers of a large model.
 env ``TORCHTPU_GROWING_BUCKETS``: ``pow2`` or comma-separated sizes such as
 ``64,128,256``): bounded dynamism for tensors that grow a few elements per step
 (Hugging Face ``generate``'s token ids and attention mask, its default dynamic
-KV cache). When set, every new result of ``torch.cat`` (not its ``out=`` form)
-gets a storage whose length along the cat dim is the result's rounded up to a
+KV cache). When set, a new result of ``torch.cat`` (not its ``out=`` form)
+that appends (its last part at most half as long as the others together: a
+token, a KV entry; not a cat of similar parts such as autograd's backward of
+``split``) or extends such a result, and that CPU lays out contiguously, gets
+a storage whose length along the cat dim is the result's rounded up to a
 bucket: the next power of two, or the smallest listed size at least as large
 (a length past the largest listed size is not rounded). The tensor itself is
 the one CPU makes (same sizes, contiguous strides, values); only
@@ -142,6 +145,11 @@ class _Config(types.ModuleType):
         if name == "growing_buckets":
             value = _growing_buckets(value)
         super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        if name == "growing_buckets":
+            _growing_buckets(None)
+        super().__delattr__(name)
 
 
 sys.modules[__name__].__class__ = _Config

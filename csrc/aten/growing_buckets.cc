@@ -114,7 +114,12 @@ ir::Value cat_in_bucket(LoweringContext& ctx, const std::vector<at::Tensor>& par
   const bool any_bucketed = std::any_of(parts.begin(), parts.end(), [&](const at::Tensor& t) {
     return bucket_capacity(t, dim) > 0;
   });
-  if (cap == sizes[dim] && !any_bucketed) return {};
+  // A new bucket only for an append: the last part at most half as long as
+  // the others together (a token, a KV entry), not for a cat of similar
+  // parts (autograd's backward of split and chunk, torch.stack).
+  const int64_t last = parts.back().size(dim);
+  const bool appends = 2 * last <= sizes[dim] - last;
+  if (!any_bucketed && (cap == sizes[dim] || !appends)) return {};
   auto& g = ctx.g();
   const int64_t p = product(sizes, 0, dim), q = product(sizes, dim + 1, sizes.size());
   // Each part written at the running length: a part's unspecified rows past

@@ -3,7 +3,9 @@
 // programs instead of compiling new ones at every length.
 //
 // Off by default; torchtpu.config.growing_buckets turns it on ("pow2" or a
-// list of sizes). Then the functional torch.cat gives its result a storage
+// list of sizes). Then the functional torch.cat that appends (its last part
+// at most half as long as the others together) or extends a bucketed tensor,
+// with a contiguous result, gives its result a storage
 // whose rows along the cat dim are the result's size rounded up to a bucket
 // (the smallest power of two, or listed size, at least as large; a size
 // past the largest listed one is not rounded). The result is the contiguous
@@ -46,8 +48,8 @@ int64_t bucket_capacity(const at::Tensor& t, int64_t dim);
 // `dim`) along `dim` into a result of `sizes` and dtype `dt`, bucketed: the
 // flat value of the result's storage (LoweringContext::set_result_sizes is
 // set). An invalid value when the call is not bucketed (bucketing off, an
-// out= call, complex, or a result exactly its bucket's size read from
-// unbucketed parts).
+// out= call, complex, or unbucketed parts that do not append or fill their
+// result's bucket exactly).
 ir::Value cat_in_bucket(LoweringContext& ctx, const std::vector<at::Tensor>& parts, int64_t dim,
                         ir::DType dt, const std::vector<int64_t>& sizes);
 

@@ -8,6 +8,7 @@
 #include <c10/core/WrapDimMinimal.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -113,6 +114,7 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::index_put", ResultLayout::kPreserveSelf},
       {"aten::put", ResultLayout::kPreserveSelf},
       {"aten::flip", ResultLayout::kPreserveSelf},
+      {"aten::cat", ResultLayout::kCat},
       {"aten::sort.stable", ResultLayout::kPreserveSelf},
       {"aten::masked_fill.Scalar", ResultLayout::kRowMajor},
       // LAPACK's in-place results (checked against CPU with row- and
@@ -293,6 +295,18 @@ std::vector<int64_t> pool_strides(c10::ArrayRef<c10::IValue> args, c10::IntArray
   return {};
 }
 
+std::vector<int64_t> cat_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  if (args.empty() || !args[0].isTensorList()) return {};
+  const c10::MemoryFormat format = cat_memory_format(args[0].toTensorVector());
+  if (format == c10::MemoryFormat::ChannelsLast && shape.size() == 4) {
+    return c10::get_channels_last_strides_2d(shape);
+  }
+  if (format == c10::MemoryFormat::ChannelsLast3d && shape.size() == 5) {
+    return c10::get_channels_last_strides_3d(shape);
+  }
+  return {};
+}
+
 std::vector<int64_t> conv_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
   if (args.size() < 2 || !args[0].isTensor() || !args[1].isTensor()) return {};
   const at::Tensor& in = args[0].toTensor();
@@ -446,6 +460,18 @@ LayoutRule result_layout(const c10::OperatorHandle& op) {
   return {op.hasTag(at::Tag::pointwise) ? ResultLayout::kIterator : ResultLayout::kRowMajor};
 }
 
+c10::MemoryFormat cat_memory_format(c10::ArrayRef<at::Tensor> ts) {
+  std::optional<c10::MemoryFormat> format;
+  for (const at::Tensor& t : ts) {
+    const c10::MemoryFormat f = t.suggest_memory_format();
+    if (f == c10::MemoryFormat::Contiguous || (format && *format != f)) {
+      return c10::MemoryFormat::Contiguous;
+    }
+    format = f;
+  }
+  return format.value_or(c10::MemoryFormat::Contiguous);
+}
+
 std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::IValue> args,
                                     c10::IntArrayRef shape, size_t index) {
   if (index >= 32 || !((rule.results >> index) & 1u)) return {};
@@ -480,6 +506,8 @@ std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::I
       return glu_strides(args, shape);
     case ResultLayout::kIndex:
       return index_strides(args, shape);
+    case ResultLayout::kCat:
+      return cat_strides(args, shape);
     case ResultLayout::kConvolution:
       // Its gradients (empty when not asked for) are row-major.
       return index == 0 ? conv_strides(args, shape) : std::vector<int64_t>{};

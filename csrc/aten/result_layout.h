@@ -33,11 +33,16 @@
 //   kernel builds: addr's self, vec1[:, None], vec2[None]; glu's two halves;
 //   index's source with the indexed dims restrided to the index shape
 //   (stride 0) and the broadcast index tensors (AdvancedIndex).
+// - kCat: cat's (TensorShape.cpp's cat_compute_output_memory_format): the
+//   memory format every input suggests when they agree and it is channels-last
+//   (3d), else contiguous (cat_memory_format).
 // - kRowMajor: contiguous (every other op, and masked_fill, tagged pointwise
 //   but computed on a contiguous clone).
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/MemoryFormat.h>
 
 #include <cstdint>
 #include <vector>
@@ -46,8 +51,11 @@ namespace ttpu::aten {
 
 enum class ResultLayout {
   kRowMajor, kIterator, kPreserveSelf, kColumnMajor, kFftC2C, kFftR2C, kFftC2R,
-  kInputChannelsLast, kConvolution, kAddr, kGlu, kIndex, kLstsqSolution
+  kInputChannelsLast, kConvolution, kAddr, kGlu, kIndex, kLstsqSolution, kCat
 };
+
+// The memory format of cat's result over its inputs `ts` (kCat).
+c10::MemoryFormat cat_memory_format(c10::ArrayRef<at::Tensor> ts);
 
 struct LayoutRule {
   LayoutRule(ResultLayout k = ResultLayout::kRowMajor, uint32_t r = ~0u, int left = -1)

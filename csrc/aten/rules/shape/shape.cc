@@ -7,6 +7,7 @@
 
 #include "aten/growing_buckets.h"
 #include "aten/ops_util.h"
+#include "aten/result_layout.h"
 
 namespace ttpu::aten {
 namespace {
@@ -60,7 +61,11 @@ std::vector<ir::Value> cat(LoweringContext& ctx, const Args& a) {
     if (t.numel() > 0) nonempty.push_back(t);
   }
   if (numel_of(out) == 0) return {g.constant(0, {dt, out})};
-  if (ir::Value v = cat_in_bucket(ctx, nonempty, dim, dt, out); v.valid()) return {v};
+  // A bucketed result is contiguous: only where CPU's is (a channels-last
+  // result keeps its layout, result_layout.h).
+  if (cat_memory_format(ts) == c10::MemoryFormat::Contiguous) {
+    if (ir::Value v = cat_in_bucket(ctx, nonempty, dim, dt, out); v.valid()) return {v};
+  }
   std::vector<ir::Value> parts;
   for (const at::Tensor& t : nonempty) parts.push_back(g.convert(ctx.tensor(t), dt));
   return {parts.size() == 1 ? parts[0] : g.concatenate(parts, dim)};
