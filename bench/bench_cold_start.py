@@ -26,7 +26,8 @@ program compiled at its op, the default; ``strict_bg``: strict with
 ``strict_cold_first_over_strict_bg_cold_first`` is what background compiles
 gain; ``strict_pow2`` and ``fused_pow2``: those modes with
 ``TORCHTPU_GROWING_BUCKETS=pow2``, bounded dynamism, and the ratios
-``<mode>_cold_first_over_<mode>_pow2_cold_first``), each run first with an empty
+``<mode>_cold_first_over_<mode>_pow2_cold_first``; the suffixes combine:
+``strict_bg_pow2``), each run first with an empty
 compile cache directory (``cold``) and then again on what that run stored
 (``warm``). Reported per run: ``first_s`` (the first generate, model already
 on the device: what compiles), ``second_s`` (the same call again: programs in
@@ -58,7 +59,7 @@ mode, static, new_tokens = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
 device = "cpu"
 if mode != "cpu":
     import torchtpu
-    torchtpu.set_eager_mode(mode.split("_")[0], background_compile=mode == "strict_bg")
+    torchtpu.set_eager_mode(mode.split("_")[0], background_compile="_bg" in mode)
     device = "tpu"
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging
@@ -90,7 +91,7 @@ mode, model_name = sys.argv[1], sys.argv[2]
 device = "cpu"
 if mode != "cpu":
     import torchtpu
-    torchtpu.set_eager_mode(mode.split("_")[0], background_compile=mode == "strict_bg")
+    torchtpu.set_eager_mode(mode.split("_")[0], background_compile="_bg" in mode)
     device = "tpu"
 torch.manual_seed(0)
 
@@ -213,8 +214,8 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="also write the JSON to this file")
     p.add_argument("--modes", default="cpu,strict,fused",
                    help="comma-separated, from cpu, strict, strict_bg, fused, strict_pow2, "
-                        "fused_pow2 (strict_bg: strict with background compiles; _pow2: "
-                        "with growing_buckets='pow2')")
+                        "fused_pow2, strict_bg_pow2 (_bg: strict with background compiles; "
+                        "_pow2: with growing_buckets='pow2')")
     p.add_argument("--static", action="store_true",
                    help="also run generate with cache_implementation='static'")
     p.add_argument("--new-tokens", type=int, default=20)
