@@ -246,3 +246,28 @@ def test_bucketed_generate_matches_unbucketed_tokens(gpt2, monkeypatch, mode, ca
     # 0, 0]; unbucketed 4 per token after the second.)
     assert sum(per_token[2:]) <= 20, str(per_token)
     assert per_token[5:10] == [0] * 5, str(per_token)  # lengths 11..15: bucket 16
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_static_cache_generate_compiles_nothing_after_its_first_decode_step(gpt2, monkeypatch,
+                                                                            mode):
+    # One bucket holds every length of the generation (the prompt's 7 tokens
+    # plus 14), so the only growing tensor, the token ids, keeps its programs:
+    # the prompt's step and the first decode step compile, no later token does.
+    model, prompt = gpt2
+    ids = prompt.repeat(1, 2)[:, :7]
+    want = generate(model, ids, cache_implementation="static")
+    tpu_model = model.to("tpu")
+    monkeypatch.setattr(torchtpu.config, "growing_buckets", [32])
+    torchtpu.set_eager_mode(mode)
+    try:
+        with no_fallback():
+            tokens = TokenPrograms()
+            got = generate(tpu_model, ids.to("tpu"), streamer=tokens,
+                           cache_implementation="static").cpu()
+    finally:
+        torchtpu.set_eager_mode("strict")
+        model.to("cpu")
+    assert torch.equal(got, want), (got, want)
+    per_token = [b - a for a, b in zip(tokens.at, tokens.at[1:])]
+    assert per_token[2:] == [0] * len(per_token[2:]), str(per_token)
