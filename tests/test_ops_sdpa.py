@@ -264,3 +264,24 @@ def test_torch_compile_forward_and_backward():
         assert_close_cpu(got, want)
     finally:
         torch._dynamo.reset()
+
+
+def test_torch_compile_over_a_growing_key_length():
+    # The third length recompiles with the key length dynamic (Dynamo's
+    # automatic dynamic shapes): the backend choice then runs on fake tensors
+    # with symbolic sizes, where it once raised "Cannot call numel() on tensor
+    # with symbolic sizes/strides".
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v) * 2
+
+    compiled = torch.compile(f, backend="tpu")
+    q = make((1, 2, 1, 8), seed=0)
+    torch._dynamo.reset()
+    try:
+        with no_fallback():
+            for length in (5, 6, 7, 9):
+                k, v = make((1, 2, length, 8), seed=1), make((1, 2, length, 8), seed=2)
+                got = compiled(q.to("tpu"), k.to("tpu"), v.to("tpu"))
+                assert_close_cpu(got, f(q, k, v))
+    finally:
+        torch._dynamo.reset()

@@ -54,20 +54,25 @@ bool plain(const at::Tensor& t) {
   return is_tpu(t) && !t.is_nested() && t.layout() == at::kStrided;
 }
 
+// Sizes are read as SymInts here and in supported() / lowerable(): under
+// torch.compile with dynamic shapes (a growing sequence recompiled as
+// dynamic) the choice runs on fake tensors with symbolic sizes, where
+// size() and numel() raise; a comparison of SymInts guards instead.
+
 // `mask` adds onto scores of shape `target` in place (attn.add_(mask)): it
 // broadcasts to it without growing it.
-bool broadcasts_into(const at::Tensor& mask, c10::IntArrayRef target) {
+bool broadcasts_into(const at::Tensor& mask, c10::SymIntArrayRef target) {
   if (mask.dim() > static_cast<int64_t>(target.size())) return false;
   const int64_t off = static_cast<int64_t>(target.size()) - mask.dim();
   for (int64_t d = 0; d < mask.dim(); ++d) {
-    if (mask.size(d) != 1 && mask.size(d) != target[off + d]) return false;
+    if (mask.sym_size(d) != 1 && mask.sym_size(d) != target[off + d]) return false;
   }
   return true;
 }
 
-std::vector<int64_t> score_shape(const at::Tensor& q, const at::Tensor& k) {
-  std::vector<int64_t> s = q.sizes().vec();
-  s.back() = k.size(-2);
+std::vector<c10::SymInt> score_shape(const at::Tensor& q, const at::Tensor& k) {
+  std::vector<c10::SymInt> s = q.sym_sizes().vec();
+  s.back() = k.sym_size(-2);
   return s;
 }
 
@@ -87,10 +92,10 @@ bool supported(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     return false;
   }
   for (int64_t d = 0; d < q.dim() - 2; ++d) {
-    if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;
+    if (k.sym_size(d) != q.sym_size(d) || v.sym_size(d) != q.sym_size(d)) return false;
   }
-  if (k.size(-1) != q.size(-1) || v.size(-2) != k.size(-2)) return false;
-  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
+  if (k.sym_size(-1) != q.sym_size(-1) || v.sym_size(-2) != k.sym_size(-2)) return false;
+  if (q.sym_numel() == 0 || k.sym_numel() == 0 || v.sym_numel() == 0) return false;
   if (mask.has_value() && mask->defined()) {
     const at::Tensor& m = *mask;
     if (!plain(m) || m.device() != q.device()) return false;
@@ -120,8 +125,8 @@ bool lowerable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     // last strides; without them CPU takes the math path too.
     const at::Tensor& m = *mask;
     if (q.dim() != 4 || (m.dim() != 2 && m.dim() != 4) || m.requires_grad()) return false;
-    if (q.size(-1) != k.size(-1) || q.size(-1) != v.size(-1)) return false;
-    if (q.stride(-1) != 1 || k.stride(-1) != 1 || v.stride(-1) != 1) return false;
+    if (q.sym_size(-1) != k.sym_size(-1) || q.sym_size(-1) != v.sym_size(-1)) return false;
+    if (q.sym_stride(-1) != 1 || k.sym_stride(-1) != 1 || v.sym_stride(-1) != 1) return false;
   }
   return true;
 }
