@@ -97,3 +97,36 @@ def fresh_dynamo():
     torch._dynamo.utils.counters.clear()
     yield
     torch._dynamo.reset()
+
+
+def new_programs():
+    """Programs the process compiled or loaded from the persistent cache
+    (``cache_misses``; the suite shares one cache directory, so a program
+    another test compiled counts as a load)."""
+    return torchtpu.metrics.metrics()["cache_misses"]
+
+
+class TokenPrograms:
+    """A Hugging Face generate streamer: new programs (compiled or loaded) at
+    each token; ``per_token()`` gives the differences."""
+
+    def __init__(self):
+        self.at = []
+
+    def put(self, value):
+        self.at.append(new_programs())
+
+    def end(self):
+        self.at.append(new_programs())
+
+    def per_token(self):
+        return [b - a for a, b in zip(self.at, self.at[1:])]
+
+
+def greedy_generate(model, ids, max_new_tokens, **kwargs):
+    """Hugging Face greedy ``generate`` of ``max_new_tokens`` after prompt
+    ``ids`` [batch, length], without gradients, with an all-ones attention mask."""
+    with torch.no_grad():
+        return model.generate(ids, attention_mask=torch.ones_like(ids),
+                              max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0,
+                              **kwargs)

@@ -13,11 +13,7 @@ import pytest
 import torch
 
 import torchtpu
-from _util import no_fallback
-
-
-def new_programs():
-    return torchtpu.metrics.metrics()["cache_misses"]
+from _util import TokenPrograms, greedy_generate, new_programs, no_fallback
 
 
 @pytest.fixture
@@ -75,26 +71,8 @@ def test_views_of_a_storage_of_one_size_keep_one_program_per_op(strict):
 transformers = pytest.importorskip("transformers")
 
 
-class TokenPrograms:
-    """A generate streamer: new programs (compiled or loaded) at each token."""
-
-    def __init__(self):
-        self.at = []
-
-    def put(self, value):
-        self.at.append(new_programs())
-
-    def end(self):
-        self.at.append(new_programs())
-
-    def per_token(self):
-        return [b - a for a, b in zip(self.at, self.at[1:])]
-
-
 def generate(model, ids, **kwargs):
-    with torch.no_grad():
-        return model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8,
-                              do_sample=False, pad_token_id=0, **kwargs)
+    return greedy_generate(model, ids, 8, **kwargs)
 
 
 @pytest.mark.parametrize("mode", ["strict", "fused"])

@@ -10,11 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu
-from _util import no_fallback
-
-
-def new_programs():
-    return torchtpu.metrics.metrics()["cache_misses"]
+from _util import TokenPrograms, greedy_generate, new_programs, no_fallback
 
 
 @pytest.fixture
@@ -200,23 +196,8 @@ def test_setting_validates(monkeypatch, value, error):
 transformers = pytest.importorskip("transformers")
 
 
-class TokenPrograms:
-    """A generate streamer: new programs (compiled or loaded) at each token."""
-
-    def __init__(self):
-        self.at = []
-
-    def put(self, value):
-        self.at.append(new_programs())
-
-    def end(self):
-        self.at.append(new_programs())
-
-
 def generate(model, ids, **kwargs):
-    with torch.no_grad():
-        return model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=14,
-                              do_sample=False, pad_token_id=0, **kwargs)
+    return greedy_generate(model, ids, 14, **kwargs)
 
 
 @pytest.mark.parametrize("mode", ["strict", "fused"])
@@ -238,7 +219,7 @@ def test_bucketed_generate_matches_unbucketed_tokens(gpt2, monkeypatch, mode, ca
         torchtpu.set_eager_mode("strict")
         model.to("cpu")
     assert torch.equal(got, want), (got, want)
-    per_token = [b - a for a, b in zip(tokens.at, tokens.at[1:])]
+    per_token = tokens.per_token()
     # Lengths 7..20 fall in buckets 8, 16 and 32: new programs only where a
     # bucket changes. Unbucketed, every token compiles 2 (static cache) to 4
     # (dynamic) programs in strict mode and one graph in fused mode.
@@ -269,5 +250,5 @@ def test_static_cache_generate_compiles_nothing_after_its_first_decode_step(gpt2
         torchtpu.set_eager_mode("strict")
         model.to("cpu")
     assert torch.equal(got, want), (got, want)
-    per_token = [b - a for a, b in zip(tokens.at, tokens.at[1:])]
+    per_token = tokens.per_token()
     assert per_token[2:] == [0] * len(per_token[2:]), str(per_token)
