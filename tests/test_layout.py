@@ -495,7 +495,10 @@ def test_cat_takes_the_memory_format_its_inputs_agree_on(formats, dim):
 
     parts = [make(k) for k in formats]
     want = torch.cat(parts, dim)
+    want_out = torch.cat(parts, dim, out=torch.empty(0))  # resized: restrided too
     with no_fallback():
         got = torch.cat([p.to("tpu") for p in parts], dim)
-    assert got.stride() == want.stride(), (got.stride(), want.stride())
-    assert torch.equal(got.cpu(), want)
+        got_out = torch.cat([p.to("tpu") for p in parts], dim, out=torch.empty(0, device="tpu"))
+    for g, w in ((got, want), (got_out, want_out)):
+        assert g.stride() == w.stride(), (g.stride(), w.stride())
+        assert torch.equal(g.cpu(), w)

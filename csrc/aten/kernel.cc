@@ -332,13 +332,14 @@ class LoweringKernel final : public c10::OperatorKernel {
             cacheable = false;
             // resize_output warns, as CPU does, when the out had elements.
             at::native::resize_output(outs[i], t.dims);
-            // TensorIterator (and sort's structured kernel) restrides an out
-            // it resizes to the layout it computed for the result; an out of
-            // the right shape keeps its own. flip, index_put and put's out=
-            // forms resize row-major.
+            // TensorIterator (and the structured kernels of sort and cat)
+            // restrides an out it resizes to the layout it computed for the
+            // result; an out of the right shape keeps its own. flip,
+            // index_put and put's out= forms resize row-major.
             const LayoutRule& layout = layout_of(op);
             const ResultLayout k = layout.kind;
             if (k == ResultLayout::kIterator || k == ResultLayout::kAddr || k == ResultLayout::kGlu ||
+                k == ResultLayout::kCat ||
                 (k == ResultLayout::kPreserveSelf && op.schema().name() == "aten::sort")) {
               auto strides = result_strides(layout, args.slice(0, first_out), t.dims, i);
               if (!strides.empty()) outs[i].as_strided_(t.dims, strides);
