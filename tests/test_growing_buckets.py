@@ -252,3 +252,21 @@ def test_static_cache_generate_compiles_nothing_after_its_first_decode_step(gpt2
     assert torch.equal(got, want), (got, want)
     per_token = tokens.per_token()
     assert per_token[2:] == [0] * len(per_token[2:]), str(per_token)
+
+
+def test_environment_variable_sets_it_and_a_bad_value_names_it():
+    import os
+    import subprocess
+    import sys
+
+    def run(value):
+        env = dict(os.environ, TORCHTPU_GROWING_BUCKETS=value)
+        return subprocess.run([sys.executable, "-c", "import torchtpu; "
+                               "print(repr(torchtpu.config.growing_buckets))"],
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    ok = run(" POW2 ")
+    assert ok.returncode == 0 and ok.stdout.strip().endswith("'pow2'"), ok.stderr[-2000:]
+    bad = run("0,8")
+    assert bad.returncode != 0
+    assert "ValueError: TORCHTPU_GROWING_BUCKETS: growing_buckets sizes must be positive" in bad.stderr

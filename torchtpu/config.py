@@ -124,16 +124,16 @@ def _growing_buckets(value):
 
 
 def _env_growing_buckets():
-    value = os.environ.get("TORCHTPU_GROWING_BUCKETS", "")
-    if value in ("", "none", "None"):
+    value = os.environ.get("TORCHTPU_GROWING_BUCKETS", "").strip()
+    if value.lower() in ("", "none"):
         return None
-    if value == "pow2":
-        return value
+    if value.lower() == "pow2":
+        return "pow2"
     try:
         return [int(part) for part in value.split(",")]
     except ValueError:
         raise ValueError(
-            f"TORCHTPU_GROWING_BUCKETS must be 'pow2' or comma-separated sizes, got {value!r}"
+            f"must be 'pow2' or comma-separated sizes, got {value!r}"
         ) from None
 
 
@@ -153,4 +153,7 @@ class _Config(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Config
-growing_buckets = _growing_buckets(_env_growing_buckets())
+try:
+    growing_buckets = _growing_buckets(_env_growing_buckets())
+except (TypeError, ValueError) as e:
+    raise ValueError(f"TORCHTPU_GROWING_BUCKETS: {e}") from None

@@ -160,7 +160,7 @@ struct Inputs {
 };
 
 // k and v [..., S, E] of one bucket along S (a dynamic KV cache grown by
-// torch.cat with torch.config.growing_buckets on), read whole, v's rows past
+// torch.cat with torchtpu.config.growing_buckets on), read whole, v's rows past
 // the length zeroed; false (nothing read) when they are not.
 bool read_bucketed_kv(LoweringContext& ctx, const at::Tensor& k, const at::Tensor& v,
                       Inputs& in) {
