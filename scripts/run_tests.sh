@@ -42,4 +42,4 @@ TORCHTPU_BACKGROUND_COMPILE=1 .venv/bin/python -m pytest -q -p no:cacheprovider 
     "${PARALLEL[@]}" tests/test_ops_unary.py tests/test_ops_reduce.py tests/test_ops_nn.py \
     tests/test_ops_index.py tests/test_ops_extra.py tests/test_views.py tests/test_autograd.py \
     tests/test_edge_semantics.py tests/test_foreach.py tests/test_random.py tests/test_layout.py \
-    tests/test_deferred_checks.py tests/test_errors.py
+    tests/test_deferred_checks.py tests/test_errors.py tests/test_growing_buckets.py
