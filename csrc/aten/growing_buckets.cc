@@ -82,10 +82,10 @@ LoweringContext::InBucket LoweringContext::read_in_bucket(const at::Tensor& t, i
   const int64_t p = product(sizes, 0, dim), n = sizes[dim];
   const int64_t q = product(sizes, dim + 1, sizes.size());
   const int64_t cap = bucket_capacity(t, dim);
-  if (cap == 0) return {graph_.reshape(tensor(t), {p, n, q}), i64(graph_, n), n, false};
-  ir::Value flat = storage_value(t, to_ir(t.scalar_type()));
+  if (cap == 0) return {graph_.reshape(tensor(t), {p, n, q}), i64(graph_, n), n};
+  ir::Value flat = storage_value(t, slot_of(t), to_ir(t.scalar_type()));
   ir::Value length = scalar(c10::Scalar(n), ir::DType::kI64);
-  if (p == 1) return {graph_.reshape(flat, {1, cap, q}), length, cap, true};
+  if (p == 1) return {graph_.reshape(flat, {1, cap, q}), length, cap};
   // Element (i, j, k) of the bucket is storage element i*n*q + j*q + k (t is
   // contiguous); rows j >= n read row n - 1 (their values are unspecified).
   const std::vector<int64_t> dims{p, cap, q};
@@ -102,7 +102,7 @@ LoweringContext::InBucket LoweringContext::read_in_bucket(const at::Tensor& t, i
                     graph_.iota(it, 2)));
   ir::Value v = graph_.gather(flat, graph_.reshape(idx, {p * cap * q, 1}), element_gather(),
                               {p * cap * q});
-  return {graph_.reshape(v, dims), length, cap, true};
+  return {graph_.reshape(v, dims), length, cap};
 }
 
 ir::Value cat_in_bucket(LoweringContext& ctx, const std::vector<at::Tensor>& parts, int64_t dim,

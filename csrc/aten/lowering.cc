@@ -270,7 +270,7 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
     pending_storages_.push_back(own.storage());
     return tensor(own);
   }
-  ir::Value flat = storage_value(t, dtype);
+  ir::Value flat = storage_value(t, slot, dtype);
   int64_t offset = t.storage_offset();
   // The common case, a contiguous tensor that is its whole storage: the
   // general path below would come to the same reshape, through five
@@ -316,8 +316,8 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
   return v;
 }
 
-ir::Value LoweringContext::storage_value(const at::Tensor& t, ir::DType dtype) {
-  auto& slot = slot_of(t);
+ir::Value LoweringContext::storage_value(const at::Tensor& t, runtime::Slot& slot,
+                                         ir::DType dtype) {
   // Held for this context's life, pending or not: slots_ knows a storage by its
   // Slot's address, and a temporary a rule read and dropped (a CPU index
   // uploaded by read_index) would free its Slot for the next temporary to

@@ -66,15 +66,14 @@ class LoweringContext {
   // Bounded dynamism (growing_buckets.h): `t` read along its dim `dim` as a
   // value [P, cap, Q] (P, Q: the element counts of the dims before and after
   // `dim`) whose rows [0, length) along dim 1 are t's and the rest
-  // unspecified. `bucketed`: t is the contiguous start of a larger storage
-  // (what a bucketed cat makes), cap its storage's rows and `length` a
-  // parameter (t.size(dim) at run time, not part of the program); otherwise
-  // cap = t.size(dim) and `length` a constant.
+  // unspecified. When t is the contiguous start of a bucket (what a bucketed
+  // cat makes; bucket_capacity > 0), cap is its storage's rows and `length`
+  // a parameter (t.size(dim) at run time, not part of the program);
+  // otherwise cap = t.size(dim) and `length` a constant.
   struct InBucket {
     ir::Value value;
     ir::Value length;  // 0-d i64
     int64_t cap = 0;
-    bool bucketed = false;
   };
   InBucket read_in_bucket(const at::Tensor& t, int64_t dim);
 
@@ -141,9 +140,9 @@ class LoweringContext {
   ir::Value storage_offset(int64_t offset);
   ir::Value param(std::shared_ptr<pjrt::Buffer> buffer, const ir::TensorType& type,
                   runtime::Slot* slot = nullptr);
-  // The whole storage of tpu tensor `t` as a flat value of `dtype` (its
-  // element size must be the storage's).
-  ir::Value storage_value(const at::Tensor& t, ir::DType dtype);
+  // The whole storage of tpu tensor `t` (its `slot`) as a flat value of
+  // `dtype` (its element size must be the storage's).
+  ir::Value storage_value(const at::Tensor& t, runtime::Slot& slot, ir::DType dtype);
 
   std::string op_;
   int device_;
