@@ -113,7 +113,8 @@ def test_attention_over_a_bucketed_kv_cache_matches_cpu_and_compiles_per_bucket(
         short = long_k[:, :, :5]
         t_long = long_k.to("tpu")
         got = F.scaled_dot_product_attention(tq[:, :1], t_long[:, :, :5], t_long[:, :, :5])
-        torch.testing.assert_close(got.cpu(), F.scaled_dot_product_attention(q[:, :1], short, short))
+        want = F.scaled_dot_product_attention(q[:, :1], short, short)
+        torch.testing.assert_close(got.cpu(), want)
     # One attention program for the bucket; unbucketed: one per length.
     assert sum(per_step[1:]) == 0, per_step
 
@@ -269,4 +270,5 @@ def test_environment_variable_sets_it_and_a_bad_value_names_it():
     assert ok.returncode == 0 and ok.stdout.strip().endswith("'pow2'"), ok.stderr[-2000:]
     bad = run("0,8")
     assert bad.returncode != 0
-    assert "ValueError: TORCHTPU_GROWING_BUCKETS: growing_buckets sizes must be positive" in bad.stderr
+    want = "ValueError: TORCHTPU_GROWING_BUCKETS: growing_buckets sizes must be positive"
+    assert want in bad.stderr

@@ -106,7 +106,9 @@ def _growing_buckets(value):
         return None
     if isinstance(value, str):
         if value != "pow2":
-            raise ValueError(f"growing_buckets must be None, 'pow2' or a list of sizes, got {value!r}")
+            raise ValueError(
+                f"growing_buckets must be None, 'pow2' or a list of sizes, got {value!r}"
+            )
         _C._set_growing_buckets(True, [])
         return value
     if not isinstance(value, (list, tuple)) or not value:
