@@ -5,6 +5,8 @@ none of them, and none is a dependency of torchtpu):
 
 - :mod:`torchtpu.integrations.lightning`: a Lightning ``Accelerator`` and
   ``Strategy`` for tpu (``Trainer(strategy=TPUStrategy())``).
+- :mod:`torchtpu.integrations.safetensors`: ``load_file`` / ``safe_open`` that
+  take ``device="tpu"``.
 
 docs/integrations.md says what each was measured against and its limits.
 """

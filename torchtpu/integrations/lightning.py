@@ -87,8 +87,10 @@ class TPUAccelerator(Accelerator):
         count = torch.tpu.device_count()
         if devices in ("auto", -1, "-1"):
             return list(range(count))
-        if isinstance(devices, str):
-            devices = [int(d) for d in devices.split(",") if d.strip()] if "," in devices else int(devices)
+        if isinstance(devices, str) and "," in devices:  # "0,1": indices, as for CUDA
+            devices = [int(d) for d in devices.split(",") if d.strip()]
+        elif isinstance(devices, str):
+            devices = int(devices)
         indices = list(range(devices)) if isinstance(devices, int) else list(devices)
         if not indices or any(not 0 <= i < count for i in indices):
             raise MisconfigurationException(
