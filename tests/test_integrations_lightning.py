@@ -141,3 +141,9 @@ def test_lightning_still_builds_cuda_autocast_for_unknown_accelerators(tmp_path)
                         enable_progress_bar=False, enable_checkpointing=False,
                         default_root_dir=tmp_path)
     assert trainer.precision_plugin.device == "cuda"
+
+
+def test_device_stats_are_the_allocator_stats():
+    # What DeviceStatsMonitor logs: torch.tpu.memory_stats (bytes, counts).
+    stats = TPUAccelerator().get_device_stats(torch.device("tpu", 0))
+    assert "allocated_bytes.all.current" in stats
