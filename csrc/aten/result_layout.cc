@@ -145,7 +145,8 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::adaptive_max_pool2d", ResultLayout::kInputChannelsLast},
       {"aten::max_pool2d_with_indices", ResultLayout::kInputChannelsLast},
       {"aten::max_pool3d_with_indices", ResultLayout::kInputChannelsLast},
-      // Likewise upsampling, padding and batch norm's output (its stats are 1d).
+      // Likewise upsampling, padding, batch and group norm's output (their stats
+      // are 1d / 2d).
       {"aten::upsample_nearest2d", ResultLayout::kInputChannelsLast},
       {"aten::upsample_bilinear2d", ResultLayout::kInputChannelsLast},
       {"aten::upsample_bicubic2d", ResultLayout::kInputChannelsLast},
@@ -162,6 +163,7 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::_native_batch_norm_legit.no_stats", ResultLayout::kInputChannelsLast},
       {"aten::_native_batch_norm_legit_functional", ResultLayout::kInputChannelsLast},
       {"aten::_native_batch_norm_legit_no_training", ResultLayout::kInputChannelsLast},
+      {"aten::native_group_norm", ResultLayout::kInputChannelsLast},
       {"aten::convolution_overrideable", ResultLayout::kConvolution},
       {"aten::addr", ResultLayout::kAddr},
       {"aten::glu", ResultLayout::kGlu},
