@@ -414,6 +414,42 @@ def test_group_norm_backward(affine):
             grads_close(lambda x: F.group_norm(x, 2), torch.randn(shape))
 
 
+@pytest.mark.parametrize("layout", ["channels_last", "permuted", "strided"])
+def test_group_norm_any_layout(layout):
+    # ATen's composite forward starts with input.view(...), which raised for
+    # these; CPU's kernel takes any layout and keeps a channels_last input's.
+    x = torch.randn(2, 8, 6, 5)
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    elif layout == "permuted":
+        x = x.permute(0, 1, 3, 2)
+    else:
+        x = torch.randn(2, 8, 6, 10)[..., ::2]
+    w, b = torch.randn(8), torch.randn(8)
+    grads_close(lambda x, w, b: F.group_norm(x, 4, w, b), x, w, b)
+    out = F.group_norm(x.to("tpu"), 4, w.to("tpu"), b.to("tpu"))
+    assert out.stride() == F.group_norm(x, 4, w, b).stride()
+    assert_close_cpu(out.view(2, -1) if out.is_contiguous() else out.reshape(2, -1),
+                     F.group_norm(x, 4, w, b).reshape(2, -1))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_weight_norm(dim):
+    v = torch.randn(5, 3, 4)
+    g_shape = [1, 1, 1]
+    if dim != -1:
+        g_shape[dim] = v.shape[dim]
+    g = torch.rand(g_shape) + 0.5
+    grads_close(lambda v, g: torch._weight_norm(v, g, dim), v, g)
+    # The fused op itself (dims 0 and last): its norms equal CPU's.
+    if dim in (0, -1):
+        d = 0 if dim == 0 else v.dim() - 1
+        gd = torch.rand([v.shape[0], 1, 1] if d == 0 else [1, 1, v.shape[2]])
+        with no_fallback():
+            got = torch._weight_norm_interface(v.to("tpu"), gd.to("tpu"), d)
+        assert_close_cpu(got, torch._weight_norm_interface(v, gd, d))
+
+
 def test_unfold_backward():
     # Overlapping (step < size), disjoint, gapped (step > size) windows, and a
     # window as long as the dim.
