@@ -123,7 +123,7 @@ void record_stream(at::Tensor& self, c10::Stream s) {
 
 void resize_storage_bytes(const c10::Storage& storage, int64_t nbytes) {
   TORCH_CHECK(nbytes >= 0, "tpu: storage size must be non-negative, got ", nbytes);
-  auto& slot = slot_of(storage);
+  auto& slot = slot_to_write(storage);
   if (nbytes == slot.nbytes) return;
   if (nbytes == 0) {
     // FSDP2 frees unsharded parameters this way: drop the value (and the

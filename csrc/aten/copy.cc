@@ -34,7 +34,7 @@ bool one_upload(const at::Tensor& dst, const at::Tensor& src) {
 
 // `dst`'s storage now holds `buffer`, written whole by a copy from the host.
 void store_upload(const at::Tensor& dst, std::shared_ptr<pjrt::Buffer> buffer) {
-  auto& slot = slot_of(dst);
+  auto& slot = slot_to_write(dst);
   runtime::forget_pending(slot);  // fully overwritten: a pending value is moot
   // The strings are written only when they change: a collective's write-back
   // runs here on gloo's thread while the caller may read the slot (backend.h).
@@ -157,7 +157,7 @@ void from_host(const at::Tensor& dst, const at::Tensor& src_cpu) {
   if (dst.is_neg()) src = src.neg();
   src = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   if (dst.numel() == 0) return;
-  auto& slot = slot_of(dst);
+  auto& slot = slot_to_write(dst);
   int device = dst.device().index();
   if (covers_storage(dst)) {
     runtime::forget_pending(slot);  // fully overwritten: a pending value is moot

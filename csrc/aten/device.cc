@@ -110,7 +110,8 @@ ir::TensorType ir_type(const at::Tensor& t) {
 runtime::Slot& slot_of(const c10::Storage& s) {
   TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1,
               "expected a tpu storage, got one on ", s.device());
-  auto* slot = static_cast<runtime::Slot*>(s.data_ptr().get_context());
+  // The address, not the context: a copy-on-write DataPtr's context is c10's.
+  auto* slot = static_cast<runtime::Slot*>(s.data_ptr().get());
   TORCH_CHECK(slot != nullptr, "tpu storage without a slot");
   return *slot;
 }
@@ -119,6 +120,21 @@ runtime::Slot& slot_of(const at::Tensor& t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
               "expected a tpu tensor, got one on ", t.device());
   return slot_of(t.storage());
+}
+
+runtime::Slot& slot_to_write(const c10::Storage& s) {
+  TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1,
+              "expected a tpu storage, got one on ", s.device());
+  // mutable_data_ptr() materializes a copy-on-write storage (a no-op otherwise).
+  auto* slot = static_cast<runtime::Slot*>(s.mutable_data_ptr().get());
+  TORCH_CHECK(slot != nullptr, "tpu storage without a slot");
+  return *slot;
+}
+
+runtime::Slot& slot_to_write(const at::Tensor& t) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
+              "expected a tpu tensor, got one on ", t.device());
+  return slot_to_write(t.storage());
 }
 
 at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device) {

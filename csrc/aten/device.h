@@ -18,9 +18,18 @@ ir::DType to_ir(c10::ScalarType t);         // TORCH_CHECK on unsupported dtypes
 c10::ScalarType to_aten(ir::DType t);
 ir::TensorType ir_type(const at::Tensor& t);  // sizes + dtype
 
-// The slot behind a tpu tensor's storage. TORCH_CHECKs the tensor is on tpu.
+// The slot behind a tpu tensor's storage, to read. TORCH_CHECKs the tensor is on
+// tpu. A copy-on-write storage (Tensor._lazy_clone, c10/core/impl/COW.h) wraps
+// the slot it shares with its source in c10's COW context: the DataPtr's address
+// is still the slot, so a read finds it there and materializes nothing.
 runtime::Slot& slot_of(const at::Tensor& t);
 runtime::Slot& slot_of(const c10::Storage& s);
+// The slot a write replaces the buffer of: a copy-on-write storage is first
+// materialized (c10 gives it a slot of its own through the allocator's
+// copy_data, which shares the PJRT buffer, so this copies no device memory),
+// and the write then leaves the other storages of the lazy clone alone.
+runtime::Slot& slot_to_write(const at::Tensor& t);
+runtime::Slot& slot_to_write(const c10::Storage& s);
 
 c10::Allocator* tpu_allocator();
 

@@ -17,11 +17,13 @@ namespace {
 // Argument kinds in a key (each followed by its fields).
 enum Tag : int64_t { kUndefined = 1, kTensor, kDouble, kInt, kBool, kNone, kHostScalar };
 
-runtime::Slot* tpu_slot(const c10::IValue& v) {
+// The slot of a tpu tensor argument (nullptr for anything else); `write`: the
+// slot a write goes to (slot_to_write: a copy-on-write storage gets its own).
+runtime::Slot* tpu_slot(const c10::IValue& v, bool write = false) {
   if (!v.isTensor()) return nullptr;
   const at::Tensor& t = v.toTensor();
   if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return nullptr;
-  return static_cast<runtime::Slot*>(t.storage().data_ptr().get_context());
+  return write ? &slot_to_write(t) : &slot_of(t);
 }
 
 uint64_t hash_of(const int64_t* words, size_t n) {
@@ -169,7 +171,7 @@ bool DispatchCache::replay(const Key& key, c10::ArrayRef<c10::IValue> args, int 
   // Results first, then the written storages (LoweringContext::run's order).
   const size_t computed = buffers.size() - e->writes.size();
   for (size_t w = 0; w < e->writes.size(); ++w) {
-    runtime::Slot* slot = tpu_slot(args[e->writes[w]]);
+    runtime::Slot* slot = tpu_slot(args[e->writes[w]], /*write=*/true);
     slot->buffer = buffers.at(computed + w);
     slot->producer = op;
   }
@@ -304,7 +306,7 @@ bool DispatchCache::replay_fused(const Key& key, c10::ArrayRef<c10::IValue> args
   std::vector<runtime::Slot*> out_slots;
   out_slots.reserve(e->targets.size());
   for (int t : e->targets) {
-    out_slots.push_back(t >= 0 ? &slot_of((*out)[t]) : tpu_slot(args[-1 - t]));
+    out_slots.push_back(t >= 0 ? &slot_of((*out)[t]) : tpu_slot(args[-1 - t], /*write=*/true));
   }
   try {
     runtime::record_copy(runtime::fusion(device), e->graph, bound, e->values, out_slots, op,

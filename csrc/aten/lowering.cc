@@ -379,7 +379,7 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
   if (dst.numel() == 0) return;
   ir::DType dtype = to_ir(dst.scalar_type());
   value = convert_as_cpu(graph_, value, dtype);
-  auto& slot = slot_of(dst);
+  auto& slot = slot_to_write(dst);
   if (slot.pending) pending_storages_.push_back(dst.storage());
   SlotUse& u = use(slot, dtype);
   if (slot.dtype != dtype) {
