@@ -128,3 +128,76 @@ def test_unfold_is_a_view_with_cpu_values(dim, size, step):
         torch.testing.assert_close(u.cpu(), x.unfold(dim, size, step))
         t.add_(1)  # the view sees writes to its base
         torch.testing.assert_close(u.cpu(), (x + 1).unfold(dim, size, step))
+
+
+# ------------------------------------------------- copy-on-write (_lazy_clone)
+
+COW_DTYPES = [torch.float32, torch.int64, torch.bool, torch.bfloat16]
+
+
+def _one(dtype):
+    return torch.ones(1, device="tpu", dtype=dtype)
+
+
+def _bump(t, dtype):
+    # `t += 1`, as a bool tensor takes it (logical or).
+    if dtype == torch.bool:
+        t |= _one(dtype)
+    else:
+        t += _one(dtype)
+
+
+@pytest.mark.parametrize("dtype", COW_DTYPES)
+def test_lazy_clone_reads_without_materializing(dtype):
+    # PyTorch's test_lazy_clone*: the clone shares the data until a write; this
+    # ended the process with SIGSEGV (the COW context read as a storage slot).
+    ref = torch.tensor([[0, 1], [2, 3]], dtype=dtype)
+    t = ref.to("tpu")
+    data = torch._C._data_address(t)
+    clone = t._lazy_clone()
+    with no_fallback():
+        total = t + clone if dtype != torch.bool else t | clone
+    assert torch._C._is_cow_tensor(t) and torch._C._is_cow_tensor(clone)
+    assert torch._C._data_address(clone) == data
+    assert torch._C._storage_address(clone) != torch._C._storage_address(t)
+    assert_close_cpu(total, ref + ref if dtype != torch.bool else ref | ref)
+
+
+@pytest.mark.parametrize("dtype", COW_DTYPES)
+def test_lazy_clone_write_through_view_materializes(dtype):
+    ref = torch.tensor([[0, 1], [2, 3]], dtype=dtype)
+    t = ref.to("tpu")
+    storage, data = torch._C._storage_address(t), torch._C._data_address(t)
+    clone = t._lazy_clone()
+    view = t.view([4])
+    _bump(view, dtype)
+    assert not torch._C._is_cow_tensor(t) and not torch._C._is_cow_tensor(view)
+    assert torch._C._is_cow_tensor(clone)
+    assert torch._C._storage_address(t) == storage
+    assert torch._C._data_address(t) != data == torch._C._data_address(clone)
+    assert torch._C._data_address(view) == torch._C._data_address(t)
+    bumped = ref | True if dtype == torch.bool else ref + 1
+    assert_close_cpu(t, bumped)
+    assert_close_cpu(clone, ref)
+    # The last holder of the shared data takes it back without a copy.
+    _bump(clone, dtype)
+    assert not torch._C._is_cow_tensor(clone) and torch._C._data_address(clone) == data
+    assert_close_cpu(clone, bumped)
+
+
+def test_lazy_clone_every_kind_of_write_leaves_the_source():
+    src = torch.arange(4.0)
+    writes = [lambda b: b.mul_(2), lambda b: b.copy_(torch.zeros(4)), lambda b: b.zero_(),
+              lambda b: b.__setitem__(1, 9.0), lambda b: torch.add(b, 1, out=b),
+              lambda b: b.resize_(8), lambda b: b.index_fill_(0, torch.tensor([0]), 5.0)]
+    for write in writes:
+        a = src.to("tpu")
+        b = a._lazy_clone()
+        expected = src._lazy_clone()
+        write(expected)
+        write(b)
+        assert_close_cpu(a, src)
+        assert_close_cpu(b[:4], expected[:4])  # resize_'s new elements are unspecified
+        c = a._lazy_clone()  # the source written while a clone holds the data
+        write(a)
+        assert_close_cpu(c, src)
