@@ -105,3 +105,46 @@ def test_metrics_count_compiles_and_cache_hits():
 def test_init_rejects_a_second_plugin(tmp_path):
     with pytest.raises(RuntimeError, match="already initialised"):
         torchtpu.init(plugin=str(tmp_path / "other.so"))
+
+
+def test_module_to_keeps_parameter_identity():
+    # Module.to swaps each parameter's data in place when ATen says the old and
+    # new TensorImpls are compatible (as CPU <-> CUDA): the Parameter objects
+    # stay, so tied weights stay tied (pytorch/pytorch#116255 for devices ATen
+    # does not list).
+    m = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+    m[1].weight = m[0].weight
+    params = list(m.parameters())
+    m.to("tpu")
+    assert m[1].weight is m[0].weight and list(m.parameters()) == params
+    assert all(p.device.type == "tpu" for p in params)
+    m.to("cpu")
+    assert m[1].weight is m[0].weight and params[0].device.type == "cpu"
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1), torch.ones(1, device="tpu"))
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1, device="tpu"), torch.ones(1))
+    sparse = torch.ones(1).to_sparse()
+    assert not torch._has_compatible_shallow_copy_type(sparse, torch.ones(1, device="tpu"))
+
+
+def test_tied_lm_head_trains_as_on_cpu():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100,
+                                     n_positions=32, bos_token_id=0, eos_token_id=0,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    cpu = transformers.GPT2LMHeadModel(config)
+    tpu = transformers.GPT2LMHeadModel(config)
+    tpu.load_state_dict(cpu.state_dict())
+    n = len(list(cpu.parameters()))
+    tpu = tpu.to("tpu")
+    assert tpu.lm_head.weight is tpu.transformer.wte.weight
+    assert len(list(tpu.parameters())) == n
+    ids = torch.randint(0, 100, (2, 8))
+    for model, dev in ((cpu, "cpu"), (tpu, "tpu")):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            model(ids.to(dev), labels=ids.to(dev)).loss.backward()
+            opt.step()
+    assert_close_cpu(tpu.transformer.wte.weight, cpu.transformer.wte.weight, rtol=1e-5,
+                     atol=1e-5)

@@ -161,7 +161,44 @@ void resize_storage_bytes(const c10::Storage& storage, int64_t nbytes) {
   ctx.run({});
 }
 
+namespace {
+
+// Whether `from`'s TensorImpl fields may be shallow-copied into `self`'s
+// (`param.data = new`, VariableHooks::set_data). Module._apply asks this to
+// decide whether `Module.to(device)` swaps each parameter's data in place
+// (keeping the Parameter object, so tied weights stay tied) or makes new
+// Parameters. ATen answers yes only between dense tensors of its own backend
+// list (TensorImpl::has_compatible_shallow_copy_type: CPU, CUDA, MPS, HIP,
+// XPU, HPU, MTIA), so without this a model moved to tpu got new Parameter
+// objects and tied weights came apart (pytorch/pytorch#116255). A tpu tensor
+// is a plain strided TensorImpl over a storage, like theirs, so the swap is as
+// safe as CPU <-> CUDA. Registered at AutogradPrivateUse1, which a call with
+// one tpu argument dispatches to.
+bool is_dense_tpu(const at::Tensor& t) {
+  const c10::DispatchKeySet ks = t.key_set();
+  return t.layout() == c10::kStrided && ks.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) &&
+         ks.has_backend(c10::BackendComponent::PrivateUse1Bit);
+}
+
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (impl->has_compatible_shallow_copy_type(from.key_set())) return true;
+  // ATen's own dense backends answer this for a CPU key set.
+  const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
+  auto dense = [&](const at::Tensor& t) {
+    return is_dense_tpu(t) || t.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(cpu);
+  };
+  return (is_dense_tpu(self) || is_dense_tpu(from)) && dense(self) && dense(from);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", &has_compatible_shallow_copy_type);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", &has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", &empty_memory_format);
   m.impl("empty_strided", &empty_strided);
   m.impl("as_strided", &at::native::as_strided_tensorimpl);
