@@ -393,6 +393,19 @@ def test_linspace(args, dtype):
     on_tpu(lambda d: torch.linspace(*args, dtype=dtype, device=d))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_range_factories_into_a_same_count_view(dtype):
+    # CPU resizes out= only when its element count differs: a [2, 2] narrow view
+    # keeps its shape and takes the values in its row-major order.
+    for make in (lambda o: torch.linspace(0, 3, 4, out=o), lambda o: torch.arange(0, 4, out=o),
+                 lambda o: torch.logspace(0, 3, 4, out=o)):
+        def fn(d):
+            x = torch.zeros(2, 3, device=d, dtype=dtype)
+            make(x.narrow(1, 1, 2))
+            return x
+        on_tpu(fn)
+
+
 def test_eye():
     on_tpu(lambda d: torch.eye(4, device=d))
     on_tpu(lambda d: torch.eye(2, 5, dtype=torch.long, device=d))

@@ -147,4 +147,12 @@ ir::Value reduce(LoweringContext& ctx, ir::Value v, std::vector<int64_t> rdims, 
   return out;
 }
 
+void resize_range_out(const at::Tensor& out, int64_t n) {
+  if (out.numel() != n) out.resize_({n});
+}
+
+void write_range(LoweringContext& ctx, const at::Tensor& out, ir::Value values) {
+  ctx.write(out, ctx.g().reshape(values, out.sizes().vec()));
+}
+
 }  // namespace ttpu::aten

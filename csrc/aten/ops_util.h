@@ -32,6 +32,12 @@ ir::DType dtype(LoweringContext& ctx, ir::Value v);
 // x's slices at positions `index` (i64 [m]) along `dim`: x's shape with dim
 // replaced by m (a gather; the positions must be in range).
 ir::Value take_along_dim(LoweringContext& ctx, ir::Value x, int64_t dim, ir::Value index);
+// The out= of a 1-D range factory (arange, linspace, logspace): resized to [n]
+// only when its element count differs, as ATen's CPU kernels do, so a
+// same-count out of another shape (a [2, 2] narrow view of 4 elements) keeps
+// it; write_range then stores the [n] values in its row-major order.
+void resize_range_out(const at::Tensor& out, int64_t n);
+void write_range(LoweringContext& ctx, const at::Tensor& out, ir::Value values);
 // Sum / max / ... over `dims` (keepdim reshapes back to rank).
 ir::Value reduce(LoweringContext& ctx, ir::Value v, std::vector<int64_t> dims, bool keepdim,
                  ir::Reducer reducer);

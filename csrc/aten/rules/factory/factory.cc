@@ -62,7 +62,7 @@ std::vector<ir::Value> arange_out(LoweringContext& ctx, const Args& a) {
                ". Note that this may occur as a result of rounding error. The out tensor will "
                "be resized to a tensor of shape (", size, ",).");
   }
-  resize_out(out, {size});
+  resize_range_out(out, size);
   if (size == 0) return {};
   auto& g = ctx.g();
   const ir::TensorType t{acc, {size}};
@@ -70,7 +70,7 @@ std::vector<ir::Value> arange_out(LoweringContext& ctx, const Args& a) {
   ir::Value vstep = broadcast_to(ctx, ctx.scalar(step, acc), {size});
   ir::Value v = g.binary(ir::Op::kAdd, broadcast_to(ctx, ctx.scalar(start, acc), {size}),
                          g.binary(ir::Op::kMul, i, vstep));
-  ctx.write(out, v);
+  write_range(ctx, out, v);
   return {};
 }
 
@@ -83,7 +83,7 @@ std::vector<ir::Value> linspace_out(LoweringContext& ctx, const Args& a) {
   const int64_t steps = a.integer(2);
   const at::Tensor& out = a.tensor(3);
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  resize_out(out, {steps});
+  resize_range_out(out, steps);
   if (steps == 0) return {};
   const c10::ScalarType st = out.scalar_type();
   const bool integral = c10::isIntegralType(st, /*includeBool=*/true);
@@ -91,7 +91,7 @@ std::vector<ir::Value> linspace_out(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
   const ir::TensorType t{acc, {steps}};
   if (steps == 1) {
-    ctx.write(out, broadcast_to(ctx, ctx.scalar(start, acc), {1}));
+    write_range(ctx, out, broadcast_to(ctx, ctx.scalar(start, acc), {1}));
     return {};
   }
   double step = 0;
@@ -114,7 +114,7 @@ std::vector<ir::Value> linspace_out(LoweringContext& ctx, const Args& a) {
   ir::Value from_end = g.binary(ir::Op::kSub, broadcast_to(ctx, ctx.scalar(s1, acc), {steps}),
                                 g.binary(ir::Op::kMul, vstep, back));
   ir::Value first_half = g.compare(ir::Cmp::kLT, i, g.constant(static_cast<double>(steps / 2), t));
-  ctx.write(out, g.select(first_half, from_start, from_end));
+  write_range(ctx, out, g.select(first_half, from_start, from_end));
   return {};
 }
 

@@ -22,7 +22,7 @@ std::vector<ir::Value> logspace_out(LoweringContext& ctx, const Args& a) {
   const double base = a.real(3);
   const at::Tensor& out = a.tensor(4);
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  resize_out(out, {steps});
+  resize_range_out(out, steps);
   if (steps == 0) return {};
   const c10::ScalarType st = out.scalar_type();
   const bool integral = c10::isIntegralType(st, /*includeBool=*/true);
@@ -48,7 +48,7 @@ std::vector<ir::Value> logspace_out(LoweringContext& ctx, const Args& a) {
     exponent = g.select(first, up, down);
   }
   ir::Value b = broadcast_to(ctx, ctx.scalar(c10::Scalar(base), acc), {steps});
-  ctx.write(out, g.binary(ir::Op::kPow, b, exponent));
+  write_range(ctx, out, g.binary(ir::Op::kPow, b, exponent));
   return {};
 }
 
