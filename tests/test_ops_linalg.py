@@ -63,6 +63,30 @@ def test_cholesky_not_positive_definite():
     same_error(torch.cholesky, a)
 
 
+def _raises_at_call(fn, *inputs):
+    """fn raises CPU's error type and message at the call itself on tpu (no sync
+    after it): the APIs that promise to raise on a failed factorization."""
+    with pytest.raises(Exception) as cpu:
+        fn(*inputs)
+    with pytest.raises(type(cpu.value)) as tpu:
+        fn(*[x.to("tpu") for x in inputs])
+    assert str(cpu.value) == str(tpu.value)
+
+
+def test_check_errors_raise_at_the_call():
+    not_pd = torch.tensor([[1.0, 2.0], [2.0, 1.0]])
+    _raises_at_call(lambda x: torch.linalg.cholesky_ex(x, check_errors=True), not_pd)
+    _raises_at_call(lambda x: torch.linalg.cholesky_ex(x, check_errors=True),
+                    torch.stack([torch.eye(2), not_pd]))
+    _raises_at_call(torch.linalg.cholesky, not_pd)
+    singular = torch.zeros(3, 2, 2)
+    _raises_at_call(lambda x: torch.linalg.inv_ex(x, check_errors=True), singular)
+    _raises_at_call(lambda x: torch.linalg.inv_ex(x, check_errors=True), singular[0])
+    _raises_at_call(torch.linalg.inv, singular[0])
+    # Nothing is left pending for a later read to raise.
+    assert torch.ones(2, device="tpu").sum().item() == 2
+
+
 def test_cholesky_bad_inputs():
     same_error(torch.linalg.cholesky, torch.randn(2, 3))
     same_error(torch.linalg.cholesky, torch.randn(3))

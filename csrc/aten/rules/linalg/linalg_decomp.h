@@ -84,9 +84,9 @@ ir::Value first_failure_info(LoweringContext& ctx, ir::Value bad);
 // What a failing LAPACK info means, and so which error PyTorch raises
 // (_linalg_check_errors and linalg_lu_factor_ex's check, BatchLinearAlgebra.cpp).
 enum class InfoKind { kCholesky, kInverse, kSolve, kLuFactor };
-// Checks the i32 `info` tensor (shape = the batch) once its values exist on the
-// device: deferred to the next host read (deferred_check.h), then raised with
-// PyTorch's text: "<api>: (Batch element i): ..." for batched input.
+// Checks the i32 `info` tensor (shape = the batch) now, a host read as on CPU
+// and CUDA (the *_ex(check_errors=True) and raising APIs promise the error at
+// the call), raising PyTorch's text: "<api>: (Batch element i): ..." for batched input.
 void check_info(const at::Tensor& info, const std::string& api, bool is_matrix, InfoKind kind);
 
 // Builds the values `build` returns in a program of its own, runs it now,

@@ -223,40 +223,36 @@ Value first_failure_info(LoweringContext& ctx, Value bad) {
 
 void check_info(const at::Tensor& info, const std::string& api, bool is_matrix, InfoKind kind) {
   if (info.numel() == 0) return;
-  LoweringContext probe(api + " (info check)", static_cast<int>(info.device().index()));
-  auto& g = probe.g();
-  Value v = g.reshape(probe.tensor(info), {info.numel()});
-  Value worst = reduce(probe, g.unary(Op::kAbs, v), {0}, false, ir::Reducer::kMax);
-  Value ok = g.compare(ir::Cmp::kEQ, worst, probe.constant(0, DType::kI32));
-  auto out = probe.run({v, ok});
-  check_device_values(out[0], out[1], [api, is_matrix, kind](const at::Tensor& host) {
-    const auto* p = host.data_ptr<int32_t>();
-    for (int64_t i = 0; i < host.numel(); ++i) {
-      const int64_t k = p[i];
-      if (k == 0) continue;
-      const std::string where =
-          is_matrix ? api : api + ": (Batch element " + std::to_string(i) + ")";
-      switch (kind) {
-        case InfoKind::kCholesky:
-          TORCH_CHECK_LINALG(false, where,
-                             ": The factorization could not be completed because the input is "
-                             "not positive-definite (the leading minor of order ",
-                             k, " is not positive-definite).");
-        case InfoKind::kInverse:
-          TORCH_CHECK_LINALG(false, where, ": The diagonal element ", k,
-                             " is zero, the inversion could not be completed because the input "
-                             "matrix is singular.");
-        case InfoKind::kSolve:
-          TORCH_CHECK_LINALG(false, where,
-                             ": The solver failed because the input matrix is singular.");
-        case InfoKind::kLuFactor:
-          TORCH_CHECK(false, api, ": U[", k, ",", k,
-                      "] is zero and using it on lu_solve would result in a division by zero. "
-                      "If you still want to perform the factorization, consider calling "
-                      "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)");
-      }
+  // Read now, as ATen's _linalg_check_errors reads info on CPU and CUDA: the
+  // API promises the error at the call (cholesky_ex(check_errors=True), inv),
+  // not at some later read.
+  const at::Tensor host = info.cpu().contiguous();
+  const auto* p = host.data_ptr<int32_t>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const int64_t k = p[i];
+    if (k == 0) continue;
+    const std::string where =
+        is_matrix ? api : api + ": (Batch element " + std::to_string(i) + ")";
+    switch (kind) {
+      case InfoKind::kCholesky:
+        TORCH_CHECK_LINALG(false, where,
+                           ": The factorization could not be completed because the input is "
+                           "not positive-definite (the leading minor of order ",
+                           k, " is not positive-definite).");
+      case InfoKind::kInverse:
+        TORCH_CHECK_LINALG(false, where, ": The diagonal element ", k,
+                           " is zero, the inversion could not be completed because the input "
+                           "matrix is singular.");
+      case InfoKind::kSolve:
+        TORCH_CHECK_LINALG(false, where,
+                           ": The solver failed because the input matrix is singular.");
+      case InfoKind::kLuFactor:
+        TORCH_CHECK(false, api, ": U[", k, ",", k,
+                    "] is zero and using it on lu_solve would result in a division by zero. "
+                    "If you still want to perform the factorization, consider calling "
+                    "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)");
     }
-  });
+  }
 }
 
 std::vector<Value> checked(LoweringContext& ctx, const Build& build, size_t info_index,
