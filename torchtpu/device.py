@@ -20,6 +20,20 @@ def is_initialized():
     return _C._is_initialized()
 
 
+def __getattr__(name):
+    """``_initialized``: True once the tpu runtime is initialized (the PJRT client
+    exists) in a process that may use it, as ``torch.cuda._initialized`` after
+    lazy init. torch.utils.checkpoint stashes and replays the device RNG state
+    only when ``getattr(device_module, "_initialized", False)`` is True; without
+    it, a recomputed dropout draws a different mask and the gradients are wrong.
+    A module attribute cannot follow the C++ runtime, so it is read here on
+    every access. Any other missing name raises AttributeError (``hasattr``
+    probes in PyTorch rely on that)."""
+    if name == "_initialized":
+        return _C._is_initialized() and not _C._is_in_bad_fork()
+    raise AttributeError(f"module 'torch.tpu' has no attribute '{name}'")
+
+
 def current_device():
     """Index of this thread's current tpu device (0 unless set_device / device())."""
     return _C._current_device()

@@ -1,0 +1,196 @@
+"""The places where PyTorch's own Python asks the device module of a tensor
+(``torch.get_device_module``, ``getattr(torch, device.type)``) and what it
+reads there, with torch.tpu in the role of torch.cuda (docs/device-seams.md
+lists every call site). Also the torch.cuda functions scripts call that torch.tpu
+answers or refuses by name (never AttributeError)."""
+
+import io
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+import torchtpu
+
+from _util import assert_close_cpu
+
+
+def _grads(module):
+    return [p.grad.cpu().clone() for p in module.parameters()]
+
+
+def _max_diff(a, b):
+    return max((x - y).abs().max().item() for x, y in zip(a, b))
+
+
+# --- torch.utils.checkpoint: the RNG state is stashed only when _initialized
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_checkpoint_replays_dropout_masks(use_reentrant):
+    """The recomputed forward draws the dropout masks of the first one, so the
+    gradients equal the uncheckpointed ones (checkpoint reads
+    ``torch.tpu._initialized``; without it they differ by ~6)."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Dropout(0.3),
+                          nn.Linear(64, 32)).to("tpu")
+    x = torch.randn(16, 32).to("tpu").requires_grad_(use_reentrant)
+    grads = []
+    for use_ckpt in (False, True):
+        block.zero_grad()
+        torch.tpu.manual_seed(123)
+        y = checkpoint(block, x, use_reentrant=use_reentrant) if use_ckpt else block(x)
+        y.square().sum().backward()
+        grads.append(_grads(block))
+    assert _max_diff(*grads) < 1e-6
+
+
+@pytest.mark.filterwarnings("ignore:.*is deprecated:FutureWarning")  # transformers 5 renames
+def test_hf_bert_gradient_checkpointing_same_grads():
+    """transformers' gradient_checkpointing_enable() on a tiny random BERT in
+    train mode (hidden and attention dropout 0.1): the same gradients as
+    without it."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64,
+                                     max_position_embeddings=16, hidden_dropout_prob=0.1,
+                                     attention_probs_dropout_prob=0.1)
+    model = transformers.BertModel(config, add_pooling_layer=False).to("tpu").train()
+    ids = torch.randint(0, 64, (2, 8)).to("tpu")
+    grads = []
+    for use_ckpt in (False, True):
+        if use_ckpt:
+            model.gradient_checkpointing_enable()
+        model.zero_grad()
+        torch.tpu.manual_seed(7)
+        model(input_ids=ids).last_hidden_state.square().sum().backward()
+        grads.append(_grads(model))
+    assert model.is_gradient_checkpointing
+    assert _max_diff(*grads) < 1e-6
+
+
+def test_initialized_follows_the_runtime():
+    """False in a fresh process until the first tpu tensor, then True (as
+    torch.cuda._initialized); other missing names still raise AttributeError."""
+    code = ("import torch, torchtpu\n"
+            "print(torch.tpu._initialized, getattr(torch.tpu, '_initialized', None))\n"
+            "torch.ones(1, device='tpu')\n"
+            "print(torch.tpu._initialized)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False", "True"]
+    torch.ones(1, device="tpu")
+    assert torch.tpu._initialized is True
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        torch.tpu.no_such_thing
+
+
+def test_hasattr_probes_stay_off():
+    """PyTorch switches paths on ``hasattr(device_module, ...)``: CUDA-graph-safe
+    RNG (_get_generator, default_generators), serialization's _utils, sparse
+    storages, HPU's set_rng_ctx. torch.tpu has none of these, so each probe
+    takes its generic path."""
+    for name in ("_get_generator", "default_generators", "_utils", "sparse", "set_rng_ctx"):
+        assert not hasattr(torch.tpu, name), name
+
+
+# --- torch.random.fork_rng
+
+
+@pytest.mark.parametrize("device_type", ["tpu", None])
+def test_fork_rng_restores_tpu_state(device_type):
+    """Draws inside fork_rng (device_type "tpu", or None: the current
+    accelerator) do not advance the generator outside it."""
+    torch.tpu.manual_seed(1)
+    expected = torch.rand(3, device="tpu").cpu()
+    torch.tpu.manual_seed(1)
+    with torch.random.fork_rng(device_type=device_type):
+        inside = torch.rand(3, device="tpu").cpu()
+        torch.rand(5, device="tpu")
+    assert torch.equal(inside, expected)
+    assert torch.equal(torch.rand(3, device="tpu").cpu(), expected)
+
+
+# --- device-module lookups elsewhere in torch
+
+
+def test_device_module_lookups_find_torch_tpu():
+    assert torch.get_device_module("tpu") is torch.tpu
+    assert torch.get_device_module() is torch.tpu  # the current accelerator
+    assert torch._utils._get_device_module("tpu") is torch.tpu
+    assert torch._utils._get_available_device_type() == "tpu"
+    assert torch._utils._get_current_device_index() == torch.tpu.current_device()
+
+
+def test_fake_tensor_device_gets_current_index():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch.ones(1, device="tpu")
+    with FakeTensorMode():
+        t = torch.empty(2, device="tpu")
+    assert t.device == torch.device("tpu", torch.tpu.current_device())
+
+
+def test_torch_load_checks_device_count():
+    """serialization's _validate_device: a location beyond device_count() is a
+    RuntimeError naming torch.tpu.device_count(), as on CUDA."""
+    buf = io.BytesIO()
+    torch.save(torch.arange(3.0), buf)
+    buf.seek(0)
+    n = torch.tpu.device_count()
+    with pytest.raises(RuntimeError, match=rf"torch.tpu.device_count\(\) is {n}"):
+        torch.load(buf, map_location=f"tpu:{n}")
+    buf.seek(0)
+    assert_close_cpu(torch.load(buf, map_location="tpu"), torch.arange(3.0))
+
+
+def test_save_on_cpu_pinned_grads_equal_cpu():
+    """autograd.graph.save_on_cpu(pin_memory=True, device_type="tpu") reads
+    torch.tpu.is_available() and packs into pinned memory."""
+    w = torch.randn(8, 8)
+
+    def run(device):
+        a = w.to(device).requires_grad_()
+        with torch.autograd.graph.save_on_cpu(pin_memory=True, device_type="tpu"):
+            y = torch.tanh(a @ a).sum()
+        y.backward()
+        return a.grad
+
+    assert_close_cpu(run("tpu"), run("cpu"))
+
+
+def test_dcp_overlapping_loader_round_trip():
+    """torch.distributed.checkpoint with one writer thread uses
+    _OverlappingCpuLoader: torch.tpu.current_stream() and stream() around
+    non-blocking copies to CPU. Values survive a save/load."""
+    import torch.distributed.checkpoint as dcp
+
+    expected = {"w": torch.randn(64, 3), "b": torch.arange(10.0)}
+    state = {k: v.to("tpu") for k, v in expected.items()}
+    with tempfile.TemporaryDirectory() as d:
+        with pytest.warns(UserWarning, match="torch.distributed is disabled"):
+            dcp.save(state, storage_writer=dcp.FileSystemWriter(d, thread_count=1))
+        loaded = {k: torch.zeros_like(v) for k, v in state.items()}
+        with pytest.warns(UserWarning, match="torch.distributed is disabled"):
+            dcp.load(loaded, storage_reader=dcp.FileSystemReader(d))
+    for k in expected:
+        assert_close_cpu(loaded[k], expected[k])
+
+
+def test_memory_tracker_reads_tpu_memory():
+    """torch.distributed._tools.MemoryTracker reads empty_cache, memory_stats,
+    memory_allocated and memory_reserved from torch.get_device_module()."""
+    from torch.distributed._tools.memory_tracker import MemoryTracker
+
+    m = nn.Linear(256, 256).to("tpu")
+    tracker = MemoryTracker()
+    tracker.start_monitor(m)
+    m(torch.randn(64, 256, device="tpu")).sum().backward()
+    tracker.stop()
+    peak_mib = max(v for _, v in tracker.memories_allocated.values())
+    assert peak_mib * 2**20 >= 256 * 256 * 4  # at least the weight
