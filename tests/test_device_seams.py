@@ -194,3 +194,52 @@ def test_memory_tracker_reads_tpu_memory():
     tracker.stop()
     peak_mib = max(v for _, v in tracker.memories_allocated.values())
     assert peak_mib * 2**20 >= 256 * 256 * 4  # at least the weight
+
+
+# --- torch.cuda functions scripts call on the device module
+
+
+def _summary_row(summary, label):
+    row = next(line for line in summary.splitlines() if line.startswith(f"| {label} "))
+    return [cell.strip() for cell in row.strip("|").split("|")[1:]]
+
+
+def test_memory_summary_shows_memory_stats():
+    x = torch.empty(4 * 2**20 // 4, device="tpu")  # 4 MiB
+    stats = torch.tpu.memory_stats()
+    summary = torch.tpu.memory_summary()
+    assert "PyTorch tpu memory summary, device ID 0" in summary
+    current = stats["allocated_bytes.all.current"]
+    assert current >= 4 * 2**20
+    # torch.cuda's units: the next unit from 768 of it on, so 4 MiB shows as KiB
+    assert current < 768 * 2**20
+    assert _summary_row(summary, "Allocated memory")[0] == f"{current // 1024} KiB"
+    count = stats["allocation.all.current"]
+    assert _summary_row(summary, "Allocations")[0] == str(count)
+    assert torch.tpu.memory_summary(0, abbreviated=True).count("\n") == summary.count("\n")
+    with pytest.raises(IndexError):
+        torch.tpu.memory_summary(torch.tpu.device_count())
+    del x
+
+
+def test_fsdp1_device_handle_memory_summary():
+    """FSDP1 logs ``_device_handle.memory_summary()`` (debug level DETAIL)."""
+    from torch.distributed.fsdp._common_utils import _FSDPDeviceHandle
+
+    handle = _FSDPDeviceHandle.from_device(torch.device("tpu", 0))
+    assert "tpu memory summary" in handle.memory_summary()
+
+
+def test_memory_fraction_validated_recorded_not_enforced(monkeypatch):
+    monkeypatch.setattr(torchtpu._device_memory, "_memory_fractions", {})
+    assert torch.tpu.get_per_process_memory_fraction() == 1.0
+    with pytest.raises(TypeError, match="must be `float`"):
+        torch.tpu.set_per_process_memory_fraction(1)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="Allowed range: 0~1"):
+            torch.tpu.set_per_process_memory_fraction(bad)
+    with pytest.raises(IndexError):
+        torch.tpu.set_per_process_memory_fraction(0.5, torch.tpu.device_count())
+    with pytest.warns(UserWarning, match="not enforced"):
+        torch.tpu.set_per_process_memory_fraction(0.5)
+    assert torch.tpu.get_per_process_memory_fraction(0) == 0.5
