@@ -243,3 +243,24 @@ def test_memory_fraction_validated_recorded_not_enforced(monkeypatch):
     with pytest.warns(UserWarning, match="not enforced"):
         torch.tpu.set_per_process_memory_fraction(0.5)
     assert torch.tpu.get_per_process_memory_fraction(0) == 0.5
+
+
+@pytest.mark.parametrize("name", ["utilization", "memory_usage", "temperature",
+                                  "power_draw", "clock_rate"])
+def test_device_telemetry_refused_by_name(name):
+    fn = getattr(torch.tpu, name)
+    with pytest.raises(NotImplementedError, match=f"torch.tpu.{name}"):
+        fn()
+    with pytest.raises(IndexError):
+        fn(torch.tpu.device_count())
+
+
+def test_memory_snapshot_refused_by_name():
+    with pytest.raises(NotImplementedError, match="torch.tpu.memory_snapshot"):
+        torch.tpu.memory_snapshot()
+
+
+def test_build_info_and_ipc_collect():
+    assert torch.tpu.get_arch_list() == []
+    assert torch.tpu.get_gencode_flags() == ""
+    assert torch.tpu.ipc_collect() is None

@@ -185,3 +185,13 @@ from torchtpu._device_memory import (  # noqa: E402,F401  (part of this module's
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
+from torchtpu._device_extra import (  # noqa: E402,F401  (part of this module's API)
+    clock_rate,
+    get_arch_list,
+    get_gencode_flags,
+    ipc_collect,
+    memory_usage,
+    power_draw,
+    temperature,
+    utilization,
+)
