@@ -90,6 +90,8 @@ class TpuWork : public c10d::Work {
   // Once: with `error` null runs the copy-back, then completes the future with
   // the outputs or with the error (the inner one or the copy-back's).
   void finish(std::exception_ptr error);
+  // Completes the future (running its callbacks) and wakes wait().
+  void complete(std::exception_ptr error);
   bool is_finished();  // finish() has run (its future may still be being marked)
   // Called as each inner future completes; the last one finishes the work.
   void inner_done(c10::ivalue::Future& done);

@@ -5,6 +5,13 @@
 #include <cstdlib>
 
 namespace ttpu::distributed {
+namespace {
+
+thread_local int t_jobs_running = 0;
+
+}  // namespace
+
+bool Issuer::in_job() { return t_jobs_running > 0; }
 
 Issuer::Issuer() : thread_([this] { loop(); }) {}
 
@@ -47,7 +54,9 @@ void Issuer::drain() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
+    ++t_jobs_running;
     job();
+    --t_jobs_running;
   }
 }
 

@@ -38,6 +38,11 @@ class Issuer {
   // for it on its own thread (it asked for the work's future, as DDP's bucket
   // hooks do), so the thread starts it at once instead of kGrace later.
   void hurry();
+  // Whether this thread is running a queued job now (any group's). A job must
+  // not run user code that may wait: a future's callbacks (PowerSGD's hook
+  // waits inside then() for a collective it just issued, whose job is queued
+  // behind the running one) would wait forever.
+  static bool in_job();
 
  private:
   // How long the thread leaves a newly queued job to a waiter: a blocking

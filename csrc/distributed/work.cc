@@ -4,10 +4,12 @@
 #include <ATen/core/ivalue.h>
 
 #include <algorithm>
+#include <thread>
 
 #include <c10/util/Exception.h>
 
 #include "distributed/backend.h"
+#include "distributed/issue.h"
 #include "distributed/trace.h"
 
 namespace ttpu::distributed {
@@ -128,6 +130,19 @@ void TpuWork::finish(std::exception_ptr error) {
     finish_fn_ = nullptr;  // drops the staging buffers' references: the pool reuses them
     finished_ = true;
   }
+  if (Issuer::in_job()) {
+    // Finished inside a queued job (its inner futures were already complete
+    // when start() chained them): the future's callbacks may wait for a later
+    // collective whose job is queued behind this one (PowerSGD's hook does),
+    // so they run on a thread of their own instead.
+    auto self = c10::intrusive_ptr<TpuWork>::reclaim_copy(this);
+    std::thread([self, error] { self->complete(error); }).detach();
+    return;
+  }
+  complete(error);
+}
+
+void TpuWork::complete(std::exception_ptr error) {
   // Outside complete_mutex_: the future runs its callbacks (DDP's, Python's
   // then()) inline, and one of them may wait for this work.
   if (error)
