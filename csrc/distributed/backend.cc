@@ -286,7 +286,10 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
   Tensors outs{output};
   return call.issue(
       [inner = group_.inner, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
-        return {inner->_allgather_base(host_out, host_in, opts)};
+        // Flat, as NCCL takes it: only the element counts must agree (SyncBatchNorm
+        // gathers [2C+1] into [1, world * (2C+1)]), while gloo chunks dim 0.
+        at::Tensor flat_out = host_out.view({-1}), flat_in = host_in.reshape({-1});
+        return {inner->_allgather_base(flat_out, flat_in, opts)};
       },
       [outs, host_out] { copy_back(outs, {host_out}); }, outs, timeout_for(opts.timeout),
       getRank(), OpType::_ALLGATHER_BASE);
