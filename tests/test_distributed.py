@@ -32,12 +32,13 @@ def _env():
     return env
 
 
-def launch(group, world=2, **env):
-    """Runs one scenario group on `world` ranks; returns {rank: {check: message}}."""
+def launch(group, world=2, worker="_dist_worker.py", **env):
+    """Runs one scenario group of `worker` on `world` ranks; returns
+    ({rank: {check: message}}, {rank: log})."""
     port = str(_free_port())
     env = {**_env(), **env}
     procs = [
-        subprocess.Popen([sys.executable, os.path.join(HERE, "_dist_worker.py"), group,
+        subprocess.Popen([sys.executable, os.path.join(HERE, worker), group,
                           str(r), str(world), port], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, env=env)
         for r in range(world)

@@ -164,6 +164,8 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::_native_batch_norm_legit_functional", ResultLayout::kInputChannelsLast},
       {"aten::_native_batch_norm_legit_no_training", ResultLayout::kInputChannelsLast},
       {"aten::native_group_norm", ResultLayout::kInputChannelsLast},
+      {"aten::batch_norm_elemt", ResultLayout::kInputChannelsLast},
+      {"aten::batch_norm_backward_elemt", ResultLayout::kInputChannelsLast},
       {"aten::convolution_overrideable", ResultLayout::kConvolution},
       {"aten::addr", ResultLayout::kAddr},
       {"aten::glu", ResultLayout::kGlu},

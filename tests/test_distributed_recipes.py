@@ -1,0 +1,27 @@
+"""Training recipes across 2 processes on tpu equal to gloo-CPU's (or, for
+SyncBatchNorm, which has no CPU form, to batch norm over the ranks' batches in
+one process): every DDP comm hook (PowerSGD's hook waits inside its callbacks
+for collectives it issues: it used to hang), SyncBatchNorm, a GPT-2 with a tied
+LM head under DDP, and FSDP2's fully_shard of a model still on CPU with a tpu
+mesh. One launch of 2 processes (tests/_dist_recipes.py), bounded by a timeout.
+"""
+
+import pytest
+
+from test_distributed import _assert_check, launch
+
+
+@pytest.fixture(scope="module")
+def recipes():
+    return launch("recipes", worker="_dist_recipes.py")
+
+
+CHECKS = ([f"comm_hook_{h}" for h in ("allreduce", "fp16_compress", "bf16_compress",
+                                      "quantize_per_tensor", "quantize_per_channel",
+                                      "powersgd", "batched_powersgd")]
+          + ["sync_batch_norm", "tied_gpt2_ddp_10_steps", "fully_shard_cpu_model_tpu_mesh"])
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_recipe(recipes, name):
+    _assert_check(recipes, name)
