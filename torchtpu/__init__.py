@@ -137,6 +137,13 @@ from torchtpu import _compile_default  # noqa: E402
 
 _compile_default.install()
 
+# flex_attention takes tpu tensors as a user's unmodified program expects
+# (PyTorch's device list refuses them; torchtpu/integrations/flex_attention.py
+# says what is patched and why). About 3 ms of import.
+from torchtpu.integrations import flex_attention as _flex_attention  # noqa: E402
+
+_flex_attention.enable()
+
 
 def init(plugin=None, cpu_devices=None):
     """Loads a PJRT plugin and creates the process's client.
