@@ -14,7 +14,7 @@ bash scripts/setup.sh
 # or interrupt themselves: they run alone afterwards, on a quiet machine.
 ALONE=(tests/test_distributed.py tests/test_lifecycle.py tests/test_streams_memory.py
        tests/test_cache.py tests/test_fused.py tests/test_fused_hybrid.py tests/test_multidevice.py
-       tests/test_fuzz.py)
+       tests/test_fuzz.py tests/test_distributed_recipes.py)
 if [ $# -ne 0 ]; then
   .venv/bin/python -m pytest tests -q -p no:cacheprovider "$@"
   exit 0

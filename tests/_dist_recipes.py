@@ -195,11 +195,29 @@ def group_recipes(rank, world):
     dist.destroy_process_group()
 
 
+def group_local_ranks(rank, world):
+    # A script written for CUDA, cuda:{rank} changed to tpu:{rank}, with no
+    # TORCHTPU_CPU_DEVICES: the CPU plugin gets one device per local rank.
+    def run():
+        dist.init_process_group(timeout=TIMEOUT)
+        device = torch.device("tpu", rank)
+        torch.tpu.set_device(device)
+        assert torch.tpu.device_count() == world
+        model = DDP(nn.Linear(4, 2).to(device), device_ids=[rank])
+        t = torch.full((3,), float(rank + 1), device=device)
+        dist.all_reduce(t)
+        assert t.device == device and t.cpu().tolist() == [3.0] * 3
+        model(torch.ones(2, 4, device=device)).sum().backward()
+        assert model.module.weight.grad.device == device
+        dist.destroy_process_group()
+    report("tpu_rank_device_per_local_rank", run)
+
+
 def main():
     group, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
                       WORLD_SIZE=str(world))
-    {"recipes": group_recipes}[group](rank, world)
+    {"recipes": group_recipes, "local_ranks": group_local_ranks}[group](rank, world)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ SyncBatchNorm, which has no CPU form, to batch norm over the ranks' batches in
 one process): every DDP comm hook (PowerSGD's hook waits inside its callbacks
 for collectives it issues: it used to hang), SyncBatchNorm, a GPT-2 with a tied
 LM head under DDP, and FSDP2's fully_shard of a model still on CPU with a tpu
-mesh. One launch of 2 processes (tests/_dist_recipes.py), bounded by a timeout.
+mesh; and tpu:{rank} in a per-rank process with no TORCHTPU_CPU_DEVICES. One launch of 2 processes (tests/_dist_recipes.py), bounded by a timeout.
 """
 
 import pytest
@@ -25,3 +25,9 @@ CHECKS = ([f"comm_hook_{h}" for h in ("allreduce", "fp16_compress", "bf16_compre
 @pytest.mark.parametrize("name", CHECKS)
 def test_recipe(recipes, name):
     _assert_check(recipes, name)
+
+
+def test_tpu_rank_device_per_local_rank():
+    # TORCHTPU_CPU_DEVICES empty: as if unset (launch() sets 1 otherwise).
+    results = launch("local_ranks", worker="_dist_recipes.py", TORCHTPU_CPU_DEVICES="")
+    _assert_check(results, "tpu_rank_device_per_local_rank")

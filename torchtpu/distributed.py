@@ -11,10 +11,20 @@ Importing torchtpu registers it with
 
 The backend (``csrc/distributed``) stages each collective's tpu tensors through
 host memory and runs it with ``ProcessGroupGloo`` on the same store, rank, size
-and timeout, then copies the results back into the tpu tensors in place. Every
-process uses one tpu device: its own single device (``TORCHTPU_CPU_DEVICES=1``,
-the default) or ``tpu:{local_rank}`` after ``torch.tpu.set_device``.
+and timeout, then copies the results back into the tpu tensors in place.
+
+Devices per process: a script written for CUDA puts rank r on ``cuda:{r}``
+(``tpu:{LOCAL_RANK}``), since on a GPU host every process sees every GPU. On
+the CPU plugin a process has ``TORCHTPU_CPU_DEVICES`` devices (default 1), so
+when a tpu group is created before the process's first tpu use and that
+variable is unset, the plugin is given one device per local rank
+(``LOCAL_WORLD_SIZE``, as torchrun sets it, else the group's size): ``tpu:{r}``
+then exists in rank r, as ``cuda:{r}`` does. Once the runtime has started (a
+tpu tensor was made before ``init_process_group``) the count is fixed and
+``tpu:{r}`` past it raises IndexError naming the count.
 """
+
+import os
 
 import torch
 
@@ -38,7 +48,23 @@ def create_backend(store, rank, size, timeout):
     """
     from torchtpu import _C
 
+    _devices_for_local_ranks(size)
     return _C._dist_tpu_backend(store, rank, size, timeout)
+
+
+def _devices_for_local_ranks(group_size=None):
+    """Before the runtime starts, gives the CPU plugin one device per local rank
+    (see the module docstring) unless ``TORCHTPU_CPU_DEVICES`` says otherwise:
+    ``LOCAL_WORLD_SIZE``, else ``group_size``, else ``WORLD_SIZE``."""
+    from torchtpu import _C
+
+    if _C._is_initialized() or os.environ.get("TORCHTPU_CPU_DEVICES"):
+        return
+    for count in (os.environ.get("LOCAL_WORLD_SIZE", ""), group_size,
+                  os.environ.get("WORLD_SIZE", "")):
+        if str(count).isdigit() and int(count) > 0:
+            os.environ["TORCHTPU_CPU_DEVICES"] = str(count)
+            return
 
 
 def _default_config_with_cpu(original_init):
@@ -46,6 +72,8 @@ def _default_config_with_cpu(original_init):
     # backend alone; a tpu process then could not run a CPU collective (object
     # collectives, a CPU barrier). Adding gloo for CPU keeps both working.
     def __init__(self, backend):
+        # Before torch asks for the accelerator (which starts the runtime).
+        _devices_for_local_ranks()
         original_init(self, backend)
         from torch.distributed.distributed_c10d import Backend
 
