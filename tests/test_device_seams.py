@@ -264,3 +264,10 @@ def test_build_info_and_ipc_collect():
     assert torch.tpu.get_arch_list() == []
     assert torch.tpu.get_gencode_flags() == ""
     assert torch.tpu.ipc_collect() is None
+
+
+def test_data_parallel_names_the_alternative():
+    # nn.DataParallel needs torch._C._scatter & co., absent from CPU builds of
+    # torch: a clear error at construction, not an AttributeError mid-forward.
+    with pytest.raises(NotImplementedError, match="DistributedDataParallel"):
+        nn.DataParallel(nn.Linear(2, 2).to("tpu"))

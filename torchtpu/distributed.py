@@ -86,6 +86,26 @@ def _default_config_with_cpu(original_init):
     return __init__
 
 
+def _refuse_data_parallel(original_init):
+    # nn.DataParallel picks tpu as the available device type, then scatters,
+    # replicates and gathers through torch._C._scatter / _broadcast_coalesced /
+    # _gather, which CPU builds of torch do not have: an AttributeError at the
+    # first forward. Say so at construction, with the supported alternative.
+    def __init__(self, module, device_ids=None, output_device=None, dim=0):
+        from torch._utils import _get_available_device_type
+
+        if _get_available_device_type() == _BACKEND:
+            raise NotImplementedError(
+                "nn.DataParallel is not supported on tpu: it needs torch._C._scatter, "
+                "_broadcast_coalesced and _gather, which only CUDA builds of torch have. "
+                "Use DistributedDataParallel (one process per tpu device, backend 'tpu'; "
+                "tpu:{rank} works in each rank) or run the module on one device.")
+        original_init(self, module, device_ids, output_device, dim)
+
+    __init__._torchtpu_wrapped = True
+    return __init__
+
+
 def _register():
     """Registers the backend once; a no-op when torch has no distributed support."""
     if not torch.distributed.is_available():
@@ -95,6 +115,9 @@ def _register():
     if _BACKEND.upper() in c10d.Backend._plugins:
         return
     c10d.Backend.register_backend(_BACKEND, create_backend, devices=[_BACKEND])
+    dp = torch.nn.DataParallel
+    if not getattr(dp.__init__, "_torchtpu_wrapped", False):
+        dp.__init__ = _refuse_data_parallel(dp.__init__)
     if not getattr(c10d.BackendConfig.__init__, "_torchtpu_wrapped", False):
         c10d.BackendConfig.__init__ = _default_config_with_cpu(c10d.BackendConfig.__init__)
 
