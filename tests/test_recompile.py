@@ -50,6 +50,33 @@ def test_changing_batch_shape_warns_naming_the_line_and_shape(fused):
     assert torchtpu.metrics.recompile_counts()[f"{__file__}:{start}"] == 5
 
 
+def test_a_library_line_warns_once_at_the_callers_line(fused, tmp_path, monkeypatch):
+    # Graphs starting in an installed package (transformers' masking code
+    # during generate) are reported where the user's code calls it, once.
+    (tmp_path / "growing_lib.py").write_text(
+        "import torch\n"
+        "def step(n):\n"
+        "    x = torch.ones(n, 8, device='tpu')\n"
+        "    return (x * 2).sum().item()\n")
+    from torchtpu import _recompile
+
+    monkeypatch.setattr(_recompile, "_SITE", (str(tmp_path) + os.sep,))
+    monkeypatch.setattr(_recompile, "_warned_library_calls", set())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import growing_lib
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 7):
+            line = inspect.currentframe().f_lineno + 1
+            growing_lib.step(n)
+    found = recompile_warnings(caught)
+    assert len(found) == 1, [str(w.message) for w in found]
+    assert found[0].filename == __file__ and found[0].lineno == line
+    assert "growing_lib.py:3" in str(found[0].message)
+    assert "installed package" in str(found[0].message)
+
+
 def test_changing_dtype_is_named(fused):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

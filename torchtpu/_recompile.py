@@ -111,8 +111,43 @@ def on_new_graph(start, count, difference, shape_changes=0):
     _warn(start, message)
 
 
+def _in_library(filename):
+    path = os.path.abspath(filename)
+    return path.startswith(_SITE) and not path.startswith(_PACKAGE)
+
+
+def _caller_outside_libraries():
+    """``"file:line"`` of the innermost frame of the running thread outside
+    torch, torchtpu, the standard library and installed packages; ``""`` if none."""
+    frame = sys._getframe(1)
+    if threading.current_thread() is not threading.main_thread() and frame is not None:
+        frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not _internal(name) and not _in_library(name):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+_warned_library_calls = set()
+
+
 def _warn(start, message):
     filename, _, lineno = start.rpartition(":")
+    if filename and _in_library(filename):
+        # A line of an installed library (transformers' masking_utils during
+        # generate): the user can act only where their code calls it, so the
+        # warning points there, once per such line.
+        caller = _caller_outside_libraries()
+        if caller in _warned_library_calls:
+            return
+        _warned_library_calls.add(caller)
+        message += (f" The line is in an installed package; it was reached from "
+                    f"{caller or 'code outside any file'}, where the shapes it gets can be "
+                    f"made static (e.g. cache_implementation=\"static\" for generate) or "
+                    f"bucketed (torchtpu.config.growing_buckets).")
+        filename, _, lineno = caller.rpartition(":")
     if filename and lineno.isdigit():
         warnings.warn_explicit(message, RecompileWarning, filename, int(lineno))
     else:
