@@ -344,3 +344,54 @@ def test_distribution_errors_match_cpu(fn):
     with pytest.raises(RuntimeError) as tpu:
         fn(torch.empty(4, device="tpu"))
     assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+
+
+# ----------------------------------------- torch.distributions' samplers (lowered)
+
+@pytest.mark.parametrize("alpha", [0.3, 1.0, 2.5, 20.0])
+def test_gamma_moments(alpha):
+    # Marsaglia-Tsang with a fixed number of candidates per element; alpha < 1
+    # boosted. Gamma(alpha, 1): mean = var = alpha; samples strictly positive.
+    x = draw(lambda: torch._standard_gamma(torch.full((N,), alpha, device="tpu"))).double()
+    assert (x > 0).all()
+    assert abs(x.mean().item() - alpha) < 6 * math.sqrt(alpha / N)
+    # A sample variance varies by var * sqrt((2 + excess kurtosis) / n); the
+    # gamma's excess kurtosis is 6 / alpha.
+    assert abs(x.var().item() - alpha) < 6 * alpha * math.sqrt((2 + 6 / alpha) / N)
+
+
+def test_distributions_sample_on_tpu():
+    beta = draw(lambda: torch.distributions.Beta(torch.full((N,), 2.0, device="tpu"),
+                                                 torch.full((N,), 5.0, device="tpu")).sample())
+    check_moments(beta, 2 / 7, 2 * 5 / (7 * 7 * 8))
+    concentration = torch.tensor([1.0, 2.0, 3.0], device="tpu").expand(N, 3)
+    dirichlet = draw(lambda: torch.distributions.Dirichlet(concentration).sample())
+    assert (dirichlet.sum(-1) - 1).abs().max() < 1e-5 and (dirichlet > 0).all()
+    for k, a in enumerate((1.0, 2.0, 3.0)):
+        check_moments(dirichlet[:, k], a / 6, a * (6 - a) / (36 * 7))
+    chi2 = draw(lambda: torch.distributions.Chi2(torch.full((N,), 3.0, device="tpu")).sample())
+    check_moments(chi2, 3.0, 6.0)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.5, 4.0, 9.9, 10.0, 50.0, 1000.0])
+def test_poisson_moments_and_support(rate):
+    # Knuth's product below rate 10, PTRS from 10: integer counts, mean = var = rate.
+    x = draw(lambda: torch.poisson(torch.full((N,), rate, device="tpu")))
+    assert torch.equal(x, x.round()) and (x >= 0).all()
+    if rate == 0:
+        assert (x == 0).all()
+    else:
+        check_moments(x, rate, rate)
+
+
+def test_gamma_poisson_follow_the_seed_and_dtypes():
+    alpha = torch.full((64,), 1.5, device="tpu")
+    torch.manual_seed(3)
+    a = torch._standard_gamma(alpha).cpu()
+    torch.manual_seed(3)
+    assert torch.equal(torch._standard_gamma(alpha).cpu(), a)
+    assert not torch.equal(torch._standard_gamma(alpha).cpu(), a)
+    for dtype in (torch.float64, torch.bfloat16, torch.float16):
+        out = draw(lambda: torch.poisson(torch.full((8,), 3.0, device="tpu", dtype=dtype)))
+        assert out.dtype == dtype
+        assert draw(lambda: torch._standard_gamma(alpha.to(dtype))).dtype == dtype

@@ -65,6 +65,24 @@ ir::Value uniform01(LoweringContext& ctx, ir::Value state, const std::vector<int
   return g.binary(Op::kMul, g.convert(top, dt), g.constant(std::ldexp(1.0, -digits), {dt, shape}));
 }
 
+// Standard normal values by the Box-Muller transform (G. E. P. Box and
+// M. E. Muller, "A Note on the Generation of Random Normal Deviates", Ann. Math.
+// Statist. 29(2), 1958): z = sqrt(-2 ln u1) cos(2 pi u2), u1 in (0, 1].
+ir::Value standard_normal(LoweringContext& ctx, ir::Value state,
+                          const std::vector<int64_t>& shape, DType dt) {
+  auto& g = ctx.g();
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const ir::TensorType t{dt, {n}};
+  ir::Value u = uniform01(ctx, state, {2, n}, dt);
+  ir::Value u1 = g.reshape(g.slice(u, {0, 0}, {1, n}, {1, 1}), {n});
+  u1 = g.binary(Op::kSub, g.constant(1, t), u1);
+  ir::Value u2 = g.reshape(g.slice(u, {1, 0}, {2, n}, {1, 1}), {n});
+  ir::Value r = g.unary(Op::kSqrt, g.binary(Op::kMul, g.constant(-2, t), g.unary(Op::kLog, u1)));
+  ir::Value theta = g.binary(Op::kMul, g.constant(2 * M_PI, t), u2);
+  return g.reshape(g.binary(Op::kMul, r, g.unary(Op::kCos, theta)), shape);
+}
+
 namespace {
 
 int64_t numel_of(const std::vector<int64_t>& sizes) {
@@ -76,23 +94,6 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
 // The dtype random values are computed in: f32 for the 16-bit floats (their
 // few significand bits would bias sums like Box-Muller's), else the dtype.
 DType compute_dtype(DType dt) { return dt == DType::kF64 ? DType::kF64 : DType::kF32; }
-
-// Standard normal values by the Box-Muller transform (G. E. P. Box and
-// M. E. Muller, "A Note on the Generation of Random Normal Deviates", Ann. Math.
-// Statist. 29(2), 1958): z = sqrt(-2 ln u1) cos(2 pi u2), u1 in (0, 1].
-ir::Value standard_normal(LoweringContext& ctx, ir::Value state,
-                          const std::vector<int64_t>& shape, DType dt) {
-  auto& g = ctx.g();
-  const int64_t n = numel_of(shape);
-  const ir::TensorType t{dt, {n}};
-  ir::Value u = uniform01(ctx, state, {2, n}, dt);
-  ir::Value u1 = g.reshape(g.slice(u, {0, 0}, {1, n}, {1, 1}), {n});
-  u1 = g.binary(Op::kSub, g.constant(1, t), u1);
-  ir::Value u2 = g.reshape(g.slice(u, {1, 0}, {2, n}, {1, 1}), {n});
-  ir::Value r = g.unary(Op::kSqrt, g.binary(Op::kMul, g.constant(-2, t), g.unary(Op::kLog, u1)));
-  ir::Value theta = g.binary(Op::kMul, g.constant(2 * M_PI, t), u2);
-  return g.reshape(g.binary(Op::kMul, r, g.unary(Op::kCos, theta)), shape);
-}
 
 void check_float(const at::Tensor& self, const char* kernel) {
   // CPU's random kernels take no float8 (its uniform_, normal_ raise).
