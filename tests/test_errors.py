@@ -151,3 +151,80 @@ def test_a_dtype_tpu_lacks_is_not_implemented_not_a_type_error():
     with pytest.raises(NotImplementedError, match="tpu does not support dtype"):
         torch.tensor(1, dtype=torch.complex64, device="tpu") + torch.ones(2, dtype=torch.half,
                                                                           device="tpu")
+
+
+def _exact_error(fn, *inputs):
+    """fn raises on tpu, at the call, exactly the exception CPU raises (type and
+    whole message)."""
+    with pytest.raises(Exception) as cpu:
+        fn(*inputs, "cpu")
+    with pytest.raises(type(cpu.value)) as tpu:
+        fn(*inputs, "tpu")
+    assert str(tpu.value) == str(cpu.value)
+
+
+SPD = torch.eye(3) * 2 + 0.5
+
+OUT_DTYPE_CASES = {
+    "nonzero": lambda d: torch.nonzero(torch.tensor([1.0, 0.0], device=d),
+                                       out=torch.empty(0, device=d)),
+    "all": lambda d: torch.all(torch.ones(3, device=d), out=torch.empty(0, device=d)),
+    "any_dim": lambda d: torch.any(torch.ones(3, 2, device=d), 1,
+                                   out=torch.empty(0, device=d, dtype=torch.int32)),
+    "isposinf": lambda d: torch.isposinf(torch.ones(3, device=d), out=torch.empty(3, device=d)),
+    "isneginf": lambda d: torch.isneginf(torch.ones(3, device=d), out=torch.empty(3, device=d)),
+    "linalg_cholesky": lambda d: torch.linalg.cholesky(
+        SPD.to(d), out=torch.empty(0, device=d, dtype=torch.int32)),
+    "cholesky": lambda d: torch.cholesky(SPD.to(d), out=torch.empty(0, device=d,
+                                                                     dtype=torch.int32)),
+    "cholesky_inverse": lambda d: torch.cholesky_inverse(
+        SPD.to(d), out=torch.empty(0, device=d, dtype=torch.int32)),
+    "eigh": lambda d: torch.linalg.eigh(SPD.to(d), out=(torch.empty(0, device=d),
+                                                         torch.empty(0, device=d,
+                                                                     dtype=torch.int32))),
+    "eigvalsh": lambda d: torch.linalg.eigvalsh(SPD.to(d), out=torch.empty(0, device=d,
+                                                                           dtype=torch.int32)),
+    "inv": lambda d: torch.linalg.inv(SPD.to(d), out=torch.empty(0, device=d, dtype=torch.int32)),
+    "complex": lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, device=d),
+                                       out=torch.empty(2, device=d)),
+    "uniform_overflow": lambda d: torch.empty(3, device=d, dtype=torch.float16).uniform_(-1e5, 1),
+    "random_bool": lambda d: torch.empty(3, device=d, dtype=torch.bool).random_(0, 3),
+    "random_int8": lambda d: torch.empty(3, device=d, dtype=torch.int8).random_(-200, 3),
+    "one_hot_negative": lambda d: torch.nn.functional.one_hot(torch.tensor([3, -1], device=d)),
+    "one_hot_too_large": lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4], device=d), 3),
+    "nearest_int": lambda d: torch.nn.functional.interpolate(
+        torch.ones(1, 3, 4, 4, device=d, dtype=torch.int32), scale_factor=2),
+    "nearest_1d_int16": lambda d: torch.nn.functional.interpolate(
+        torch.ones(1, 3, 4, device=d, dtype=torch.int16), scale_factor=2),
+    "nearest_exact_int": lambda d: torch.nn.functional.interpolate(
+        torch.ones(1, 3, 4, 4, device=d, dtype=torch.int64), scale_factor=2,
+        mode="nearest-exact"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OUT_DTYPE_CASES))
+def test_cpu_checks_and_messages(case):
+    # Each op's own check with CPU's message (structured out= dtypes, random
+    # bounds, one_hot's class range, integer nearest upsampling), at the call.
+    _exact_error(OUT_DTYPE_CASES[case])
+
+
+def test_fill_and_threshold_take_an_expanded_tensor():
+    # CPU builds these TensorIterators without the overlap check.
+    for d in ("cpu", "tpu"):
+        a = torch.zeros(1, device=d)
+        a.expand(3).fill_(2.0)
+        b = torch.arange(3.0, device=d).view(3, 1).expand(3, 4)
+        torch.nn.functional.threshold_(b, 0.5, -1.0)
+        c = torch.ones(2, device=d)
+        c[:1].expand(4).zero_()
+        assert a.cpu().tolist() == [2.0] and c.cpu().tolist() == [0.0, 1.0]
+        assert b.cpu()[:, 0].tolist() == [-1.0, 1.0, 2.0]
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        torch.ones(1, device="tpu").expand(3).mul_(2)
+
+
+def test_random_from_to_warns_as_cpu():
+    for d in ("cpu", "tpu"):
+        with pytest.warns(UserWarning, match=r"to - 1 is out of bounds \[-\(2\^24\), 2\^24\]"):
+            torch.empty(3, device=d).random_(0, 2**25)

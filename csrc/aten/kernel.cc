@@ -98,14 +98,42 @@ void check_castable(c10::ScalarType from, const at::Tensor& dst) {
               " can't be cast to the desired output type ", dst.scalar_type());
 }
 
-// The out= check of `key`'s CPU kernel. Unary ops TensorIterator builds with
-// check_all_same_dtype (neg, floor, ...) take only an out of the result's
-// dtype; cat reports an uncastable out as TypeError; the rest cast safely.
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// The out= check of `key`'s CPU kernel, with its message. Unary ops
+// TensorIterator builds with check_all_same_dtype (neg, floor, ...) take only
+// an out of the result's dtype; structured kernels that allocate their
+// outputs with a dtype (the LAPACK family) take only that dtype; some ops take
+// a fixed out dtype (nonzero: int64; all/any: bool or uint8; isposinf: bool);
+// cat reports an uncastable out as TypeError; the rest cast safely.
 void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Tensor& dst) {
   static const std::unordered_set<std::string> kSameDtype = {
       "neg", "floor", "ceil", "trunc", "round", "round.decimals", "frac", "sign", "sgn",
       "bitwise_not"};
-  if (kSameDtype.count(key) != 0) {
+  static const std::unordered_set<std::string> kStructuredExact = {
+      "linalg_cholesky_ex", "linalg_inv_ex", "_linalg_eigh", "linalg_lu_factor_ex", "linalg_lu",
+      "linalg_lu_solve", "_linalg_solve_ex", "_linalg_det", "_linalg_slogdet", "linalg_qr",
+      "_linalg_svd", "triangular_solve", "linalg_ldl_factor_ex", "linalg_ldl_solve"};
+  const c10::ScalarType to = dst.scalar_type();
+  if (key == "nonzero") {
+    TORCH_CHECK(to == c10::kLong, "nonzero: Expected out tensor to have scalar type Long but got "
+                "scalar type", to);
+  } else if (key == "all" || key == "any" || starts_with(key, "all.") ||
+             starts_with(key, "any.")) {
+    TORCH_CHECK(to == c10::kBool || to == c10::kByte, key.substr(0, 3),
+                " only supports bool tensor for result, got: ", to);
+  } else if (key == "isposinf" || key == "isneginf") {
+    TORCH_CHECK(to == c10::kBool, key, " does not support non-boolean outputs.");
+  } else if (key == "complex") {
+    TORCH_CHECK(to == from, "Expected object of scalar type ", from, " but got scalar type ", to,
+                " for argument 'out'");
+  } else if (key == "cholesky" || key == "cholesky_inverse") {
+    TORCH_CHECK(c10::canCast(from, to), key, ": Expected result to be safely castable from ", from,
+                " dtype, but got result with dtype ", to);
+  } else if (kStructuredExact.count(key) != 0) {
+    TORCH_CHECK(to == from, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(from),
+                ", but got ", dst.dtype(), " instead");
+  } else if (kSameDtype.count(key) != 0) {
     TORCH_CHECK(from == dst.scalar_type(), "Found dtype ", dst.scalar_type(), " but expected ",
                 from);
   } else if (key == "cat") {

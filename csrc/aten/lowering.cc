@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <unordered_set>
 #include <optional>
 
 namespace ttpu::aten {
@@ -372,7 +373,12 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
   TORCH_CHECK(dst.device().type() == c10::DeviceType::PrivateUse1,
               "Expected all tensors to be on the same device, but found at least two "
               "devices, tpu:", device_, " and ", dst.device(), "! (in ", op_, ")");
-  TORCH_CHECK(at::has_internal_overlap(dst) != at::MemOverlap::Yes,
+  // CPU's fill_ (zero_) and threshold_ build their TensorIterator without the
+  // overlap check: an expanded tensor takes them (each alias gets one value).
+  static const std::unordered_set<std::string> kOverlapAllowed = {
+      "aten::fill_.Scalar", "aten::fill_.Tensor", "aten::zero_", "aten::threshold_"};
+  TORCH_CHECK(at::has_internal_overlap(dst) != at::MemOverlap::Yes ||
+                  kOverlapAllowed.count(op_) != 0,
               "unsupported operation: more than one element of the written-to tensor "
               "refers to a single memory location. Please clone() the tensor before "
               "performing the operation.");

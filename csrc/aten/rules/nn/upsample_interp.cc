@@ -349,7 +349,7 @@ constexpr Spec kBilinear2dAA{Mode::kLinearAA, 2, "compute_index_ranges_weights",
                              "upsample_bilinear2d_aa_backward_cpu"};
 constexpr Spec kExact1d{Mode::kNearestExact, 1, "compute_indices_weights_nearest",
                         "_upsample_nearest_exact1d_backward"};
-constexpr Spec kExact2d{Mode::kNearestExact, 2, "compute_indices_weights_nearest",
+constexpr Spec kExact2d{Mode::kNearestExact, 2, "upsample_nearest2d_channels_last",
                         "_upsample_nearest_exact2d_backward"};
 constexpr Spec kExact3d{Mode::kNearestExact, 3, "compute_indices_weights_nearest",
                         "_upsample_nearest_exact3d_backward"};

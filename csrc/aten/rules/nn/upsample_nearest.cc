@@ -63,6 +63,13 @@ std::vector<ir::Value> upsample_nearest(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const std::vector<int64_t> out = a.ints(1);
   check_upsample(self, out, K);
+  // CPU's nearest kernels take the float dtypes and uint8 only, and name the
+  // kernel that refuses the rest (2-d input goes to its channels-last kernel).
+  const auto st = self.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || st == at::kByte, "\"",
+                              K == 2 ? "upsample_nearest2d_channels_last"
+                                     : "compute_indices_weights_nearest",
+                              "\" not implemented for '", st, "'");
   ir::Value x = ctx.tensor(self);
   if (self.numel() == 0) {
     std::vector<int64_t> shape = self.sizes().vec();

@@ -4,6 +4,7 @@
 // rng_bit_generator (THREE_FRY) keyed by the device generator, whose seed and
 // offset are program parameters: torch.manual_seed(s) makes draws repeat, each
 // draw advances the offset, and neither recompiles.
+#include <ATen/Dispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -102,12 +103,42 @@ void check_float(const at::Tensor& self, const char* kernel) {
                               "\" not implemented for '", self.scalar_type(), "'");
 }
 
+// The lowest and largest values of self's dtype, and its significand digits
+// (0 for integers).
+struct Bounds {
+  double lo, hi;
+  int digits;
+};
+
+Bounds bounds_of(const at::Tensor& self) {
+  Bounds b{0, 0, 0};
+  if (c10::isFloatingType(self.scalar_type())) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "bounds", [&] {
+      b = {static_cast<double>(std::numeric_limits<scalar_t>::lowest()),
+           static_cast<double>(std::numeric_limits<scalar_t>::max()),
+           std::numeric_limits<scalar_t>::digits};
+    });
+  } else {
+    AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, self.scalar_type(), "bounds", [&] {
+      b = {static_cast<double>(std::numeric_limits<scalar_t>::lowest()),
+           static_cast<double>(std::numeric_limits<scalar_t>::max()), 0};
+    });
+  }
+  return b;
+}
+
 // from + (to - from) * u, the values of self.uniform_(from, to).
 ir::Value uniform_values(LoweringContext& ctx, const at::Tensor& self, double from, double to,
                          const std::optional<at::Generator>& gen) {
   check_float(self, "check_uniform_bounds");
+  const Bounds b = bounds_of(self);  // ATen's check_uniform_bounds, with its messages
+  TORCH_CHECK(from >= b.lo && from <= b.hi, "from is out of bounds for ", self.dtype());
+  TORCH_CHECK(to >= b.lo && to <= b.hi, "to is out of bounds for ", self.dtype());
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
+  TORCH_CHECK(to - from <= b.hi, "uniform_ expects to-from <= std::numeric_limits<",
+              c10::toString(self.scalar_type()), ">::max(), but found to=", to, " and from=", from,
+              " which result in to-from to exceed the limit");
   auto& g = ctx.g();
   const DType dt = to_ir(self.scalar_type());
   const std::vector<int64_t> shape = self.sizes().vec();
@@ -191,12 +222,33 @@ uint64_t random_max(const at::Tensor& self) {
   }
 }
 
+// ATen's check_from_to_in_range (DistributionTemplates.h), with its messages:
+// from and to - 1 inside the dtype, and for floats a warning past 2^digits.
+void check_from_to_in_range(const at::Tensor& self, int64_t from, int64_t to_inc) {
+  const Bounds b = bounds_of(self);
+  for (const auto& [v, name] : {std::pair<int64_t, const char*>{from, "from"}, {to_inc, "to - 1"}}) {
+    TORCH_CHECK(static_cast<double>(v) >= b.lo && static_cast<double>(v) <= b.hi, name,
+                " is out of bounds for ", self.dtype());
+  }
+  if (b.digits == 0) return;
+  for (const auto& [v, name] : {std::pair<int64_t, const char*>{from, "from"}, {to_inc, "to - 1"}}) {
+    if (v < -(int64_t{1} << b.digits) || v > (int64_t{1} << b.digits)) {
+      TORCH_WARN(name, " is out of bounds [-(2^", b.digits, "), 2^", b.digits, "]. ",
+                 "Due to precision limitations ", self.dtype(),
+                 " can support discrete uniform distribution only within this range. ",
+                 "This warning will become an error in version 1.7 release, please fix the "
+                 "code in advance");
+    }
+  }
+}
+
 std::vector<ir::Value> random_from_to(LoweringContext& ctx, const at::Tensor& self, int64_t from,
                                       std::optional<int64_t> to,
                                       const std::optional<at::Generator>& gen) {
   if (to.has_value()) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from,
                 " >= to=", *to);
+    check_from_to_in_range(self, from, *to - 1);
     return {random_values(ctx, self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from),
                           gen)};
   }
@@ -205,6 +257,8 @@ std::vector<ir::Value> random_from_to(LoweringContext& ctx, const at::Tensor& se
   TORCH_CHECK(from <= 0 || static_cast<uint64_t>(from) <= top, "random_ expects 'from' casted to "
               "dtype to be less than or equal to 'to_inc' casted to dtype, but got from=", from,
               " > to_inc=", top);
+  check_from_to_in_range(self, from, static_cast<int64_t>(std::min<uint64_t>(
+                                         top, std::numeric_limits<int64_t>::max())));
   return {random_values(ctx, self, from, top - static_cast<uint64_t>(from) + 1, gen)};
 }
 
