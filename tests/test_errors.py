@@ -228,3 +228,26 @@ def test_random_from_to_warns_as_cpu():
     for d in ("cpu", "tpu"):
         with pytest.warns(UserWarning, match=r"to - 1 is out of bounds \[-\(2\^24\), 2\^24\]"):
             torch.empty(3, device=d).random_(0, 2**25)
+
+
+def test_deterministic_mode_fills_and_alerts_as_cpu():
+    # use_deterministic_algorithms(True) with fill_uninitialized_memory:
+    # torch.empty and resize_'s new elements hold NaN / the dtype's maximum;
+    # max_unpool alerts as on CPU.
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert torch.empty(3, device="tpu").isnan().all()
+        assert (torch.empty(2, device="tpu", dtype=torch.int32).cpu() == 2**31 - 1).all()
+        assert torch.empty_strided((2, 2), (1, 2), device="tpu").isnan().all()
+        t = torch.zeros(2, device="tpu")
+        t.resize_(4)
+        assert t.cpu()[:2].tolist() == [0.0, 0.0] and t.cpu()[2:].isnan().all()
+        for unpool, x, name in ((torch.nn.MaxUnpool2d(2), torch.ones(1, 1, 2, 2), "2d"),
+                                (torch.nn.MaxUnpool3d(2), torch.ones(1, 1, 2, 2, 2), "3d")):
+            idx = torch.zeros(x.shape, dtype=torch.int64)
+            for d in ("cpu", "tpu"):
+                with pytest.raises(RuntimeError, match=f"max_unpooling{name}_forward_out does "
+                                   "not have a deterministic implementation"):
+                    unpool(x.to(d), idx.to(d))
+    finally:
+        torch.use_deterministic_algorithms(False)

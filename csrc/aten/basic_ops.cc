@@ -3,6 +3,8 @@
 // plain ATen code rather than lowerings.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -30,6 +32,18 @@ void check_device(std::optional<c10::Device> device) {
   }
 }
 
+// Under torch.use_deterministic_algorithms(True) with
+// torch.utils.deterministic.fill_uninitialized_memory (on by default), new
+// memory holds NaN (floats) or the dtype's maximum, as ATen's CPU and CUDA
+// empty kernels fill it.
+at::Tensor filled_if_deterministic(at::Tensor t) {
+  const auto& context = at::globalContext();
+  if (context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory()) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
                                std::optional<c10::Device> device, std::optional<bool>,
@@ -39,9 +53,10 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   check_device(device);
   c10::OptionalDeviceGuard guard(device);
   to_ir(dtype.value_or(c10::get_default_dtype_as_scalartype()));  // dtype check
-  return at::detail::empty_generic(size, tpu_allocator(), kTpuKeys,
-                                   dtype.value_or(c10::get_default_dtype_as_scalartype()),
-                                   memory_format);
+  return filled_if_deterministic(
+      at::detail::empty_generic(size, tpu_allocator(), kTpuKeys,
+                                dtype.value_or(c10::get_default_dtype_as_scalartype()),
+                                memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -53,7 +68,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   c10::OptionalDeviceGuard guard(device);
   auto st = dtype.value_or(c10::get_default_dtype_as_scalartype());
   to_ir(st);
-  return at::detail::empty_strided_generic(size, stride, tpu_allocator(), kTpuKeys, st);
+  return filled_if_deterministic(
+      at::detail::empty_strided_generic(size, stride, tpu_allocator(), kTpuKeys, st));
 }
 
 // Grows the storage if the new shape needs more bytes, keeping its contents.
@@ -70,7 +86,12 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   if (self.sizes() != size) impl->set_sizes_contiguous(size);
   int64_t needed = (impl->numel() + impl->storage_offset()) *
                    static_cast<int64_t>(self.element_size());
+  const int64_t old_nbytes = static_cast<int64_t>(impl->storage().nbytes());
   if (impl->numel() > 0) ensure_storage(self, needed);
+  const auto& context = at::globalContext();
+  if (context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory()) {
+    at::native::fill_resize_deterministic_(self, old_nbytes);  // as CPU's resize_
+  }
   if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
     impl->empty_tensor_restride(*memory_format);
   }

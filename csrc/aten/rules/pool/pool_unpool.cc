@@ -7,6 +7,7 @@
 // ("Found an invalid max index"): a sync, see index_util.h's check_index_range.
 // Duplicate indices (overlapping pooling windows) carry equal values, so the
 // scatter's unspecified write order does not show.
+#include <ATen/Context.h>
 #include <c10/util/irange.h>
 
 #include <sstream>
@@ -79,6 +80,9 @@ ValueList unpool(LoweringContext& ctx, const at::Tensor& self, const at::Tensor&
 
 // max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size)
 ValueList max_unpool2d(LoweringContext& ctx, const Args& a) {
+  // Duplicate indices make the written value depend on the write order: CPU
+  // and CUDA alert under torch.use_deterministic_algorithms(True).
+  at::globalContext().alertNotDeterministic("max_unpooling2d_forward_out");
   const at::Tensor& self = a.tensor(0);
   std::vector<int64_t> output_size = a.ints(2);
   // ATen's checks and messages (MaxUnpooling.cpp, max_unpooling2d_forward_out_cpu).
@@ -102,6 +106,7 @@ ValueList max_unpool2d(LoweringContext& ctx, const Args& a) {
 // max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride,
 // int[3] padding): stride and padding are only checked, as on CPU.
 ValueList max_unpool3d(LoweringContext& ctx, const Args& a) {
+  at::globalContext().alertNotDeterministic("max_unpooling3d_forward_out");
   const at::Tensor& self = a.tensor(0);
   std::vector<int64_t> output_size = a.ints(2);
   std::vector<int64_t> stride = a.ints(3);
