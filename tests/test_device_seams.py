@@ -271,3 +271,20 @@ def test_data_parallel_names_the_alternative():
     # torch: a clear error at construction, not an AttributeError mid-forward.
     with pytest.raises(NotImplementedError, match="DistributedDataParallel"):
         nn.DataParallel(nn.Linear(2, 2).to("tpu"))
+
+
+def test_dlpack_round_trip_shares_the_storage():
+    # Tensor.__dlpack_device__ recognizes PrivateUse1 by the name "privateuse1",
+    # which a renamed backend never has; torchtpu answers kDLExtDev for tpu.
+    t = torch.arange(4.0, device="tpu")
+    assert t.__dlpack_device__() == (torch.utils.dlpack.DLDeviceType.kDLExtDev, 0)
+    u = torch.from_dlpack(t)
+    assert u.device == t.device and u.data_ptr() == t.data_ptr()
+    u.add_(1)
+    assert t.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+    v = torch.utils.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(t))
+    assert v.device == t.device and torch.equal(v.cpu(), t.cpu())
+    assert torch.from_dlpack(torch.arange(3.0)).device.type == "cpu"
+    np = pytest.importorskip("numpy")
+    with pytest.raises(RuntimeError, match="Unsupported device"):
+        np.from_dlpack(t)  # NumPy cannot read device storage: .cpu() first

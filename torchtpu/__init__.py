@@ -144,6 +144,10 @@ from torchtpu.integrations import flex_attention as _flex_attention  # noqa: E40
 
 _flex_attention.enable()
 
+from torchtpu import _dlpack  # noqa: E402  (torch.from_dlpack of tpu tensors)
+
+_dlpack.install()
+
 
 def init(plugin=None, cpu_devices=None):
     """Loads a PJRT plugin and creates the process's client.
