@@ -81,6 +81,12 @@ def _default_config_with_cpu(original_init):
         if str(backend) == Backend.UNDEFINED and mapping.get("tpu") == _BACKEND:
             if "cpu" not in mapping:
                 self.device_backend_map = {"cpu": Backend(Backend.GLOO), **mapping}
+        elif str(backend) == Backend.GLOO and "tpu" not in mapping:
+            # On a GPU host "gloo" serves CUDA tensors too, so CPU-only scripts
+            # whose defaults follow the accelerator (FSDP2's and DeviceMesh's
+            # default device) keep working there; the tpu backend (gloo,
+            # host-staged) does the same for tpu tensors.
+            self.device_backend_map = {**mapping, "tpu": Backend(_BACKEND)}
 
     __init__._torchtpu_wrapped = True
     return __init__
