@@ -456,3 +456,36 @@ def test_unfold_backward():
     for dim, size, step in ((1, 3, 2), (1, 3, 3), (0, 2, 3), (1, 9, 1), (-1, 1, 4)):
         grads_close(lambda x: x.unfold(dim, size, step), torch.randn(7, 9))
     grads_close(lambda x: x.unfold(0, 1, 1), torch.randn(()))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 4])
+@pytest.mark.parametrize("last", [False, True])
+def test_embedding_bag(mode, padding_idx, last):
+    # An empty bag (offsets 4, 4), repeated indices, padding; output and the
+    # weight's (and per-sample weights') gradients equal CPU's, no fallback.
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0])
+    offsets = torch.tensor([0, 4, 4, 7, 9] if last else [0, 4, 4, 7])
+    weight = torch.randn(10, 3)
+    psw = torch.rand(9) if mode == "sum" else None
+
+    def bag(w, p=None):
+        return F.embedding_bag(idx.to(w.device), w, offsets.to(w.device), mode=mode,
+                               padding_idx=padding_idx, include_last_offset=last,
+                               per_sample_weights=p)
+    grads_close(bag, weight)
+    if psw is not None:
+        grads_close(bag, weight, psw)
+
+
+def test_embedding_bag_scale_grad_by_freq():
+    # Each row's gradient divided by its index's count, as CUDA's kernel does.
+    # (CPU's kernel divides row 2's by 3 here, the count of another index.)
+    w = torch.ones(5, 1, device="tpu", requires_grad=True)
+    idx, offsets = torch.tensor([1, 1, 1, 2], device="tpu"), torch.tensor([0, 2], device="tpu")
+    with no_fallback():
+        F.embedding_bag(idx, w, offsets, mode="sum", scale_grad_by_freq=True).sum().backward()
+    assert w.grad.cpu().flatten().tolist() == [0.0, 1.0, 1.0, 0.0, 0.0]
+    module = torch.nn.EmbeddingBag(10, 3, mode="mean").to("tpu")
+    with no_fallback():
+        assert module(torch.tensor([[1, 2], [3, 4]], device="tpu")).shape == (2, 3)
