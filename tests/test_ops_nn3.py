@@ -1,5 +1,5 @@
 """Histograms (histc, histogram), glu's backward, embedding max_norm, the
-antialiased bilinear resize, segment_reduce, nonzero_static, uint8 linear
+antialiased bilinear and bicubic resize, segment_reduce, nonzero_static, uint8 linear
 upsampling (through the CPU fallback), grid_sample, fractional max pooling and rrelu on tpu
 compared with CPU PyTorch: values, dtype and shape with no CPU fallback,
 gradients, and the CPU kernels' errors (the rest of test_ops_nn2.py's ops)."""
@@ -53,13 +53,14 @@ def test_embedding_max_norm():
 
 # ------------------------------------------------------------------ antialiased bilinear, segment_reduce, nonzero_static
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
 @pytest.mark.parametrize("align_corners", [False, True])
-def test_interpolate_bilinear_antialias(align_corners):
+def test_interpolate_bilinear_antialias(align_corners, mode):
     cases = [((2, 3, 9, 8), dict(size=(4, 3))), ((1, 2, 8, 8), dict(size=(5, 12))),
              ((1, 1, 5, 7), dict(scale_factor=(0.4, 0.6))), ((1, 1, 6, 6), dict(size=(6, 3))),
-             ((1, 2, 4, 4), dict(size=(1, 1)))]
+             ((1, 2, 4, 4), dict(size=(1, 1))), ((2, 2, 9, 7), dict(size=(20, 4)))]
     for shape, kw in cases:
-        grads_close(lambda t: F.interpolate(t, mode="bilinear", antialias=True, align_corners=align_corners, **kw),
+        grads_close(lambda t: F.interpolate(t, mode=mode, antialias=True, align_corners=align_corners, **kw),
                     torch.randn(shape))
     close(lambda t: A._upsample_bilinear2d_aa(t, [3, 5], False), torch.randn(1, 4, 7, 6).transpose(2, 3))
     same_error(lambda t: A._upsample_bilinear2d_aa(t, [3, 3], False), torch.ones(1, 2, 4, 4, dtype=torch.long))

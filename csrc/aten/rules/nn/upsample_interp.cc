@@ -1,6 +1,6 @@
 // Lowerings of the interpolating upsamplings and of every upsampling's backward:
 // upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d,
-// upsample_bicubic2d, _upsample_nearest_exact{1,2,3}d, _upsample_bilinear2d_aa,
+// upsample_bicubic2d, _upsample_nearest_exact{1,2,3}d, _upsample_{bilinear,bicubic}2d_aa,
 // and the *_backward op of each of these and of upsample_nearest{1,2,3}d
 // (forward in upsample_nearest.cc).
 //
@@ -37,7 +37,9 @@ using ir::DType;
 using ir::Op;
 using ir::Value;
 
-enum class Mode { kNearest, kNearestExact, kLinear, kCubic, kLinearAA };
+enum class Mode { kNearest, kNearestExact, kLinear, kCubic, kLinearAA, kCubicAA };
+
+bool antialiased(Mode mode) { return mode == Mode::kLinearAA || mode == Mode::kCubicAA; }
 
 // The positions and weights of one resized dim: each value is [m].
 struct Taps {
@@ -142,7 +144,8 @@ Taps make_taps(LoweringContext& ctx, Mode mode, int64_t n, int64_t m, bool align
     case Mode::kNearestExact: return b.nearest_exact(scale);
     case Mode::kLinear: return b.linear(align_corners, scale);
     case Mode::kCubic: return b.cubic(align_corners, scale);
-    case Mode::kLinearAA: break;  // a dense matrix: aa_matrix
+    case Mode::kLinearAA:
+    case Mode::kCubicAA: break;  // a dense matrix: aa_matrix
   }
   return {};
 }
@@ -189,18 +192,22 @@ Value contract_dim(LoweringContext& ctx, Value x, int64_t d, Value matrix) {
   return g.transpose(r, perm);
 }
 
-// The [m, n] matrix of the antialiased linear filter along one dim: CPU's
-// HelperInterpBase::_compute_indices_min_size_weights_aa (UpSampleKernel.cpp)
-// for interp_size 2, with its float / double roundings. Output o covers input
-// [xmin, xmin + xsize) around center = scale * (o + 0.5) with support
-// max(scale, 1); weights max(0, 1 - |(i - center + 0.5) * invscale|),
-// normalised to sum 1.
-Value aa_matrix(LoweringContext& ctx, int64_t n, int64_t m, bool align_corners, std::optional<double> scale_arg,
-                DType ct) {
+// The [m, n] matrix of the antialiased filter along one dim: CPU's
+// HelperInterpBase::_compute_indices_min_size_weights_aa (UpSampleKernel.cpp),
+// interp_size 2 (linear) or 4 (cubic), with its float / double roundings.
+// Output o covers input [xmin, xmin + xsize) around center = scale * (o + 0.5)
+// with support h * max(scale, 1), h = interp_size / 2; weights
+// filter((i - center + 0.5) * invscale), normalised to sum 1. The filters are
+// HelperInterpLinear::aa_filter, max(0, 1 - |x|), and
+// HelperInterpCubic::aa_filter, Keys' cubic convolution with a = -0.5
+// ("Cubic convolution interpolation for digital image processing", 1981).
+Value aa_matrix(LoweringContext& ctx, Mode mode, int64_t n, int64_t m, bool align_corners,
+                std::optional<double> scale_arg, DType ct) {
   auto& g = ctx.g();
   const double scale = pixel_scale(n, m, align_corners, scale_arg, ct);
   auto as_ct = [&](double v) { return ct == DType::kF64 ? v : static_cast<double>(static_cast<float>(v)); };
-  const double support = as_ct(scale >= 1.0 ? 1.0 * scale : 1.0);
+  const double half = mode == Mode::kCubicAA ? 2.0 : 1.0;
+  const double support = as_ct(scale >= 1.0 ? half * scale : half);
   const double invscale = as_ct(scale >= 1.0 ? 1.0 / scale : 1.0);
   const int64_t max_size = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
   const std::vector<int64_t> shape{m, n};
@@ -219,8 +226,20 @@ Value aa_matrix(LoweringContext& ctx, int64_t n, int64_t m, bool align_corners, 
   Value x = g.binary(Op::kSub, g.convert(i, ct), center);
   x = g.binary(Op::kMul, g.binary(Op::kAdd, g.convert(x, DType::kF64), g.constant(0.5, d)), g.constant(invscale, d));
   x = g.unary(Op::kAbs, g.convert(x, ct));
-  Value w = g.select(g.compare(Cmp::kLT, x, g.constant(1, c)), g.binary(Op::kSub, g.constant(1, c), x),
-                     g.constant(0, c));
+  auto k = [&](double v) { return g.constant(v, c); };
+  auto add = [&](Value p, Value q) { return g.binary(Op::kAdd, p, q); };
+  auto mul = [&](Value p, Value q) { return g.binary(Op::kMul, p, q); };
+  Value w;
+  if (mode == Mode::kCubicAA) {
+    const double a = -0.5;
+    // ((a + 2) x - (a + 3)) x^2 + 1 below 1; ((a x - 5a) x + 8a) x - 4a below 2.
+    Value near = add(mul(mul(add(mul(k(a + 2), x), k(-(a + 3))), x), x), k(1));
+    Value far = add(mul(add(mul(add(mul(k(a), x), k(-5 * a)), x), k(8 * a)), x), k(-4 * a));
+    w = g.select(g.compare(Cmp::kLT, x, k(1)), near,
+                 g.select(g.compare(Cmp::kLT, x, k(2)), far, k(0)));
+  } else {
+    w = g.select(g.compare(Cmp::kLT, x, k(1)), g.binary(Op::kSub, k(1), x), k(0));
+  }
   w = g.select(inside, w, g.constant(0, c));
   Value total = g.broadcast_in_dim(reduce(ctx, w, {1}, false, ir::Reducer::kAdd), shape, {0});
   Value nonzero = g.compare(Cmp::kNE, total, g.constant(0, c));
@@ -284,10 +303,10 @@ std::vector<Value> upsample_forward(LoweringContext& ctx, const Args& a, const S
   if (!nearest) x = g.convert(x, ct);
   for (int64_t j = s.k - 1; j >= 0; --j) {
     const int64_t d = 2 + j;
-    if (s.mode == Mode::kLinearAA) {
+    if (antialiased(s.mode)) {
       // The separable kernel resizes W, then H, skipping a dim of unchanged size.
       if (self.size(d) != out[j]) {
-        Value w = aa_matrix(ctx, self.size(d), out[j], align, opt_real(a, scales + j), ct);
+        Value w = aa_matrix(ctx, s.mode, self.size(d), out[j], align, opt_real(a, scales + j), ct);
         x = contract_dim(ctx, x, d, g.transpose(w, {1, 0}));
       }
       continue;
@@ -328,8 +347,9 @@ std::vector<Value> upsample_backward(LoweringContext& ctx, const Args& a, const 
   Value dy = g.convert(ctx.tensor(grad), ct);
   for (int64_t j = 0; j < s.k; ++j) {
     const int64_t n = in[2 + j], m = out[j];
-    if (s.mode == Mode::kLinearAA) {
-      dy = contract_dim(ctx, dy, 2 + j, aa_matrix(ctx, n, m, align, opt_real(a, scales + j), ct));
+    if (antialiased(s.mode)) {
+      dy = contract_dim(ctx, dy, 2 + j,
+                        aa_matrix(ctx, s.mode, n, m, align, opt_real(a, scales + j), ct));
       continue;
     }
     Taps taps = make_taps(ctx, s.mode, n, m, align, opt_real(a, scales + j), ct);
@@ -345,6 +365,8 @@ constexpr Spec kLinear1d{Mode::kLinear, 1, "compute_indices_weights_linear", "up
 constexpr Spec kBilinear2d{Mode::kLinear, 2, "upsample_bilinear2d_channels_last", "upsample_bilinear2d_backward"};
 constexpr Spec kTrilinear3d{Mode::kLinear, 3, "compute_indices_weights_linear", "upsample_trilinear3d_backward"};
 constexpr Spec kBicubic2d{Mode::kCubic, 2, "compute_indices_weights_cubic", "upsample_bicubic2d_backward"};
+constexpr Spec kBicubic2dAA{Mode::kCubicAA, 2, "compute_index_ranges_weights",
+                            "upsample_bicubic2d_aa_backward_cpu"};
 constexpr Spec kBilinear2dAA{Mode::kLinearAA, 2, "compute_index_ranges_weights",
                              "upsample_bilinear2d_aa_backward_cpu"};
 constexpr Spec kExact1d{Mode::kNearestExact, 1, "compute_indices_weights_nearest",
@@ -372,6 +394,7 @@ RegisterLowering kRules[] = {
     {"upsample_trilinear3d", forward_rule<kTrilinear3d>},
     {"upsample_bicubic2d", forward_rule<kBicubic2d>},
     {"_upsample_bilinear2d_aa", forward_rule<kBilinear2dAA>},
+    {"_upsample_bicubic2d_aa", forward_rule<kBicubic2dAA>},
     {"_upsample_nearest_exact1d", forward_rule<kExact1d>},
     {"_upsample_nearest_exact2d", forward_rule<kExact2d>},
     {"_upsample_nearest_exact3d", forward_rule<kExact3d>},
@@ -380,6 +403,7 @@ RegisterLowering kRules[] = {
     {"upsample_trilinear3d_backward", backward_rule<kTrilinear3d>},
     {"upsample_bicubic2d_backward", backward_rule<kBicubic2d>},
     {"_upsample_bilinear2d_aa_backward", backward_rule<kBilinear2dAA>},
+    {"_upsample_bicubic2d_aa_backward", backward_rule<kBicubic2dAA>},
     {"_upsample_nearest_exact1d_backward", backward_rule<kExact1d>},
     {"_upsample_nearest_exact2d_backward", backward_rule<kExact2d>},
     {"_upsample_nearest_exact3d_backward", backward_rule<kExact3d>},
