@@ -395,3 +395,19 @@ def test_gamma_poisson_follow_the_seed_and_dtypes():
         out = draw(lambda: torch.poisson(torch.full((8,), 3.0, device="tpu", dtype=dtype)))
         assert out.dtype == dtype
         assert draw(lambda: torch._standard_gamma(alpha.to(dtype))).dtype == dtype
+
+
+@pytest.mark.parametrize("n, p", [(5, 0.3), (10, 0.5), (20, 0.9), (100, 0.3), (1000, 0.02),
+                                  (1000, 0.7)])
+def test_binomial_moments_and_support(n, p):
+    # Inversion below n q = 10 (q = min(p, 1 - p)), BTRS from there.
+    x = draw(lambda: torch.distributions.Binomial(torch.full((N,), float(n), device="tpu"),
+                                                  torch.full((N,), p, device="tpu")).sample())
+    assert torch.equal(x, x.round()) and (x >= 0).all() and (x <= n).all()
+    check_moments(x, n * p, n * p * (1 - p))
+
+
+def test_binomial_edges():
+    count = torch.tensor([0.0, 7.0, 7.0, -1.0], device="tpu")
+    prob = torch.tensor([0.5, 0.0, 1.0, 0.5], device="tpu")
+    assert draw(lambda: torch.binomial(count, prob)).tolist() == [0.0, 0.0, 7.0, 0.0]

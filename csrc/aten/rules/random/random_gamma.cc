@@ -1,5 +1,6 @@
 // Lowerings of the samplers torch.distributions draws from: _standard_gamma
-// (Gamma, Chi2, StudentT), _sample_dirichlet (Dirichlet, Beta) and poisson.
+// (Gamma, Chi2, StudentT), _sample_dirichlet (Dirichlet, Beta), poisson and
+// binomial.
 //
 // The algorithms are ATen's CPU ones (aten/src/ATen/native/Distributions.h),
 // whose statistics PyTorch's distributions promise, not their bits:
@@ -10,6 +11,12 @@
 //            "The transformed rejection method for generating Poisson random
 //            variables", Insurance: Math. and Econ. 12, 1993); below 10:
 //            Knuth's product of uniforms (TAOCP vol. 2, 3.4.1).
+//   binomial: with q = min(p, 1 - p) (p > 1/2 counts failures): n q >= 10:
+//            Hoermann's BTRS ("The generation of binomial random variates",
+//            J. Stat. Comput. Simul. 46, 1993), its Stirling tails computed
+//            from lgamma; below: the count of geometric waiting times
+//            ceil(log U / log(1 - q)) that fit in n (ATen's
+//            binomial_inversion), kKnuthSteps of them.
 // Rejection needs a loop; XLA programs here have none, so every element draws
 // kTrials candidates at once and keeps the first accepted. Each trial accepts
 // with probability over 0.95 (gamma, alpha >= 1) or about 0.9 (PTRS), so all
@@ -193,6 +200,100 @@ ValueList poisson(LoweringContext& ctx, const Args& a) {
   return {g.convert(g.reshape(poisson_samples(f, r, generator(a, 1)), rates.sizes().vec()), out)};
 }
 
+// log k! less Stirling's approximation of it at k (the "tail" BTRS uses).
+ir::Value stirling_tail(Flat& f, ir::Value k) {
+  ir::Value k1 = f.bin(Op::kAdd, k, f.c(1));
+  ir::Value approx = f.bin(Op::kAdd, f.bin(Op::kSub, f.bin(Op::kMul, f.bin(Op::kAdd, k, f.c(0.5)),
+                                                           f.un(Op::kLog, k1)),
+                                           k1),
+                           f.c(0.5 * std::log(2 * M_PI)));
+  return f.bin(Op::kSub, f.un(Op::kLgamma, k1), approx);
+}
+
+// Binomial(n, q) successes for q in (0, 1/2], n >= 0 (floats of f's dtype).
+ir::Value binomial_samples(Flat& f, ir::Value n, ir::Value q,
+                           const std::optional<at::Generator>& gen) {
+  auto& g = f.ctx.g();
+  // Inversion: geometric waiting times until their sum passes n.
+  ir::Value logq = f.un(Op::kLog1p, f.un(Op::kNeg, q));
+  ir::Value steps = f.uniform(kKnuthSteps, gen);
+  ir::Value waited = f.c(0), small = f.c(0);
+  for (int64_t j = 0; j < kKnuthSteps; ++j) {
+    ir::Value u = f.bin(Op::kSub, f.c(1), f.row(steps, j));  // (0, 1]
+    waited = f.bin(Op::kAdd, waited, f.un(Op::kCeil, f.bin(Op::kDiv, f.un(Op::kLog, u), logq)));
+    small = f.bin(Op::kAdd, small, g.convert(f.cmp(ir::Cmp::kLE, waited, n), f.dt));
+  }
+  // BTRS, its constants Hoermann's (and ATen's).
+  ir::Value one_q = f.bin(Op::kSub, f.c(1), q);
+  ir::Value stddev = f.un(Op::kSqrt, f.bin(Op::kMul, f.bin(Op::kMul, n, q), one_q));
+  ir::Value b = f.bin(Op::kAdd, f.c(1.15), f.bin(Op::kMul, f.c(2.53), stddev));
+  ir::Value a = f.bin(Op::kAdd, f.bin(Op::kAdd, f.c(-0.0873), f.bin(Op::kMul, f.c(0.0248), b)),
+                      f.bin(Op::kMul, f.c(0.01), q));
+  ir::Value c = f.bin(Op::kAdd, f.bin(Op::kMul, n, q), f.c(0.5));
+  ir::Value v_r = f.bin(Op::kSub, f.c(0.92), f.bin(Op::kDiv, f.c(4.2), b));
+  ir::Value r = f.bin(Op::kDiv, q, one_q);
+  ir::Value alpha = f.bin(Op::kMul, f.bin(Op::kAdd, f.c(2.83), f.bin(Op::kDiv, f.c(5.1), b)), stddev);
+  ir::Value m = f.un(Op::kFloor, f.bin(Op::kMul, f.bin(Op::kAdd, n, f.c(1)), q));
+  ir::Value n1 = f.bin(Op::kAdd, n, f.c(1));
+  ir::Value nm1 = f.bin(Op::kAdd, f.bin(Op::kSub, n, m), f.c(1));
+  ir::Value fixed = f.bin(Op::kAdd,
+      f.bin(Op::kMul, f.bin(Op::kAdd, m, f.c(0.5)),
+            f.un(Op::kLog, f.bin(Op::kDiv, f.bin(Op::kAdd, m, f.c(1)), f.bin(Op::kMul, r, nm1)))),
+      f.bin(Op::kAdd, stirling_tail(f, m), stirling_tail(f, f.bin(Op::kSub, n, m))));
+  ir::Value u1 = f.uniform(kTrials, gen), u2 = f.uniform(kTrials, gen);
+  std::vector<ir::Value> values, ok;
+  for (int64_t t = 0; t < kTrials; ++t) {
+    ir::Value u = f.bin(Op::kSub, f.row(u1, t), f.c(0.5));
+    ir::Value v = f.bin(Op::kSub, f.c(1), f.row(u2, t));  // (0, 1]
+    ir::Value us = f.bin(Op::kSub, f.c(0.5), f.un(Op::kAbs, u));
+    ir::Value k = f.un(Op::kFloor, f.bin(Op::kAdd, f.bin(Op::kMul, f.bin(Op::kAdd,
+        f.bin(Op::kDiv, f.bin(Op::kMul, f.c(2), a), us), b), u), c));
+    ir::Value in_range = f.bin(Op::kAnd, f.cmp(ir::Cmp::kGE, k, f.c(0)), f.cmp(ir::Cmp::kLE, k, n));
+    ir::Value quick = f.bin(Op::kAnd, f.cmp(ir::Cmp::kGE, us, f.c(0.07)),
+                            f.cmp(ir::Cmp::kLE, v, v_r));
+    ir::Value lhs = f.un(Op::kLog, f.bin(Op::kDiv, f.bin(Op::kMul, v, alpha),
+                                         f.bin(Op::kAdd, f.bin(Op::kDiv, a, f.bin(Op::kMul, us, us)), b)));
+    ir::Value nk1 = f.bin(Op::kAdd, f.bin(Op::kSub, n, k), f.c(1));
+    ir::Value bound = f.bin(Op::kAdd, fixed, f.bin(Op::kAdd,
+        f.bin(Op::kMul, n1, f.un(Op::kLog, f.bin(Op::kDiv, nm1, nk1))),
+        f.bin(Op::kSub, f.bin(Op::kMul, f.bin(Op::kAdd, k, f.c(0.5)),
+                              f.un(Op::kLog, f.bin(Op::kDiv, f.bin(Op::kMul, r, nk1),
+                                                   f.bin(Op::kAdd, k, f.c(1))))),
+              f.bin(Op::kAdd, stirling_tail(f, k), stirling_tail(f, f.bin(Op::kSub, n, k))))));
+    values.push_back(k);
+    ok.push_back(f.bin(Op::kAnd, in_range, f.bin(Op::kOr, quick, f.cmp(ir::Cmp::kLE, lhs, bound))));
+  }
+  ir::Value large = first_accepted(f, values, ok);
+  return g.select(f.cmp(ir::Cmp::kGE, f.bin(Op::kMul, n, q), f.c(10)), large, small);
+}
+
+// binomial(count, prob, generator?) -> successes, count's shape (broadcast
+// with prob) and dtype: 0 for count <= 0 or prob <= 0, count for prob >= 1.
+ValueList binomial(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& count = a.tensor(0);
+  const at::Tensor& prob = a.tensor(1);
+  auto& g = ctx.g();
+  const DType out = to_ir(count.scalar_type());
+  ir::Value cv = ctx.tensor(count), pv = ctx.tensor(prob);
+  const std::vector<int64_t> shape = broadcast_shape(ctx, cv, pv);
+  int64_t total = 1;
+  for (int64_t d : shape) total *= d;
+  if (total == 0) return {g.constant(0, {out, shape})};
+  Flat f{ctx, total, compute_dtype(out)};
+  ir::Value n = g.reshape(broadcast_to(ctx, g.convert(cv, f.dt), shape), {f.n});
+  ir::Value p = g.reshape(broadcast_to(ctx, g.convert(pv, f.dt), shape), {f.n});
+  ir::Value flip = f.cmp(ir::Cmp::kGT, p, f.c(0.5));
+  // q in (0, 1/2]; clamped so the unused branches stay finite.
+  ir::Value q = g.clamp(f.c(1e-30), g.select(flip, f.bin(Op::kSub, f.c(1), p), p), f.c(0.5));
+  ir::Value nn = f.bin(Op::kMax, n, f.c(0));
+  ir::Value k = binomial_samples(f, nn, q, generator(a, 2));
+  k = g.select(flip, f.bin(Op::kSub, nn, k), k);
+  k = g.select(f.cmp(ir::Cmp::kLE, p, f.c(0)), f.c(0), g.select(f.cmp(ir::Cmp::kGE, p, f.c(1)), nn, k));
+  k = g.select(f.cmp(ir::Cmp::kLE, n, f.c(0)), f.c(0), k);
+  return {g.convert(g.reshape(k, shape), out)};
+}
+
+RegisterLowering r_binomial("binomial", binomial);
 RegisterLowering r_standard_gamma("_standard_gamma", standard_gamma);
 RegisterLowering r_sample_dirichlet("_sample_dirichlet", sample_dirichlet);
 RegisterLowering r_poisson("poisson", poisson);
