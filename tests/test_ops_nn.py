@@ -489,3 +489,24 @@ def test_embedding_bag_scale_grad_by_freq():
     module = torch.nn.EmbeddingBag(10, 3, mode="mean").to("tpu")
     with no_fallback():
         assert module(torch.tensor([[1, 2], [3, 4]], device="tpu")).shape == (2, 3)
+
+
+@pytest.mark.parametrize("targets_2d", [True, False])
+@pytest.mark.parametrize("zero_infinity", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss(targets_2d, zero_infinity, reduction):
+    # Sample 1 has no target, sample 2 an impossible alignment (5 labels in 4
+    # steps: an infinite loss, zeroed with zero_infinity, and its gradient).
+    T, N, C = 12, 4, 6
+    log_probs = torch.randn(T, N, C).log_softmax(2)
+    target_lengths = torch.tensor([3, 0, 5, 2])
+    input_lengths = torch.tensor([12, 7, 4, 3])
+    padded = torch.randint(1, C, (N, 5))
+    targets = padded if targets_2d else torch.cat([padded[i, :target_lengths[i]]
+                                                   for i in range(N)])
+
+    def loss(lp):
+        d = lp.device
+        return F.ctc_loss(lp, targets.to(d), input_lengths.to(d), target_lengths.to(d),
+                          reduction=reduction, zero_infinity=zero_infinity)
+    grads_close(loss, log_probs)
