@@ -11,20 +11,42 @@ Categories, per (OpInfo, dtype), worst sample wins:
 - ``fallback``: every sample matches CPU, some CPU fallback ran.
 - ``error``: tpu raised where CPU did not, or raised another exception type.
 - ``wrong``: some sample gave another value, dtype or shape than CPU.
-- ``no_samples``: CPU raised for every sample or the OpInfo yields none; excluded
-  from the percentages.
+- ``layout``: values match, but an output's strides differ from CPU's (checked
+  only in the ``channels_last`` layout, see below).
+- ``no_samples``: CPU raised for every sample or the OpInfo yields none (in a
+  layout other than contiguous: none of the first ``_SCAN_SAMPLES`` samples has
+  a tensor the layout changes); excluded from the percentages.
+
+Layouts (``LAYOUTS``) say how the sample tensors are laid out, on CPU and, as
+the tpu copies keep the CPU tensors' strides (``to_tpu``), on tpu alike:
+
+- ``contiguous``: as ``op_db`` builds them.
+- ``noncontiguous``: ``SampleInput.noncontiguous()``, PyTorch's own helper (every
+  contiguous tensor becomes every other element of a buffer whose gaps hold NaN,
+  True or 12), as PyTorch's ``test_noncontiguous_samples`` does.
+- ``channels_last``: every 4-D floating tensor ``.to(memory_format=
+  torch.channels_last)``, every 5-D one ``torch.channels_last_3d``. For
+  pointwise ops and convolutions, pools and norms (``checks_strides``) the
+  forward outputs' strides (over dimensions longer than 1) must also be CPU's,
+  so that a channels_last model keeps CPU's memory format layer to layer.
+
+A layout run takes the first ``limit_samples`` samples that the layout changes,
+and for the sample that decided a wrong/error/layout category it also runs that
+sample contiguous: ``Result.contiguous`` then tells a failure the layout
+introduces (``native``/``fallback`` there) from one it only inherits.
 """
 
 import dataclasses
 import itertools
+import re
 
 import torch
-from torch.testing._internal.opinfo.core import SampleInput
+from torch.testing._internal.opinfo.core import BinaryUfuncInfo, SampleInput, UnaryUfuncInfo
 
 import torchtpu
 
 # Worst first: a (op, dtype) takes the worst category of its samples.
-SEVERITY = ("wrong", "error", "fallback", "native", "no_samples")
+SEVERITY = ("wrong", "error", "layout", "fallback", "native", "no_samples")
 
 # OpInfos whose results are random or uninitialized memory (the tpu RNG is not
 # CPU's): only dtype and shape are compared.
@@ -58,7 +80,7 @@ def _random_sample(op, sample):
 # "host_rounding": float rounding whose sign depends on the host's own CPU
 # kernels (e.g. sgemm's summation order differs between CPU models): the
 # result may be "native" on one host and "wrong" on another; both pass.
-EXPECTED_CATEGORIES = ("fallback", "wrong", "error", "crash", "host_rounding")
+EXPECTED_CATEGORIES = ("fallback", "wrong", "error", "layout", "crash", "host_rounding")
 
 
 def accepts(listed, category):
@@ -95,7 +117,9 @@ class Result:
     """Outcome of one (OpInfo, dtype[, backward]) sweep.
 
     ``detail`` describes the first sample that decided a non-native category;
-    ``fallbacks`` maps ``aten::op`` to CPU-fallback calls summed over samples.
+    ``fallbacks`` maps ``aten::op`` to CPU-fallback calls summed over samples;
+    ``contiguous`` (layout runs only, else "") is that sample's category when
+    run contiguous.
     """
 
     op: str
@@ -104,6 +128,7 @@ class Result:
     samples: int = 0
     detail: str = ""
     fallbacks: dict = dataclasses.field(default_factory=dict)
+    contiguous: str = ""
 
 
 def full_name(op):
@@ -117,6 +142,81 @@ def dtype_from_name(name):
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"unknown dtype {name!r}")
     return dtype
+
+
+LAYOUTS = ("contiguous", "noncontiguous", "channels_last")
+
+# How many samples a layout run looks through for ``limit_samples`` that the
+# layout changes (e.g. the 4-D ones of an op whose first samples are 1-D).
+_SCAN_SAMPLES = 64
+
+# Convolutions, pools and norms by OpInfo name (not linalg.*norm, normal, renorm).
+_STRIDED_KERNELS = re.compile(r"conv|pool|(batch|group|layer|instance|rms|local_response)_norm")
+
+
+def checks_strides(op):
+    """Whether a channels_last run compares ``op``'s output strides with CPU's:
+    pointwise ops (unary and binary ufuncs) and convolutions, pools and norms,
+    whose CPU kernels keep the input's memory format."""
+    return isinstance(op, (UnaryUfuncInfo, BinaryUfuncInfo)) or bool(
+        _STRIDED_KERNELS.search(full_name(op)))
+
+
+def _sample_tensors(sample):
+    return _flat_tensors([sample.input, *sample.args, *sample.kwargs.values()])
+
+
+def apply_layout(sample, layout):
+    """``sample`` (CPU) with its tensors in ``layout`` (one of ``LAYOUTS``), or
+    None when the layout changes none of them (e.g. no 4-D floating tensor for
+    channels_last, only 0-d and 1-element tensors for noncontiguous, or a
+    sparse tensor that has no strides to change)."""
+    if layout == "contiguous":
+        return sample
+    if layout == "noncontiguous":
+        try:
+            laid_out = sample.noncontiguous()
+        except (RuntimeError, NotImplementedError):  # sparse: no is_contiguous()
+            return None
+        changed = any(t.layout == torch.strided and not t.is_contiguous()
+                      for t in _sample_tensors(laid_out))
+        return laid_out if changed else None
+    if layout != "channels_last":
+        raise ValueError(f"unknown layout {layout!r}, want one of {LAYOUTS}")
+    converted = []
+
+    def to_channels_last(t):
+        if (not isinstance(t, torch.Tensor) or t.layout != torch.strided
+                or not t.is_floating_point() or t.dim() not in (4, 5)):
+            return t
+        fmt = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+        # transform() runs this under no_grad: the copy is a new leaf.
+        new = t.detach().to(memory_format=fmt).requires_grad_(t.requires_grad)
+        if not new.is_contiguous():  # not when C == 1 or H * W == 1
+            converted.append(new)
+        return new
+
+    laid_out = sample.transform(to_channels_last)
+    return laid_out if converted else None
+
+
+def _strides(x):
+    """``(shape, strides)`` of the strided tensors among outputs ``x``, in
+    ``_flat_tensors`` order (None for other layouts)."""
+    return [(tuple(t.shape), t.stride() if t.layout == torch.strided else None)
+            for t in _flat_tensors(x)]
+
+
+def _stride_mismatch(actual, expected):
+    """"output i: strides A vs CPU's B for shape S" for the first output whose
+    strides differ from CPU's over its dimensions longer than 1 (the others'
+    strides are arbitrary), or ""."""
+    for i, ((shape, a), e) in enumerate(zip(actual, _flat_tensors(expected))):
+        if a is None or e.layout != torch.strided or e.numel() == 0 or shape != tuple(e.shape):
+            continue
+        if [s for s, n in zip(a, shape) if n > 1] != [s for s, n in zip(e.stride(), shape) if n > 1]:
+            return f"output {i}: strides {a} vs CPU's {e.stride()} for shape {list(shape)}"
+    return ""
 
 
 def _storage_copy(x):
@@ -221,8 +321,10 @@ def _grad_inputs(sample):
     return found
 
 
-def _run_sample(op, sample, backward):
-    """Runs one sample on CPU and tpu. Returns (category, detail, fallbacks)."""
+def _run_sample(op, sample, backward, check_strides=False):
+    """Runs one sample on CPU and tpu. Returns (category, detail, fallbacks);
+    ``check_strides`` makes matching values with other output strides than
+    CPU's category ``layout``."""
     # Copied before the CPU run, which may mutate the sample (in-place OpInfos);
     # CPU runs the original so its strides (even overlapping ones) are kept.
     try:
@@ -248,6 +350,8 @@ def _run_sample(op, sample, backward):
             actual = compute(op, tpu_sample, _grad_inputs(tpu_sample))
         else:
             actual = op(tpu_sample.input, *tpu_sample.args, **tpu_sample.kwargs)
+        # Before to_cpu, whose copies need not keep the tpu tensors' strides.
+        tpu_strides = _strides(actual) if check_strides else None
         actual = to_cpu(actual)
         torchtpu.sync()
         tpu_exc = None
@@ -272,6 +376,9 @@ def _run_sample(op, sample, backward):
     except AssertionError as exc:
         return "wrong", _summary(exc) + _float64_errors(op, ref_sample, actual, expected,
                                                         backward), fallbacks
+    mismatch = _stride_mismatch(tpu_strides, expected) if check_strides else ""
+    if mismatch:
+        return "layout", mismatch, fallbacks
     return ("fallback" if fallbacks else "native"), "", fallbacks
 
 
@@ -362,22 +469,47 @@ def describe_sample(sample):
     return "(" + ", ".join(parts) + ")"
 
 
-def run_opinfo(op, dtype, limit_samples=8, backward=False, on_sample=None):
+def run_opinfo(op, dtype, limit_samples=8, backward=False, on_sample=None,
+               layout="contiguous"):
     """Sweeps the first ``limit_samples`` sample inputs of OpInfo ``op`` for
     ``dtype`` (a torch.dtype) and returns a :class:`Result`.
 
     ``backward=True`` compares gradients instead of outputs (inputs get
-    ``requires_grad=True``). ``on_sample(index)`` is called before each sample
-    so a supervising process can name the sample that crashed it.
+    ``requires_grad=True``). ``layout`` (one of ``LAYOUTS``) lays the sample
+    tensors out so; other than contiguous, the samples are the first
+    ``limit_samples`` of ``_SCAN_SAMPLES`` that the layout changes.
+    ``on_sample(index)`` is called before each sample so a supervising process
+    can name the sample that crashed it.
+
+    Raises:
+        ValueError: an unknown ``layout``.
     """
+    samples = op.sample_inputs("cpu", dtype, requires_grad=backward)
+    return run_samples(op, dtype, samples, limit_samples, backward, on_sample, layout)
+
+
+def run_samples(op, dtype, samples, limit_samples=8, backward=False, on_sample=None,
+                layout="contiguous"):
+    """:func:`run_opinfo` over ``samples`` (CPU SampleInputs of ``dtype``, e.g.
+    made by hand where ``op_db`` has none of a shape a layout needs)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}, want one of {LAYOUTS}")
     name = full_name(op)
     result = Result(name, str(dtype).removeprefix("torch."), "no_samples")
-    samples = op.sample_inputs("cpu", dtype, requires_grad=backward)
+    check_strides = layout == "channels_last" and not backward and checks_strides(op)
+    scan = limit_samples if layout == "contiguous" else _SCAN_SAMPLES
     worst = SEVERITY.index("no_samples")
-    for index, sample in enumerate(itertools.islice(samples, limit_samples)):
+    taken = 0
+    for index, sample in enumerate(itertools.islice(samples, scan)):
+        if taken == limit_samples:
+            break
+        laid_out = apply_layout(sample, layout)
+        if laid_out is None:
+            continue
+        taken += 1
         if on_sample is not None:
             on_sample(index)
-        category, detail, fallbacks = _run_sample(op, sample, backward)
+        category, detail, fallbacks = _run_sample(op, laid_out, backward, check_strides)
         for key, count in fallbacks.items():
             result.fallbacks[key] = result.fallbacks.get(key, 0) + count
         if category == "cpu_raised":
@@ -387,6 +519,10 @@ def run_opinfo(op, dtype, limit_samples=8, backward=False, on_sample=None):
         if rank < worst:
             worst = rank
             if detail:
-                result.detail = f"sample {index} {describe_sample(sample)}: {detail}"
+                result.detail = f"sample {index} {describe_sample(laid_out)}: {detail}"
+            if layout != "contiguous" and category in ("wrong", "error", "layout"):
+                # An in-place op may have mutated tensors the layout kept;
+                # CPU and tpu still get the same (mutated) values.
+                result.contiguous = _run_sample(op, sample, backward)[0]
     result.category = SEVERITY[worst]
     return result

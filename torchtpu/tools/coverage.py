@@ -5,6 +5,7 @@ Usage::
     python -m torchtpu.tools.coverage [--dtypes float32,int64,bool,bfloat16]
         [--ops name,...] [--backward] [--limit-samples 8] [--json out.json]
         [--chunk 50] [--op-timeout 120] [--mode strict|debug|fused]
+        [--layout contiguous|noncontiguous|channels_last]
 
 For every OpInfo whose op CPU supports for a dtype (``op.supported_dtypes("cpu")``;
 ``supported_backward_dtypes`` and ``supports_autograd`` with ``--backward``), the
@@ -22,6 +23,16 @@ are matched against the expected-failures file (``--expected``, by default the
 source tree's ``tests/opinfo_expected_failures.txt``): each result gets the
 file's reason or none, and the table counts the ``unexpected`` ones, which
 should be zero.
+
+``--layout`` lays the sample tensors out non-contiguous (PyTorch's
+``SampleInput.noncontiguous()``) or channels_last (4-D and 5-D floating
+tensors) on both sides; for pointwise ops, convolutions, pools and norms a
+channels_last output with other strides than CPU's is category ``layout``. Its
+results are labelled e.g. ``float32 channels_last``; the expected-failures file
+is read under ``float32_channels_last`` first and then under ``float32`` (a
+failure of the contiguous op is expected in every layout). A layout run also
+counts the failures the layout introduces (``layout_introduced``: the sample
+that failed is native or fallback when run contiguous).
 """
 
 import argparse
@@ -33,7 +44,8 @@ import sys
 import tempfile
 import time
 
-CATEGORIES = ("native", "fallback", "wrong", "error", "crash", "no_samples")
+CATEGORIES = ("native", "fallback", "wrong", "error", "layout", "crash", "no_samples")
+FAILURES = ("wrong", "error", "layout", "crash")
 
 
 def _op_db():
@@ -85,7 +97,7 @@ def _worker(args):
             on_sample(-1)
             torch.manual_seed(0)
             result = run_opinfo(by_name[name], dtype, args.limit_samples, args.backward,
-                                on_sample)
+                                on_sample, layout=args.layout)
             events.write(json.dumps({"result": dataclasses.asdict(result)}) + "\n")
             events.flush()
 
@@ -114,7 +126,8 @@ def _run_chunk(names, dtype, args, log):
         os.close(fd)
         cmd = [sys.executable, "-m", "torchtpu.tools.coverage", "--worker",
                "--dtype", dtype, "--names", ",".join(pending), "--events", events_path,
-               "--limit-samples", str(args.limit_samples), "--mode", args.mode]
+               "--limit-samples", str(args.limit_samples), "--mode", args.mode,
+               "--layout", args.layout]
         if args.backward:
             cmd.append("--backward")
         stderr = tempfile.TemporaryFile(mode="w+")
@@ -151,7 +164,7 @@ def _run_chunk(names, dtype, args, log):
         stderr.seek(0)
         tail = [ln for ln in stderr.read().splitlines() if ln.strip()][-3:]
         crashed = {"op": current["start"], "dtype": dtype, "category": "crash",
-                   "samples": 0, "fallbacks": {},
+                   "samples": 0, "fallbacks": {}, "contiguous": "",
                    "detail": f"sample {current['sample']}: exit {rc}: " + " | ".join(tail)[-600:]}
         results.append(crashed)
         pending.remove(current["start"])
@@ -175,29 +188,46 @@ _DEFAULT_EXPECTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..
                                  "tests", "opinfo_expected_failures.txt")
 
 
-def _expected_label(label):
-    """The expected-failures file's name for a result label ("float32 backward")."""
-    return label.replace(" backward", "_grad")
+def _expected_labels(label):
+    """The expected-failures file's names for a result label, most specific
+    first: "float32 backward channels_last" -> "float32_grad_channels_last",
+    then "float32_grad" (what fails contiguous is expected in any layout)."""
+    from torchtpu.tools._opinfo_sweep import LAYOUTS
+
+    words = label.replace(" backward", " grad").split()
+    names = ["_".join(words)]
+    if words[-1] in LAYOUTS:
+        names.append("_".join(words[:-1]))
+    return names
 
 
 def _mark_expected(bad, path):
-    """Sets ``expected`` (the file's reason, or None) on each wrong/error/crash result."""
+    """Sets ``expected`` (the file's reason, or None) on each failed result."""
     from torchtpu.tools._opinfo_sweep import accepts, read_expected
 
     listed = read_expected(path) if path and os.path.exists(path) else {}
     for r in bad:
-        entry = listed.get((r["op"], _expected_label(r["label"])))
-        r["expected"] = entry[1] if entry and accepts(entry[0], r["category"]) else None
+        r["expected"] = None
+        for label in _expected_labels(r["label"]):
+            entry = listed.get((r["op"], label))
+            if entry and accepts(entry[0], r["category"]):
+                r["expected"] = entry[1]
+                break
 
 
-def _print_report(counts, fallbacks, wrong):
+def _introduced(r):
+    """Whether failed result ``r`` of a layout run passes when run contiguous."""
+    return r.get("contiguous") in ("native", "fallback")
+
+
+def _print_report(counts, fallbacks, wrong, categories):
     from rich.console import Console
     from rich.table import Table
 
     console = Console(width=max(120, Console().width))
     table = Table(title="OpInfo coverage on tpu (vs CPU)")
     table.add_column("dtype")
-    for cat in CATEGORIES:
+    for cat in categories:
         table.add_column(cat, justify="right")
     table.add_column("% native", justify="right")
     table.add_column("unexpected", justify="right")
@@ -205,7 +235,7 @@ def _print_report(counts, fallbacks, wrong):
         run = sum(c.values()) - c["no_samples"]
         pct = f"{100.0 * c['native'] / run:.1f}" if run else "-"
         unexpected = sum(1 for r in wrong if r["label"] == label and r["expected"] is None)
-        table.add_row(label, *(str(c[cat]) for cat in CATEGORIES), pct, str(unexpected))
+        table.add_row(label, *(str(c[cat]) for cat in categories), pct, str(unexpected))
     console.print(table)
     top = Table(title="Most common CPU fallbacks")
     for col in ("ATen op", "OpInfos", "calls"):
@@ -214,11 +244,13 @@ def _print_report(counts, fallbacks, wrong):
         top.add_row(op, str(n_ops), str(calls))
     console.print(top)
     if wrong:
-        bad = Table(title="Wrong results, errors and crashes")
+        bad = Table(title="Wrong results, errors, layout mismatches and crashes")
         for col in ("OpInfo", "dtype", "category", "detail / expected because"):
             bad.add_column(col, overflow="fold")
         for r in wrong:
             why = f"expected: {r['expected']}" if r["expected"] else r["detail"]
+            if r.get("contiguous"):
+                why += f" [contiguous: {r['contiguous']}]"
             bad.add_row(r["op"], r["label"], r["category"], why)
         console.print(bad)
 
@@ -239,6 +271,10 @@ def main(argv=None):
     parser.add_argument("--expected", default=_DEFAULT_EXPECTED,
                         help="expected-failures file (default: the source tree's tests/"
                         "opinfo_expected_failures.txt)")
+    parser.add_argument("--layout", default="contiguous",
+                        # _opinfo_sweep.LAYOUTS; not imported: it loads torch.
+                        choices=("contiguous", "noncontiguous", "channels_last"),
+                        help="how sample tensors are laid out on CPU and tpu alike")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dtype", help=argparse.SUPPRESS)
@@ -258,6 +294,8 @@ def main(argv=None):
     start = time.monotonic()
     for dtype in [d for d in args.dtypes.split(",") if d]:
         label = dtype + (" backward" if args.backward else "")
+        if args.layout != "contiguous":
+            label += " " + args.layout
         selected = _select(op_db, names, dtype_from_name(dtype), args.backward)
 
         def log(r, label=label):
@@ -270,17 +308,24 @@ def main(argv=None):
             results += _run_chunk(selected[i:i + args.chunk], dtype, args, log)
 
     counts, fallbacks = _summarize(results)
-    bad = [r for r in results if r["category"] in ("wrong", "error", "crash")]
+    bad = [r for r in results if r["category"] in FAILURES]
     _mark_expected(bad, args.expected)
-    _print_report(counts, fallbacks, bad)
+    # The layout column only where a stride comparison ran.
+    categories = [c for c in CATEGORIES if c != "layout" or args.layout == "channels_last"]
+    _print_report(counts, fallbacks, bad, categories)
     summary = {label: dict(c) for label, c in counts.items()}
     for label, c in summary.items():
         c["unexpected"] = sum(1 for r in bad if r["label"] == label and r["expected"] is None)
+        if args.layout != "contiguous":
+            c["layout_introduced"] = sum(1 for r in bad if r["label"] == label and _introduced(r))
+            print(f"{label}: {c['layout_introduced']} failures the layout introduces "
+                  "(the failing sample passes contiguous)")
     top = sorted(fallbacks.items(), key=lambda kv: -kv[1][0])[:10]
     command = " ".join(["python -m torchtpu.tools.coverage", *(argv or sys.argv[1:])])
     with open(args.json, "w") as f:
         json.dump({"command": command,
                    "limit_samples": args.limit_samples, "mode": args.mode,
+                   "layout": args.layout,
                    "summary": summary,
                    "top_fallbacks": [{"op": op, "opinfos": n, "calls": c} for op, (n, c) in top],
                    "results": results}, f, indent=1)
