@@ -11,8 +11,9 @@ running when the process died or stalled:
 - ``{"event": "collected", "ids": [...]}`` once, the tests that will run;
 - ``{"event": "start", "id": ...}`` before each test;
 - ``{"event": "result", "id": ..., "outcome": ..., "exc_type": ..., "message": ...,
-  "duration": ...}`` after it; outcome is passed, failed, error (setup or
-  teardown failed), skipped, xfailed or xpassed.
+  "where": ..., "duration": ...}`` after it; outcome is passed, failed, error
+  (setup or teardown failed), skipped, xfailed or xpassed; where is the
+  ``file:line`` in the test file the failure came from.
 
 A test id is ``<generic class>::<test name>`` with the device suffix written as
 on tpu (``TestShapeOps::test_flip_tpu_float32`` for ``TestShapeOpsCPU::
@@ -81,6 +82,14 @@ def _message(exc):
     return one_line(str(exc).split("To execute this test, run")[0])
 
 
+def _where(excinfo, item):
+    """``file:line`` of the innermost frame of the failure in the test file."""
+    for entry in reversed(excinfo.traceback):
+        if str(entry.path) == str(item.path):
+            return f"{item.path.name}:{entry.lineno + 1}"  # lineno counts from 0
+    return ""
+
+
 def _read_ids(path):
     if not path:
         return None
@@ -140,7 +149,8 @@ class _Recorder:
     def pytest_runtest_logstart(self, nodeid, location):
         tid = self.ids[nodeid]
         self.state[tid] = {"event": "result", "id": tid, "outcome": "passed",
-                           "exc_type": "", "message": "", "start": time.monotonic()}
+                           "exc_type": "", "message": "", "where": "",
+                           "start": time.monotonic()}
         self.emit(event="start", id=tid)
 
     @pytest.hookimpl(wrapper=True)
@@ -154,6 +164,7 @@ class _Recorder:
             if call.excinfo is not None:
                 rec["exc_type"] = call.excinfo.typename
                 rec["message"] = _message(call.excinfo.value)
+                rec["where"] = _where(call.excinfo, item)
             else:  # e.g. unittest's unexpected success: no exception, only the report
                 rec["message"] = one_line(report.longreprtext.strip().splitlines()[-1])
         elif hasattr(report, "wasxfail"):

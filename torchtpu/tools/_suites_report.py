@@ -107,7 +107,8 @@ def compare(file, tpu, cpu, entries):
         rows.append({
             "file": file, "test": test, "category": cat, "kind": kind,
             "tpu_outcome": t["outcome"], "tpu_exc_type": t.get("exc_type", ""),
-            "tpu_message": t.get("message", ""), "tpu_duration_s": t.get("duration", 0.0),
+            "tpu_message": t.get("message", ""), "tpu_where": t.get("where", ""),
+            "tpu_duration_s": t.get("duration", 0.0),
             "cpu_outcome": c["outcome"] if c else "", "cpu_exc_type": (c or {}).get("exc_type", ""),
             "cpu_message": (c or {}).get("message", ""), "expected_reason": reason or ""})
     return rows
@@ -170,7 +171,8 @@ def print_tables(rows, units, elapsed, entries, console=None):
             console.print(f"[bold]{kind}[/bold] ({len(mine)})")
         for r in mine:
             # escape: messages hold brackets (shapes, indices) that rich reads as markup
-            console.print(f"  {escape(r['test'])}: {escape(r['tpu_message'][:160])}",
+            where = f" ({r['tpu_where']})" if r["tpu_where"] else ""
+            console.print(f"  {escape(r['test'])}{where}: {escape(r['tpu_message'][:160])}",
                           soft_wrap=True)
     for u in units:
         for err in u["errors"]:

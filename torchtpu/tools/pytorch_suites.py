@@ -63,7 +63,9 @@ def _signal_name(rc):
         return f"signal {-rc}"
 
 
-def _died_because(rc, log_tail):
+def _crash_record(rc, log_tail):
+    """The result of a test its worker died in: the signal or exit code, the
+    fatal log line and the innermost Python frame (``where``, ``file:line``)."""
     why = f"worker killed by {_signal_name(rc)}" if rc < 0 else f"worker exit code {rc}"
     for pattern in _FATAL:
         m = pattern.search(log_tail)
@@ -71,9 +73,10 @@ def _died_because(rc, log_tail):
             why += f": {m.group(0).strip()[:200]}"
             break
     m = _TOP_FRAME.search(log_tail)
+    where = f"{os.path.basename(m.group(1))}:{m.group(2)}" if m else ""
     if m:
-        why += f" (in {m.group(3)}, {os.path.basename(m.group(1))}:{m.group(2)})"
-    return why
+        why += f" (in {m.group(3)})"
+    return {"outcome": "crash", "exc_type": "", "message": why, "where": where}
 
 
 def _collect_error(log_tail):
@@ -130,6 +133,8 @@ class _Unit:
             before = len(self.results)
             stopped = self._attempt(env, deadline)
             remaining = [t for t in self.collected or [] if t not in self.results]
+            if stopped == "budget" and self.collected is None:
+                self.errors.append("budget spent before the tests were collected")
             if stopped == "budget" or not remaining:
                 break
             if len(self.results) == before:
@@ -185,8 +190,7 @@ class _Unit:
             self.results[current] = {"outcome": "timeout", "exc_type": "",
                                      "message": f"still running after {self.opts.timeout} s"}
         elif stopped is None and current is not None:
-            self.results[current] = {"outcome": "crash", "exc_type": "",
-                                     "message": _died_because(rc, tail)}
+            self.results[current] = _crash_record(rc, tail)
         elif stopped is None and rc not in (0, 1, 5) and not self.results:
             self.errors.append(f"pytest exit code {rc}: {_collect_error(tail)}")
         return stopped
@@ -240,12 +244,13 @@ def run(files, opts):
 
 
 def _parser():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m torchtpu.tools.pytorch_suites",
+                                description=__doc__.splitlines()[0])
     p.add_argument("files", nargs="*", help=f"test files of DIR (default: {len(FILES)} "
                    "device-generic files, see docs/pytorch-suites.md)")
-    p.add_argument("--pytorch-test-dir", required=True,
+    p.add_argument("--pytorch-test-dir", required=True, metavar="DIR",
                    help="PyTorch's test/ folder (a checkout; nothing is fetched)")
-    p.add_argument("-k", help="pytest -k expression, the same on both devices")
+    p.add_argument("-k", metavar="EXPR", help="pytest -k expression, the same on both devices")
     p.add_argument("--dtypes", help="comma list, e.g. float32: run only tests of these "
                    "dtypes and tests without a dtype")
     p.add_argument("--jobs", type=int, default=1, help="files run at a time")
