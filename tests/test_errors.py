@@ -192,6 +192,17 @@ OUT_DTYPE_CASES = {
     "random_int8": lambda d: torch.empty(3, device=d, dtype=torch.int8).random_(-200, 3),
     "one_hot_negative": lambda d: torch.nn.functional.one_hot(torch.tensor([3, -1], device=d)),
     "one_hot_too_large": lambda d: torch.nn.functional.one_hot(torch.tensor([3, 4], device=d), 3),
+    "mode_values": lambda d: torch.mode(torch.ones(10, device=d), -1, True, out=(
+        torch.empty(0, device=d, dtype=torch.float64), torch.empty(0, device=d, dtype=torch.long))),
+    "mode_indices": lambda d: torch.mode(torch.ones(10, device=d), -1, True, out=(
+        torch.empty(0, device=d), torch.empty(0, device=d, dtype=torch.int16))),
+    "max_dim_values": lambda d: torch.max(torch.ones(5, 5, device=d), dim=0, out=(
+        torch.empty(5, dtype=torch.int, device=d), torch.empty(5, dtype=torch.long, device=d))),
+    "min_dim_indices": lambda d: torch.min(torch.ones(5, 5, device=d), dim=0, out=(
+        torch.empty(5, device=d), torch.empty(5, dtype=torch.double, device=d))),
+    "argmax_65_dims": lambda d: torch.argmax(torch.ones([1] * 65, device=d), dim=0),
+    "add_bool_alpha": lambda d: torch.add(torch.ones(3, dtype=torch.int8, device=d),
+                                          torch.ones(3, dtype=torch.int8, device=d), alpha=True),
     "nearest_int": lambda d: torch.nn.functional.interpolate(
         torch.ones(1, 3, 4, 4, device=d, dtype=torch.int32), scale_factor=2),
     "nearest_1d_int16": lambda d: torch.nn.functional.interpolate(

@@ -106,14 +106,16 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 // outputs with a dtype (the LAPACK family) take only that dtype; some ops take
 // a fixed out dtype (nonzero: int64; all/any: bool or uint8; isposinf: bool);
 // cat reports an uncastable out as TypeError; the rest cast safely.
-void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Tensor& dst) {
+void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Tensor& dst,
+                     size_t index) {
   static const std::unordered_set<std::string> kSameDtype = {
       "neg", "floor", "ceil", "trunc", "round", "round.decimals", "frac", "sign", "sgn",
       "bitwise_not"};
   static const std::unordered_set<std::string> kStructuredExact = {
       "linalg_cholesky_ex", "linalg_inv_ex", "_linalg_eigh", "linalg_lu_factor_ex", "linalg_lu",
       "linalg_lu_solve", "_linalg_solve_ex", "_linalg_det", "_linalg_slogdet", "linalg_qr",
-      "_linalg_svd", "triangular_solve", "linalg_ldl_factor_ex", "linalg_ldl_solve"};
+      "_linalg_svd", "triangular_solve", "linalg_ldl_factor_ex", "linalg_ldl_solve", "max.dim",
+      "min.dim"};
   const c10::ScalarType to = dst.scalar_type();
   if (key == "nonzero") {
     TORCH_CHECK(to == c10::kLong, "nonzero: Expected out tensor to have scalar type Long but got "
@@ -124,6 +126,10 @@ void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Ten
                 " only supports bool tensor for result, got: ", to);
   } else if (key == "isposinf" || key == "isneginf") {
     TORCH_CHECK(to == c10::kBool, key, " does not support non-boolean outputs.");
+  } else if (key == "mode") {
+    // mode_out's check_dtype (Sorting.cpp): values take self's dtype, indices int64.
+    TORCH_CHECK(to == from, "expected scalar type '", from, "' but got '", to, "' for ",
+                index == 0 ? "values" : "indices", " output");
   } else if (key == "complex") {
     TORCH_CHECK(to == from, "Expected object of scalar type ", from, " but got scalar type ", to,
                 " for argument 'out'");
@@ -353,7 +359,7 @@ class LoweringKernel final : public c10::OperatorKernel {
         }
         for (size_t i = 0; i < outs.size(); ++i) {
           const ir::TensorType t = ctx.g().type(values[i]);
-          check_out_dtype(key_, to_aten(t.dtype), outs[i]);
+          check_out_dtype(key_, to_aten(t.dtype), outs[i], i);
           // A resized out has new metadata (and storage): not replayable
           // under the key of its old sizes.
           if (outs[i].sizes() != c10::IntArrayRef(t.dims)) {

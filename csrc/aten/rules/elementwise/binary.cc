@@ -34,6 +34,8 @@ std::vector<ir::Value> add_sub(LoweringContext& ctx, const Args& a, Op op) {
   auto [x, y] = promoted(ctx, a, &dt);
   if (a.size() > 2 && !a.is_none(2)) {
     c10::Scalar alpha = a.scalar(2);
+    TORCH_CHECK(!alpha.isBoolean() || dt == ir::DType::kBool,
+                "Boolean alpha only supported for Boolean results.");
     TORCH_CHECK(ir::is_float(dt) || !alpha.isFloatingPoint(),
                 "For integral input tensors, argument alpha must not be a floating point number.");
     TORCH_CHECK(dt != ir::DType::kBool || !alpha.isIntegral(false) || alpha.toLong() == 1 ||

@@ -158,6 +158,8 @@ ValueList arg_extremum(LoweringContext& ctx, const at::Tensor& self, std::option
   }
   ir::Value v = ctx.tensor(self);
   if (dim.has_value()) {
+    // TensorIterator's reduction dim mask is 64 bits (ATen's message).
+    TORCH_CHECK(self.dim() <= 64, "only tensors with up to 64 dims are supported");
     int64_t d = wrap_dim(*dim, std::max<int64_t>(self.dim(), 1));
     return {arg_reduce(ctx, v, d, keepdim, is_max).second};
   }
