@@ -23,8 +23,6 @@ SCRIPT = textwrap.dedent("""
     if device == "tpu":
         os.environ["ACCELERATE_TORCH_DEVICE"] = "tpu"   # the one line a user adds
     import torch, transformers, torchtpu
-    # Keeps GPT-2's tied LM head tied when Trainer moves the model (README).
-    torch.__future__.set_swap_module_params_on_conversion(True)
 
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
