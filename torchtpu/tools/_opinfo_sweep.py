@@ -44,6 +44,7 @@ import torch
 from torch.testing._internal.opinfo.core import BinaryUfuncInfo, SampleInput, UnaryUfuncInfo
 
 import torchtpu
+from torchtpu.tools._expected_file import entry_lines
 
 # Worst first: a (op, dtype) takes the worst category of its samples.
 SEVERITY = ("wrong", "error", "layout", "fallback", "native", "no_samples")
@@ -97,18 +98,11 @@ def read_expected(path):
         ValueError: a line without the three fields, a known category or a reason.
     """
     expected = {}
-    with open(path) as f:
-        lines = f.read().splitlines()
-    for number, raw in enumerate(lines, 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        entry, _, reason = line.partition("#")
-        fields = entry.split()
-        if len(fields) != 3 or fields[2] not in EXPECTED_CATEGORIES or not reason.strip():
+    for number, fields, reason, raw in entry_lines(path):
+        if len(fields) != 3 or fields[2] not in EXPECTED_CATEGORIES or not reason:
             raise ValueError(f"{path}:{number}: want 'opinfo dtype category  # reason' with "
                              f"category in {EXPECTED_CATEGORIES}, got {raw!r}")
-        expected[(fields[0], fields[1])] = (fields[2], reason.strip())
+        expected[(fields[0], fields[1])] = (fields[2], reason)
     return expected
 
 

@@ -22,6 +22,7 @@ import csv
 import fnmatch
 import json
 import re
+from torchtpu.tools._expected_file import entry_lines
 
 CATEGORIES = ["passed", "tpu_fail", "expected", "both_fail", "skipped", "tpu_only_pass",
               "not_run"]
@@ -63,19 +64,12 @@ def read_expected(path):
         ValueError: a line without two fields, a known kind or a reason.
     """
     entries = []
-    with open(path) as f:
-        for number, raw in enumerate(f.read().splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            entry, _, reason = line.partition("#")
-            fields = entry.split()
-            known = fields[1:2] and (fields[1] in KINDS or fields[1] == "*"
-                                     or fields[1].startswith("error:"))
-            if len(fields) != 2 or not known or not reason.strip():
-                raise ValueError(f"{path}:{number}: want 'test-glob kind  # reason', "
-                                 f"got {raw!r}")
-            entries.append((fields[0], fields[1], reason.strip()))
+    for number, fields, reason, raw in entry_lines(path):
+        known = fields[1:2] and (fields[1] in KINDS or fields[1] == "*"
+                                 or fields[1].startswith("error:"))
+        if len(fields) != 2 or not known or not reason:
+            raise ValueError(f"{path}:{number}: want 'test-glob kind  # reason', got {raw!r}")
+        entries.append((fields[0], fields[1], reason))
     return entries
 
 

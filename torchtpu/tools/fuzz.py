@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from torchtpu.tools._expected_file import entry_lines
 
 CATEGORIES = ["match", "value", "dtype", "shape", "stride", "exception", "crash", "hang"]
 _DEFAULT_EXPECTED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -247,19 +248,12 @@ def read_expected(path):
         ValueError: a line without three or four fields, a known category or a reason.
     """
     entries = []
-    with open(path) as f:
-        for number, raw in enumerate(f.read().splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            entry, _, reason = line.partition("#")
-            fields = entry.split()
-            if (len(fields) not in (3, 4) or fields[1] not in CATEGORIES[1:]
-                    or not reason.strip()):
-                raise ValueError(f"{path}:{number}: want 'op-glob category dtype-glob "
-                                 f"[kind-glob]  # reason', got {raw!r}")
-            kind = fields[3] if len(fields) == 4 else "*"
-            entries.append((fields[0], fields[1], fields[2], kind, reason.strip()))
+    for number, fields, reason, raw in entry_lines(path):
+        if len(fields) not in (3, 4) or fields[1] not in CATEGORIES[1:] or not reason:
+            raise ValueError(f"{path}:{number}: want 'op-glob category dtype-glob "
+                             f"[kind-glob]  # reason', got {raw!r}")
+        kind = fields[3] if len(fields) == 4 else "*"
+        entries.append((fields[0], fields[1], fields[2], kind, reason))
     return entries
 
 
