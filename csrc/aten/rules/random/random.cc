@@ -5,6 +5,7 @@
 // offset are program parameters: torch.manual_seed(s) makes draws repeat, each
 // draw advances the offset, and neither recompiles.
 #include <ATen/Dispatch.h>
+#include <ATen/Dispatch_v2.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -119,10 +120,10 @@ Bounds bounds_of(const at::Tensor& self) {
            std::numeric_limits<scalar_t>::digits};
     });
   } else {
-    AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, self.scalar_type(), "bounds", [&] {
+    AT_DISPATCH_V2(self.scalar_type(), "bounds", AT_WRAP([&] {
       b = {static_cast<double>(std::numeric_limits<scalar_t>::lowest()),
            static_cast<double>(std::numeric_limits<scalar_t>::max()), 0};
-    });
+    }), AT_EXPAND(AT_INTEGRAL_TYPES), at::kBool, at::kUInt16, at::kUInt32, at::kUInt64);
   }
   return b;
 }
