@@ -95,7 +95,7 @@ def on_new_graph(start, count, difference, shape_changes=0):
             f"run fused. For the fused speed, "
             f"keep shapes static (pad to a fixed length, e.g. cache_implementation=\"static\" "
             f"in Hugging Face generate) or bucket them (pad to a few sizes, such as powers "
-            f"of two); set the threshold to None to keep compiling every shape."))
+            f"of two); set the threshold to None to keep compiling every shape."), once=False)
         return
     threshold = config.recompile_warn_threshold
     if threshold is None or count <= threshold:
@@ -133,16 +133,17 @@ def _caller_outside_libraries():
 _warned_library_calls = set()
 
 
-def _warn(start, message):
+def _warn(start, message, once=True):
     filename, _, lineno = start.rpartition(":")
     if filename and _in_library(filename):
         # A line of an installed library (transformers' masking_utils during
         # generate): the user can act only where their code calls it, so the
-        # warning points there, once per such line.
+        # warning points there, and (`once`) only the first time for that
+        # library line and calling line.
         caller = _caller_outside_libraries()
-        if caller in _warned_library_calls:
+        if once and (caller, start) in _warned_library_calls:
             return
-        _warned_library_calls.add(caller)
+        _warned_library_calls.add((caller, start))
         message += (f" The line is in an installed package; it was reached from "
                     f"{caller or 'code outside any file'}, where the shapes it gets can be "
                     f"made static (e.g. cache_implementation=\"static\" for generate) or "
