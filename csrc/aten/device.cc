@@ -107,35 +107,32 @@ ir::TensorType ir_type(const at::Tensor& t) {
                         std::vector<int64_t>(t.sizes().begin(), t.sizes().end())};
 }
 
-runtime::Slot& slot_of(const c10::Storage& s) {
+namespace {
+
+// The slot at a tpu storage's DataPtr address: the address, not the context,
+// since a copy-on-write DataPtr's context is c10's. `write`: through
+// mutable_data_ptr(), which materializes a copy-on-write storage first (a
+// no-op otherwise).
+runtime::Slot& slot_at(const c10::Storage& s, bool write) {
   TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1,
               "expected a tpu storage, got one on ", s.device());
-  // The address, not the context: a copy-on-write DataPtr's context is c10's.
-  auto* slot = static_cast<runtime::Slot*>(s.data_ptr().get());
+  auto* slot = static_cast<runtime::Slot*>(write ? s.mutable_data_ptr().get() : s.data_ptr().get());
   TORCH_CHECK(slot != nullptr, "tpu storage without a slot");
   return *slot;
 }
 
-runtime::Slot& slot_of(const at::Tensor& t) {
+const c10::Storage& tpu_storage(const at::Tensor& t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
               "expected a tpu tensor, got one on ", t.device());
-  return slot_of(t.storage());
+  return t.storage();
 }
 
-runtime::Slot& slot_to_write(const c10::Storage& s) {
-  TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1,
-              "expected a tpu storage, got one on ", s.device());
-  // mutable_data_ptr() materializes a copy-on-write storage (a no-op otherwise).
-  auto* slot = static_cast<runtime::Slot*>(s.mutable_data_ptr().get());
-  TORCH_CHECK(slot != nullptr, "tpu storage without a slot");
-  return *slot;
-}
+}  // namespace
 
-runtime::Slot& slot_to_write(const at::Tensor& t) {
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
-              "expected a tpu tensor, got one on ", t.device());
-  return slot_to_write(t.storage());
-}
+runtime::Slot& slot_of(const c10::Storage& s) { return slot_at(s, /*write=*/false); }
+runtime::Slot& slot_of(const at::Tensor& t) { return slot_at(tpu_storage(t), false); }
+runtime::Slot& slot_to_write(const c10::Storage& s) { return slot_at(s, /*write=*/true); }
+runtime::Slot& slot_to_write(const at::Tensor& t) { return slot_at(tpu_storage(t), true); }
 
 at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device) {
   c10::DeviceIndex saved = t_current_device;

@@ -48,7 +48,8 @@ Bags bags_of(const at::Tensor& indices, const at::Tensor& offsets, bool include_
   at::Tensor marks = at::zeros({n + 1}, b.idx.options());
   marks.index_add_(0, offs.clamp(0, n), at::ones({b.bags}, b.idx.options()));
   b.offset2bag = marks.cumsum(0).narrow(0, 0, n) - 1;
-  b.valid = padding_idx >= 0 ? b.idx.ne(padding_idx) : at::ones({n}, b.idx.options().dtype(at::kBool));
+  b.valid = padding_idx >= 0 ? b.idx.ne(padding_idx)
+                             : at::ones({n}, b.idx.options().dtype(at::kBool));
   return b;
 }
 
@@ -95,10 +96,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
   at::Tensor first = at::full({b.bags, d}, n, b.idx.options())
                          .scatter_reduce_(0, where_bag, at::where(is_max, position, n), "amin",
                                           /*include_self=*/true);
-  at::Tensor max_indices = at::where(empty_bag, 0,
-                                     b.idx.index_select(0, first.clamp_max(std::max<int64_t>(n - 1, 0))
-                                                               .flatten())
-                                         .view({b.bags, d}));
+  at::Tensor first_row = first.clamp_max(std::max<int64_t>(n - 1, 0)).flatten();
+  at::Tensor max_indices =
+      at::where(empty_bag, 0, b.idx.index_select(0, first_row).view({b.bags, d}));
   return {at::where(empty_bag, 0, out), b.offset2bag, bag_size, max_indices};
 }
 

@@ -76,9 +76,8 @@ ValueList batch_norm_stats(LoweringContext& ctx, const Args& a) {
   const double n = static_cast<double>(reduced_numel(ch.shape, ch.rdims));
   ir::Value nc = g.constant(n, {ch.acc, {ch.c}});
   ir::Value mean = g.binary(Op::kDiv, reduce(ctx, x, ch.rdims, false, Reducer::kAdd), nc);
-  ir::Value var = g.binary(Op::kDiv,
-                           reduce(ctx, g.binary(Op::kMul, dev, dev), ch.rdims, false, Reducer::kAdd),
-                           nc);
+  ir::Value sq = reduce(ctx, g.binary(Op::kMul, dev, dev), ch.rdims, false, Reducer::kAdd);
+  ir::Value var = g.binary(Op::kDiv, sq, nc);
   return {mean, rsqrt_plus(ctx, ch, var, a.real(1))};
 }
 
@@ -134,8 +133,8 @@ ValueList batch_norm_elemt(LoweringContext& ctx, const Args& a) {
   ir::Value x = g.convert(ctx.tensor(a.tensor(0)), ch.acc);
   ir::Value scale = g.binary(Op::kMul, vec(ctx, ch, a.tensor(4), 1),
                              vec(ctx, ch, a.opt_tensor(1), 1));
-  ir::Value y = g.binary(Op::kMul, g.binary(Op::kSub, x, per_channel(ctx, ch, vec(ctx, ch, a.tensor(3), 0))),
-                         per_channel(ctx, ch, scale));
+  ir::Value mean = per_channel(ctx, ch, vec(ctx, ch, a.tensor(3), 0));
+  ir::Value y = g.binary(Op::kMul, g.binary(Op::kSub, x, mean), per_channel(ctx, ch, scale));
   y = g.binary(Op::kAdd, y, per_channel(ctx, ch, vec(ctx, ch, a.opt_tensor(2), 0)));
   return {g.convert(y, ch.out)};
 }

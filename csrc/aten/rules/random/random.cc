@@ -227,12 +227,14 @@ uint64_t random_max(const at::Tensor& self) {
 // from and to - 1 inside the dtype, and for floats a warning past 2^digits.
 void check_from_to_in_range(const at::Tensor& self, int64_t from, int64_t to_inc) {
   const Bounds b = bounds_of(self);
-  for (const auto& [v, name] : {std::pair<int64_t, const char*>{from, "from"}, {to_inc, "to - 1"}}) {
+  // Both bounds are checked before either warns, in ATen's order.
+  const std::pair<int64_t, const char*> bounds[] = {{from, "from"}, {to_inc, "to - 1"}};
+  for (const auto& [v, name] : bounds) {
     TORCH_CHECK(static_cast<double>(v) >= b.lo && static_cast<double>(v) <= b.hi, name,
                 " is out of bounds for ", self.dtype());
   }
   if (b.digits == 0) return;
-  for (const auto& [v, name] : {std::pair<int64_t, const char*>{from, "from"}, {to_inc, "to - 1"}}) {
+  for (const auto& [v, name] : bounds) {
     if (v < -(int64_t{1} << b.digits) || v > (int64_t{1} << b.digits)) {
       TORCH_WARN(name, " is out of bounds [-(2^", b.digits, "), 2^", b.digits, "]. ",
                  "Due to precision limitations ", self.dtype(),

@@ -176,9 +176,9 @@ ir::Value poisson_samples(Flat& f, ir::Value rate, const std::optional<at::Gener
     ir::Value reject = f.bin(Op::kOr, f.cmp(ir::Cmp::kLT, cand, f.c(0)),
                              f.bin(Op::kAnd, f.cmp(ir::Cmp::kLT, us, f.c(0.013)),
                                    f.cmp(ir::Cmp::kGT, v, us)));
+    ir::Value hat = f.bin(Op::kAdd, f.bin(Op::kDiv, aa, f.bin(Op::kMul, us, us)), b);
     ir::Value lhs = f.bin(Op::kSub, f.bin(Op::kAdd, f.un(Op::kLog, v), log_invalpha),
-                          f.un(Op::kLog, f.bin(Op::kAdd, f.bin(Op::kDiv, aa, f.bin(Op::kMul, us, us)),
-                                               b)));
+                          f.un(Op::kLog, hat));
     ir::Value rhs = f.bin(Op::kSub, f.bin(Op::kSub, f.bin(Op::kMul, cand, loglam), big_rate),
                           f.un(Op::kLgamma, f.bin(Op::kAdd, cand, f.c(1))));
     ir::Value slow = f.bin(Op::kAnd, f.un(Op::kNot, reject), f.cmp(ir::Cmp::kLE, lhs, rhs));
@@ -232,7 +232,8 @@ ir::Value binomial_samples(Flat& f, ir::Value n, ir::Value q,
   ir::Value c = f.bin(Op::kAdd, f.bin(Op::kMul, n, q), f.c(0.5));
   ir::Value v_r = f.bin(Op::kSub, f.c(0.92), f.bin(Op::kDiv, f.c(4.2), b));
   ir::Value r = f.bin(Op::kDiv, q, one_q);
-  ir::Value alpha = f.bin(Op::kMul, f.bin(Op::kAdd, f.c(2.83), f.bin(Op::kDiv, f.c(5.1), b)), stddev);
+  ir::Value alpha =
+      f.bin(Op::kMul, f.bin(Op::kAdd, f.c(2.83), f.bin(Op::kDiv, f.c(5.1), b)), stddev);
   ir::Value m = f.un(Op::kFloor, f.bin(Op::kMul, f.bin(Op::kAdd, n, f.c(1)), q));
   ir::Value n1 = f.bin(Op::kAdd, n, f.c(1));
   ir::Value nm1 = f.bin(Op::kAdd, f.bin(Op::kSub, n, m), f.c(1));
@@ -251,8 +252,8 @@ ir::Value binomial_samples(Flat& f, ir::Value n, ir::Value q,
     ir::Value in_range = f.bin(Op::kAnd, f.cmp(ir::Cmp::kGE, k, f.c(0)), f.cmp(ir::Cmp::kLE, k, n));
     ir::Value quick = f.bin(Op::kAnd, f.cmp(ir::Cmp::kGE, us, f.c(0.07)),
                             f.cmp(ir::Cmp::kLE, v, v_r));
-    ir::Value lhs = f.un(Op::kLog, f.bin(Op::kDiv, f.bin(Op::kMul, v, alpha),
-                                         f.bin(Op::kAdd, f.bin(Op::kDiv, a, f.bin(Op::kMul, us, us)), b)));
+    ir::Value hat = f.bin(Op::kAdd, f.bin(Op::kDiv, a, f.bin(Op::kMul, us, us)), b);
+    ir::Value lhs = f.un(Op::kLog, f.bin(Op::kDiv, f.bin(Op::kMul, v, alpha), hat));
     ir::Value nk1 = f.bin(Op::kAdd, f.bin(Op::kSub, n, k), f.c(1));
     ir::Value bound = f.bin(Op::kAdd, fixed, f.bin(Op::kAdd,
         f.bin(Op::kMul, n1, f.un(Op::kLog, f.bin(Op::kDiv, nm1, nk1))),
@@ -288,7 +289,8 @@ ValueList binomial(LoweringContext& ctx, const Args& a) {
   ir::Value nn = f.bin(Op::kMax, n, f.c(0));
   ir::Value k = binomial_samples(f, nn, q, generator(a, 2));
   k = g.select(flip, f.bin(Op::kSub, nn, k), k);
-  k = g.select(f.cmp(ir::Cmp::kLE, p, f.c(0)), f.c(0), g.select(f.cmp(ir::Cmp::kGE, p, f.c(1)), nn, k));
+  k = g.select(f.cmp(ir::Cmp::kGE, p, f.c(1)), nn, k);
+  k = g.select(f.cmp(ir::Cmp::kLE, p, f.c(0)), f.c(0), k);
   k = g.select(f.cmp(ir::Cmp::kLE, n, f.c(0)), f.c(0), k);
   return {g.convert(g.reshape(k, shape), out)};
 }
