@@ -1,0 +1,224 @@
+"""transformers 5.25 and accelerate 1.15 where they decide by device type
+(docs/device-seams.md, section "Libraries"): each test runs the real library
+on tiny random models against CPU. A test named ``*_still_*`` asserts the
+library's present behaviour: it fails the day the library changes it, and
+then the row in the docs (and the one-liner there) should change with it.
+
+transformers reads device "tpu" as Google's torch_tpu (another PrivateUse1
+backend of that name), so several of its tpu branches run for torchtpu."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from _util import no_fallback
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+import transformers.utils.import_utils as import_utils  # noqa: E402
+
+import torchtpu.integrations.transformers as tpu_transformers  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+
+def _llama_config(**kwargs):
+    return transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=64, **kwargs)
+
+
+# --- flex attention: refused for every model once the accelerator is "tpu"
+
+
+def test_flex_attention_still_refused_without_enable():
+    """transformers' own answer (import_utils.is_torch_flex_attn_available):
+    False when the current accelerator is "tpu", as it is whenever torchtpu
+    is loaded, so attn_implementation="flex_attention" raises ImportError."""
+    assert import_utils.get_device_type() == "tpu"
+    assert tpu_transformers._original_flex_available() is False
+
+
+@pytest.mark.filterwarnings("ignore:_compile flag:DeprecationWarning")  # transformers' own call
+def test_flex_attention_llama_equals_cpu_sdpa():
+    """After enable(): a Llama with flex attention on tpu (GQA, a left-padded
+    row) gives the logits and gradients of the same weights with SDPA on CPU."""
+    tpu_transformers.enable()
+    tpu_transformers.enable()  # idempotent
+    assert import_utils.is_torch_flex_attn_available()
+    torch.manual_seed(0)
+    config = _llama_config()
+    reference = transformers.LlamaForCausalLM(copy.deepcopy(config))  # sdpa, CPU
+    model = transformers.AutoModelForCausalLM.from_config(
+        copy.deepcopy(config), attn_implementation="flex_attention")
+    assert model.config._attn_implementation == "flex_attention"
+    model.load_state_dict(reference.state_dict())
+    model.to("tpu")
+    ids = torch.randint(0, 64, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, :3] = 0
+    expected = reference(ids, attention_mask=mask, labels=ids)
+    expected.loss.backward()
+    with no_fallback():
+        got = model(ids.to("tpu"), attention_mask=mask.to("tpu"), labels=ids.to("tpu"))
+        got.loss.backward()
+    valid = mask.bool()  # padded query rows are don't-care in both
+    assert (got.logits.cpu() - expected.logits)[valid].abs().max() < 1e-5
+    assert abs(got.loss.item() - expected.loss.item()) < 1e-5
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert (p.grad.cpu() - q.grad).abs().max() < 1e-5
+
+
+# --- from_pretrained: allocator warmup and device_map="auto"
+
+
+def _save_llama(tmp_path):
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(_llama_config())
+    model.save_pretrained(tmp_path)
+    return model
+
+
+def _load_peak(path, **kwargs):
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return model, (torch.tpu.max_memory_allocated() - before) / weights
+
+
+def test_allocator_warmup_leaves_peak_at_the_weights(tmp_path):
+    """caching_allocator_warmup (modeling_utils.py) allocates one tensor as
+    large as the weights on any device but cuda/xpu/mps/neuron and frees it
+    before the weights land (for CUDA's caching allocator; torchtpu has none):
+    on tpu the peak stays the weights' bytes, and they equal the saved ones."""
+    reference = _save_llama(tmp_path)
+    model, peak = _load_peak(tmp_path, device_map="tpu")
+    assert peak < 1.1, peak
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert p.device.type == "tpu" and torch.equal(p.cpu(), q)
+
+
+def test_device_map_auto_still_picks_cpu(tmp_path):
+    """accelerate's get_max_memory lists CUDA/NPU/XPU/... devices, never tpu,
+    so device_map="auto" puts every weight on CPU (on a CUDA host: the GPU).
+    The one-liner: device_map="tpu", or max_memory with index 0 (an int
+    device is the current accelerator, tpu)."""
+    _save_llama(tmp_path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, device_map="auto")
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, device_map="auto", max_memory={0: "1GiB", "cpu": "1GiB"})
+    assert {p.device for p in model.parameters()} == {torch.device("tpu", 0)}
+
+
+# --- generate: auto-compile with a static cache
+
+
+def test_generate_static_cache_compiles_with_tpu_backend():
+    """For device "tpu" transformers' default CompileConfig is backend="tpu",
+    dynamic=False (meant for torch_tpu; torchtpu registers a backend of that
+    name): greedy tokens equal CPU's."""
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(_llama_config(pad_token_id=0)).eval()
+    ids = torch.randint(1, 64, (1, 5))
+    kwargs = dict(max_new_tokens=4, do_sample=False, cache_implementation="static")
+    expected = model.generate(ids, **kwargs)
+    model.to("tpu")
+    got = model.generate(ids.to("tpu"), **kwargs)
+    assert model._last_compile_config.backend == "tpu"
+    assert torch.equal(got.cpu(), expected)
+
+
+# --- MoE experts: grouped_mm counts tokens with an integer histc
+
+
+def _moe_model():
+    config = transformers.Qwen2MoeConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, intermediate_size=64, moe_intermediate_size=32,
+        shared_expert_intermediate_size=32, num_experts=4)
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config).eval()
+
+
+def test_moe_grouped_mm_still_raises_batched_mm_equals_cpu():
+    """The default experts implementation "grouped_mm" (integrations/moe.py)
+    counts tokens per expert with torch.histc on int32 for every device but
+    cpu/mps (CUDA has an integer histc); torchtpu's histc takes floats only,
+    so the first forward raises. experts_implementation="batched_mm" (or
+    "eager") gives CPU's logits."""
+    model = _moe_model()
+    ids = torch.randint(0, 64, (2, 7))
+    with torch.no_grad():
+        expected = model(ids).logits
+    model.to("tpu")
+    assert "grouped_mm" in model.get_experts_implementation().values()
+    with pytest.raises(NotImplementedError, match="histogram"), torch.no_grad():
+        model(ids.to("tpu"))
+    model.set_experts_implementation("batched_mm")
+    with no_fallback(), torch.no_grad():
+        got = model(ids.to("tpu")).logits
+    assert (got.cpu() - expected).abs().max() < 1e-5
+
+
+# --- Trainer / accelerate: each run its own process (PartialState is a singleton)
+
+_ACCELERATE_PROBE = textwrap.dedent("""
+    import json, sys, tempfile
+    import torch, transformers, torchtpu
+    from accelerate import Accelerator, PartialState
+    from accelerate.state import AcceleratorState
+    out = {}
+    if sys.argv[1] == "devices":
+        args = transformers.TrainingArguments(tempfile.mkdtemp(), report_to=[])
+        out["args"] = str(args.device)
+        out["accelerate"] = str(PartialState().device)
+    else:
+        try:
+            Accelerator(mixed_precision="fp16")
+            out["fp16"] = "ok"
+        except ValueError as e:
+            out["fp16"] = str(e)
+        AcceleratorState._reset_state(reset_partial_state=True)
+        acc = Accelerator(mixed_precision="bf16")
+        layer = torch.nn.Linear(4, 4).to(acc.device)
+        with acc.autocast():
+            out["bf16"] = [str(acc.device), str(layer(torch.ones(2, 4, device=acc.device)).dtype)]
+    print(json.dumps(out))
+""")
+
+
+def _probe(mode, env_device=None):
+    env = {k: v for k, v in os.environ.items() if k != "ACCELERATE_TORCH_DEVICE"}
+    if env_device:
+        env["ACCELERATE_TORCH_DEVICE"] = env_device
+    run = subprocess.run([sys.executable, "-c", _ACCELERATE_PROBE, mode], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_trainer_devices_still_disagree_without_env():
+    """TrainingArguments picks tpu:0 (is_torch_tpu_available: the accelerator
+    is "tpu"), accelerate's PartialState picks CPU (its fixed list), so a
+    Trainer moves the model to tpu and the batches stay on CPU: "Expected all
+    tensors to be on the same device" at the first step. The one-liner:
+    ACCELERATE_TORCH_DEVICE=tpu (tests/test_trainer.py trains with it)."""
+    assert _probe("devices") == {"args": "tpu:0", "accelerate": "cpu"}
+
+
+def test_accelerate_bf16_autocasts_fp16_still_refused():
+    """With ACCELERATE_TORCH_DEVICE=tpu: bf16 autocasts on tpu; fp16 raises
+    ValueError (accelerate's fp16 device list has no tpu): use bf16."""
+    out = _probe("precision", "tpu")
+    assert "fp16 mixed precision requires a device in" in out["fp16"]
+    assert out["bf16"] == ["tpu", "torch.bfloat16"]
