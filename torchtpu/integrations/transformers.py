@@ -48,8 +48,8 @@ def _flex_attn_available() -> bool:
 def _enable_flex_attention():
     for module in list(sys.modules.values()):
         name = getattr(module, "__name__", "")
-        if (name.startswith("transformers.")
-                and getattr(module, "is_torch_flex_attn_available", None) is _original_flex_available):
+        answer = getattr(module, "is_torch_flex_attn_available", None)
+        if name.startswith("transformers.") and answer is _original_flex_available:
             module.is_torch_flex_attn_available = _flex_attn_available
     _utils.is_torch_flex_attn_available = _flex_attn_available
     _import_utils.is_torch_flex_attn_available = _flex_attn_available

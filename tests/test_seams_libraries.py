@@ -1,0 +1,288 @@
+"""diffusers 0.42, peft 0.21, sentence-transformers 6.3 and torch.utils.checkpoint
+under torch.compile where they decide by device type (docs/device-seams.md,
+section "Libraries"). Real libraries, tiny random models, tpu against CPU.
+A test named ``*_still_*`` asserts a library's present behaviour that needs a
+one-liner on tpu: it fails the day the library changes, and the docs row
+should change with it."""
+
+import os
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+from _util import no_fallback
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+
+def _grads(module):
+    return [p.grad.cpu().clone() for p in module.parameters()]
+
+
+def _max_diff(a, b):
+    return max((x - y).abs().max().item() for x, y in zip(a, b))
+
+
+# --- diffusers
+
+
+def test_diffusers_picks_tpu_and_randn_tensor_follows_the_generator():
+    """diffusers asks torch.accelerator for its default device (get_device:
+    "tpu"); randn_tensor draws with a CPU generator on CPU and moves the result
+    (the values of a CPU run), and with a tpu generator on tpu."""
+    pytest.importorskip("diffusers")
+    from diffusers.utils.torch_utils import get_device, randn_tensor
+
+    assert get_device() == "tpu"
+    tpu = torch.device("tpu")
+    got = randn_tensor((2, 3), generator=torch.Generator().manual_seed(0), device=tpu)
+    expected = randn_tensor((2, 3), generator=torch.Generator().manual_seed(0))
+    assert got.device.type == "tpu" and torch.equal(got.cpu(), expected)
+    generators = [torch.Generator(device="tpu").manual_seed(i) for i in range(2)]
+    assert randn_tensor((2, 3), generator=generators, device=tpu).device.type == "tpu"
+
+
+@pytest.mark.parametrize("offload", [False, True])
+def test_diffusers_pipeline_equals_cpu(offload):
+    """A DDPM pipeline (UNet2DModel with attention blocks) on tpu, moved with
+    .to("tpu") or with enable_model_cpu_offload(device="tpu") (weights on CPU
+    between calls, run on tpu), gives CPU's images."""
+    diffusers = pytest.importorskip("diffusers")
+
+    def run(device):
+        torch.manual_seed(0)
+        unet = diffusers.UNet2DModel(
+            sample_size=8, in_channels=3, out_channels=3, layers_per_block=1,
+            block_out_channels=(16, 32), down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+            up_block_types=("AttnUpBlock2D", "UpBlock2D"), norm_num_groups=8)
+        pipe = diffusers.DDPMPipeline(unet=unet,
+                                      scheduler=diffusers.DDPMScheduler(num_train_timesteps=10))
+        if offload and device == "tpu":
+            pipe.enable_model_cpu_offload(device="tpu")
+            assert pipe._execution_device == torch.device("tpu", 0)
+        else:
+            pipe.to(device)
+        images = pipe(batch_size=1, generator=torch.Generator().manual_seed(0),
+                      num_inference_steps=3, output_type="np").images
+        return images, next(unet.parameters()).device.type
+
+    expected, _ = run("cpu")
+    with no_fallback():
+        got, weights_on = run("tpu")
+    assert weights_on == ("cpu" if offload else "tpu")
+    assert abs(got - expected).max() < 1e-5
+
+
+# --- peft
+
+
+def _lora_llama(tmp_path=None):
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1,
+                                      intermediate_size=64)
+    torch.manual_seed(0)
+    base = transformers.LlamaForCausalLM(config)
+    return transformers, peft, config, base
+
+
+def test_peft_adapter_loads_onto_tpu_model_and_merges(tmp_path):
+    """PeftModel.from_pretrained reads the adapter to peft's infer_device()
+    (cuda/mps/mlu/xpu/npu, else "cpu": never tpu) and copies it into the LoRA
+    layers, which follow the base model onto tpu: logits and merge_and_unload
+    equal CPU's."""
+    transformers, peft, config, base = _lora_llama()
+    assert peft.utils.other.infer_device() == "cpu"  # still: tpu is not in its list
+    lora = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    model = peft.get_peft_model(base, lora)
+    model.save_pretrained(tmp_path)
+    ids = torch.randint(0, 64, (2, 6))
+    with torch.no_grad():
+        expected = model(ids).logits
+        expected_merged = model.merge_and_unload()(ids).logits
+    torch.manual_seed(0)
+    tpu_base = transformers.LlamaForCausalLM(config).to("tpu")
+    for low_cpu_mem_usage in (False, True):
+        loaded = peft.PeftModel.from_pretrained(tpu_base, tmp_path,
+                                                low_cpu_mem_usage=low_cpu_mem_usage)
+        lora_devices = {p.device.type for n, p in loaded.named_parameters() if "lora_" in n}
+        assert lora_devices == {"tpu"}
+        with no_fallback(), torch.no_grad():
+            got = loaded(ids.to("tpu")).logits
+        assert (got.cpu() - expected).abs().max() < 1e-5
+        tpu_base = loaded.unload()
+    loaded = peft.PeftModel.from_pretrained(tpu_base, tmp_path)
+    with no_fallback(), torch.no_grad():
+        got = loaded.merge_and_unload()(ids.to("tpu")).logits
+    assert (got.cpu() - expected_merged).abs().max() < 1e-5
+
+
+def test_peft_dora_ephemeral_offload_still_needs_cuda():
+    """DoRA's ephemeral_gpu_offload moves weights to "cuda" (or "xpu") for any
+    other device (tuners/lora/variants.py): on tpu it raises. The one-liner:
+    leave it off (the default) and move the model to tpu first; DoRA itself
+    works there."""
+    transformers, peft, config, base = _lora_llama()
+    from peft.tuners.lora import LoraRuntimeConfig
+
+    offload = LoraRuntimeConfig(ephemeral_gpu_offload=True)
+    with pytest.raises(AssertionError, match="not compiled with CUDA"):
+        peft.get_peft_model(base.to("tpu"), peft.LoraConfig(
+            r=4, target_modules=["q_proj"], use_dora=True, runtime_config=offload))
+    torch.manual_seed(0)
+    base = transformers.LlamaForCausalLM(config)
+    model = peft.get_peft_model(base, peft.LoraConfig(r=4, target_modules=["q_proj"],
+                                                      use_dora=True, init_lora_weights=False))
+    ids = torch.randint(0, 64, (2, 6))
+    with torch.no_grad():
+        expected = model(ids).logits
+        model.to("tpu")
+        got = model(ids.to("tpu")).logits
+    assert (got.cpu() - expected).abs().max() < 1e-5
+
+
+# --- sentence-transformers
+
+
+def _tiny_sentence_model(path, device=None):
+    transformers = pytest.importorskip("transformers")
+    st = pytest.importorskip("sentence_transformers")
+    from sentence_transformers.sentence_transformer import modules as models
+    if not os.path.exists(path / "config.json"):
+        words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "tpu", "cpu"]
+        words += [chr(c) for c in range(ord("a"), ord("z") + 1)]
+        (path / "vocab.txt").write_text("\n".join(words) + "\n")
+        transformers.BertTokenizerFast(str(path / "vocab.txt")).save_pretrained(path)
+        torch.manual_seed(0)
+        config = transformers.BertConfig(vocab_size=len(words), hidden_size=32,
+                                         num_hidden_layers=2, num_attention_heads=2,
+                                         intermediate_size=64, max_position_embeddings=64)
+        transformers.BertModel(config).save_pretrained(path)
+    modules = [models.Transformer(str(path)), models.Pooling(32, "mean")]
+    return st.SentenceTransformer(modules=modules, device=device)
+
+
+def test_sentence_transformers_default_still_cpu_tpu_encode_equals_cpu(tmp_path):
+    """Without device=, SentenceTransformer picks from cuda/mps/npu/xpu/hpu/
+    neuron, else CPU (util/environment.py get_device_name): it runs on CPU where
+    a CUDA host would use the GPU. The one-liner: device="tpu". encode then
+    batches on tpu with CPU's embeddings."""
+    from sentence_transformers.util.environment import get_device_name
+
+    assert get_device_name() == "cpu"
+    sentences = ["hello world", "tpu", "a b c d e f g", "cpu hello", "x"]
+    cpu_model = _tiny_sentence_model(tmp_path)
+    assert cpu_model.device.type == "cpu"
+    expected = cpu_model.encode(sentences, batch_size=2, convert_to_tensor=True)
+    model = _tiny_sentence_model(tmp_path, device="tpu")
+    assert model.device == torch.device("tpu", 0)
+    with no_fallback():
+        got = model.encode(sentences, batch_size=2, convert_to_tensor=True)
+    assert got.device.type == "tpu"
+    assert (got.cpu() - expected).abs().max() < 1e-5
+    assert abs(model.encode(sentences, batch_size=2) - expected.numpy()).max() < 1e-5
+
+
+def test_sentence_transformers_gradcache_replays_tpu_dropout():
+    """CachedMultipleNegativesRankingLoss's RandContext stashes device RNG
+    states with torch.utils.checkpoint's get_device_states and replays them in
+    fork_rng (default device type: the current accelerator, tpu): the second
+    pass draws the first pass's dropout mask."""
+    pytest.importorskip("sentence_transformers")
+    from sentence_transformers.base.losses.gradcache import RandContext
+
+    x = torch.ones(64, 64, device="tpu")
+    context = RandContext(x)
+    first = nn.functional.dropout(x, 0.5)
+    torch.rand(10, device="tpu")  # the generator moves on
+    with context:
+        replay = nn.functional.dropout(x, 0.5)
+    assert torch.equal(first.cpu(), replay.cpu())
+    assert not torch.equal(nn.functional.dropout(x, 0.5).cpu(), first.cpu())
+
+
+# --- torch.utils.checkpoint with dropout inside torch.compile(backend="tpu")
+
+
+def _dropout_block():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Dropout(0.3),
+                         nn.Linear(32, 16)).to("tpu")
+
+
+def test_compiled_checkpoint_with_dropout_still_raises():
+    """Compiling a function that calls checkpoint over dropout: AOTAutograd
+    wraps the dropout in run_and_save_rng_state, whose device table
+    (torch/_prims/rng_prims.py) has cuda/cpu/hpu/xpu only: AssertionError at
+    compile, never a silent difference. The workaround is the next test."""
+    block = _dropout_block()
+    x = torch.randn(8, 16).to("tpu")
+    compiled = torch.compile(lambda t: checkpoint(block, t, use_reentrant=False), backend="tpu")
+    with pytest.raises(Exception, match="Backend not supported for tpu"):
+        compiled(x).sum().backward()
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_checkpoint_around_compiled_block_equals_uncheckpointed(use_reentrant):
+    """checkpoint(torch.compile(block, backend="tpu"), x): the recompute replays
+    the compiled dropout's mask (checkpoint stashes the tpu RNG state), so the
+    gradients equal the compiled block's without checkpointing, bit for bit."""
+    block = _dropout_block()
+    compiled = torch.compile(block, backend="tpu")
+    x = torch.randn(8, 16).to("tpu").requires_grad_()
+    grads = []
+    for use_ckpt in (False, True):
+        block.zero_grad()
+        torch.tpu.manual_seed(123)
+        y = checkpoint(compiled, x, use_reentrant=use_reentrant) if use_ckpt else compiled(x)
+        y.square().sum().backward()
+        grads.append(_grads(block))
+    assert _max_diff(*grads) == 0
+
+
+# --- Lightning Fabric (the Trainer's path is tests/test_integrations_lightning.py)
+
+
+def _fabric_losses(fabric, steps=3):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, optimizer = fabric.setup(model, optimizer)
+    g = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        x, y = torch.randn(8, 8, generator=g), torch.randn(8, 1, generator=g)
+        loss = nn.functional.mse_loss(model(fabric.to_device(x)), fabric.to_device(y))
+        optimizer.zero_grad()
+        fabric.backward(loss)
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.filterwarnings("ignore:.*CUDA is not available:UserWarning")
+def test_fabric_bf16_string_still_targets_cuda_plugin_on_tpu_equals_cpu():
+    """Fabric takes torchtpu's TPUAccelerator inside its SingleDeviceStrategy,
+    but precision="bf16-mixed" builds MixedPrecision(device="cuda") for any
+    accelerator flag but cpu/mps, which disables autocast here. The one-liner:
+    plugins=MixedPrecision("bf16-mixed", "tpu"); the losses then equal CPU's
+    bf16-mixed Fabric run."""
+    L = pytest.importorskip("lightning")
+    from lightning.fabric.plugins.precision import MixedPrecision
+    from lightning.fabric.strategies import SingleDeviceStrategy
+
+    from torchtpu.integrations.lightning import TPUAccelerator
+
+    def strategy():
+        return SingleDeviceStrategy(device=torch.device("tpu", 0), accelerator=TPUAccelerator())
+
+    assert L.Fabric(strategy=strategy(), precision="bf16-mixed")._precision.device == "cuda"
+    expected = _fabric_losses(L.Fabric(accelerator="cpu", precision="bf16-mixed"))
+    fabric = L.Fabric(strategy=strategy(), plugins=MixedPrecision("bf16-mixed", "tpu"))
+    with no_fallback():
+        got = _fabric_losses(fabric)
+    assert fabric.device == torch.device("tpu", 0)
+    assert max(abs(a - b) for a, b in zip(got, expected)) < 1e-5, (got, expected)
