@@ -222,3 +222,70 @@ def test_accelerate_bf16_autocasts_fp16_still_refused():
     out = _probe("precision", "tpu")
     assert "fp16 mixed precision requires a device in" in out["fp16"]
     assert out["bf16"] == ["tpu", "torch.bfloat16"]
+
+
+# --- pipeline(): an index, or no device, meant CPU
+
+
+def _classifier(tmp_path):
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"]
+    words += [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
+    tokenizer = transformers.BertTokenizerFast(str(tmp_path / "vocab.txt"))
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64, num_labels=3)
+    return transformers.BertForSequenceClassification(config).eval(), tokenizer
+
+
+def _scores(pipe):
+    out = pipe("hello world")
+    while isinstance(out[0], list):
+        out = out[0]
+    return {r["label"]: r["score"] for r in out}
+
+
+def test_pipeline_still_moves_a_tpu_model_to_cpu(tmp_path, monkeypatch):
+    """transformers' own Pipeline.__init__: no device means index 0, and an
+    index means cuda/mlu/npu/xpu/mps, else CPU, so a model on tpu is moved back
+    to CPU (on a CUDA host it stays on cuda:0)."""
+    monkeypatch.setattr(transformers.pipelines.base.Pipeline, "__init__",
+                        tpu_transformers._original_pipeline_init)
+    model, tokenizer = _classifier(tmp_path)
+    for device in (None, 0):
+        model.to("tpu")
+        pipe = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer,
+                                     device=device, top_k=None)
+        assert pipe.device == torch.device("cpu")
+        assert next(model.parameters()).device.type == "cpu"
+
+
+def test_pipeline_index_means_tpu_after_enable(tmp_path):
+    """After enable(): no device or an index keeps/puts the model on tpu (as
+    cuda:N on a CUDA host), with CPU's scores; "cpu" and -1 still mean CPU; a
+    model dispatched with device_map runs its inputs on the map's tpu."""
+    tpu_transformers.enable()
+    model, tokenizer = _classifier(tmp_path)
+
+    def pipe(device, m=model):
+        return transformers.pipeline("text-classification", model=m, tokenizer=tokenizer,
+                                     device=device, top_k=None)
+
+    expected = _scores(pipe("cpu"))
+    for device in (None, 0, "tpu"):
+        model.to("tpu")
+        p = pipe(device)
+        assert p.device.type == "tpu"  # "tpu" stays index-less, as "cuda" does
+        assert next(model.parameters()).device == torch.device("tpu", 0)
+        with no_fallback():
+            got = _scores(p)
+        assert max(abs(got[k] - expected[k]) for k in expected) < 1e-6
+    for device in ("cpu", -1):
+        assert pipe(device).device == torch.device("cpu")
+        assert next(model.parameters()).device.type == "cpu"
+    model.save_pretrained(tmp_path)
+    dispatched = transformers.AutoModelForSequenceClassification.from_pretrained(
+        tmp_path, device_map="auto", max_memory={0: "1GiB", "cpu": "1GiB"})
+    p = pipe(None, dispatched)
+    assert p.device == torch.device("tpu", 0)
+    assert max(abs(v - expected[k]) for k, v in _scores(p).items()) < 1e-6
