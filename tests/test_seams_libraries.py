@@ -75,6 +75,57 @@ def test_diffusers_pipeline_equals_cpu(offload):
     assert abs(got - expected).max() < 1e-5
 
 
+@pytest.mark.parametrize("offload", [
+    dict(offload_type="block_level", num_blocks_per_group=1),
+    dict(offload_type="block_level", num_blocks_per_group=1, use_stream=True),
+    dict(offload_type="leaf_level", use_stream=True)])
+def test_diffusers_group_offload_onto_tpu_equals_cpu(offload):
+    """enable_group_offload(onload_device=tpu): weights stay on CPU, each group
+    is copied in for its forward; with use_stream=True on a torch.tpu.Stream
+    (hooks/group_offloading.py uses any device module with a Stream)."""
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    unet = diffusers.UNet2DModel(
+        sample_size=8, in_channels=3, out_channels=3, layers_per_block=1,
+        block_out_channels=(16, 32), down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+        up_block_types=("AttnUpBlock2D", "UpBlock2D"), norm_num_groups=8).eval()
+    x, t = torch.randn(1, 3, 8, 8), torch.tensor([3])
+    with torch.no_grad():
+        expected = unet(x, t).sample
+    unet.enable_group_offload(onload_device=torch.device("tpu"),
+                              offload_device=torch.device("cpu"), **offload)
+    with no_fallback(), torch.no_grad():
+        got = unet(x.to("tpu"), t.to("tpu")).sample
+    assert next(unet.parameters()).device.type == "cpu"
+    assert (got.cpu() - expected).abs().max() < 1e-5
+
+
+# --- safetensors: shared storages of tpu tensors
+
+
+def test_safetensors_finds_shared_tpu_storages(tmp_path):
+    """safetensors tells shared tensors apart by storage address
+    (torch.py storage_ptr, _find_shared_tensors); tpu storages have real,
+    distinct addresses, so save_model of a GPT-2 on tpu (tied LM head) writes
+    the tied weight once and loads back equal."""
+    transformers = pytest.importorskip("transformers")
+    from safetensors.torch import _find_shared_tensors, load_model, save_model
+
+    a, b = torch.randn(4, 4, device="tpu"), torch.randn(4, 4, device="tpu")
+    shared = _find_shared_tensors({"a": a, "alias": a, "row": a[1], "b": b})
+    assert sorted(map(sorted, shared)) == [["a", "alias", "row"], ["b"]]
+    config = transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=1,
+                                     n_head=2, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).to("tpu")
+    assert model.lm_head.weight is model.transformer.wte.weight
+    save_model(model, str(tmp_path / "m.safetensors"))
+    loaded = transformers.GPT2LMHeadModel(config)
+    load_model(loaded, str(tmp_path / "m.safetensors"))
+    for p, q in zip(model.parameters(), loaded.parameters()):
+        assert torch.equal(p.cpu(), q)
+
+
 # --- peft
 
 

@@ -289,3 +289,28 @@ def test_pipeline_index_means_tpu_after_enable(tmp_path):
     p = pipe(None, dispatched)
     assert p.device == torch.device("tpu", 0)
     assert max(abs(v - expected[k]) for k, v in _scores(p).items()) < 1e-6
+
+
+def test_generate_batch_continuous_batching_equals_cpu():
+    """generate_batch (continuous batching) asks torch.get_device_module() for
+    a Stream (torch.tpu.Stream) and finds no graph class for "tpu" (its table
+    lists CUDAGraph/XPUGraph), so it runs uncaptured on a side stream: the
+    tokens equal CPU's."""
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(
+        _llama_config(pad_token_id=0, eos_token_id=None, bos_token_id=None)).eval()
+    generation = transformers.GenerationConfig(max_new_tokens=4, do_sample=False, pad_token_id=0,
+                                               eos_token_id=None)
+    batching = ContinuousBatchingConfig(num_blocks=16, max_batch_tokens=64)
+
+    def run():
+        out = model.generate_batch(inputs=[[5, 6, 7], [8, 9, 10, 11, 12]],
+                                   generation_config=generation,
+                                   continuous_batching_config=batching)
+        return {k: v.generated_tokens for k, v in out.items()}
+
+    expected = run()
+    model.to("tpu")
+    assert run() == expected
