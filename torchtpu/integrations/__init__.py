@@ -1,7 +1,7 @@
 """Glue between torchtpu and third-party libraries that pick devices themselves.
 
-One module per library, imported only on request (``import torchtpu`` imports
-none of them, and none is a dependency of torchtpu):
+One module per library, imported only on request, except flex_attention, which
+``import torchtpu`` loads and enables (none is a dependency of torchtpu):
 
 - :mod:`torchtpu.integrations.lightning`: a Lightning ``Accelerator`` and
   ``Strategy`` for tpu (``Trainer(strategy=TPUStrategy())``).
@@ -9,6 +9,11 @@ none of them, and none is a dependency of torchtpu):
   take ``device="tpu"``.
 - :mod:`torchtpu.integrations.flex_attention`: ``enable()`` lets
   ``torch.nn.attention.flex_attention`` take tpu tensors.
+- :mod:`torchtpu.integrations.transformers`: ``enable()`` lets transformers
+  use flex attention with torchtpu installed and makes ``pipeline`` device
+  indices mean tpu.
 
-docs/integrations.md says what each was measured against and its limits.
+docs/integrations.md and docs/integrations-hf.md say what each was measured
+against and its limits; docs/device-seams.md (Libraries) lists every library
+call site that decides by device type.
 """

@@ -22,7 +22,7 @@ tests that turn red the day transformers changes them):
    (masking_utils, integrations.flex_attention) the flex names they skipped. A
    model module that read it at import (models/doge) and was imported before
    ``enable()`` keeps the old answer.
-2. ``pipeline(...)`` devices (pipelines/base.py, ``Pipeline.__init__``). With no
+2. ``pipeline(...)`` devices (pipelines/base.py:839-893, ``Pipeline.__init__``). With no
    ``device`` it uses index 0, and an index means "cuda:N" (or mlu, npu, xpu,
    mps, ...), else CPU; the model is then moved there. So ``pipeline(task,
    model=model_on_tpu)`` moved the model back to CPU and ran there, and
