@@ -1,6 +1,6 @@
-"""diffusers 0.42, peft 0.21, sentence-transformers 6.3 and torch.utils.checkpoint
-under torch.compile where they decide by device type (docs/device-seams.md,
-section "Libraries"). Real libraries, tiny random models, tpu against CPU.
+"""diffusers 0.42, peft 0.21, sentence-transformers 6.3, Lightning Fabric and
+safetensors, where they decide by device type (docs/device-seams.md, section
+"Libraries"). Real libraries, tiny random models, tpu against CPU.
 A test named ``*_still_*`` asserts a library's present behaviour that needs a
 one-liner on tpu: it fails the day the library changes, and the docs row
 should change with it."""
@@ -10,19 +10,10 @@ import os
 import pytest
 import torch
 import torch.nn as nn
-from torch.utils.checkpoint import checkpoint
 
 from _util import no_fallback
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
-
-
-def _grads(module):
-    return [p.grad.cpu().clone() for p in module.parameters()]
-
-
-def _max_diff(a, b):
-    return max((x - y).abs().max().item() for x, y in zip(a, b))
 
 
 # --- diffusers
@@ -253,45 +244,6 @@ def test_sentence_transformers_gradcache_replays_tpu_dropout():
         replay = nn.functional.dropout(x, 0.5)
     assert torch.equal(first.cpu(), replay.cpu())
     assert not torch.equal(nn.functional.dropout(x, 0.5).cpu(), first.cpu())
-
-
-# --- torch.utils.checkpoint with dropout inside torch.compile(backend="tpu")
-
-
-def _dropout_block():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Dropout(0.3),
-                         nn.Linear(32, 16)).to("tpu")
-
-
-def test_compiled_checkpoint_with_dropout_still_raises():
-    """Compiling a function that calls checkpoint over dropout: AOTAutograd
-    wraps the dropout in run_and_save_rng_state, whose device table
-    (torch/_prims/rng_prims.py) has cuda/cpu/hpu/xpu only: AssertionError at
-    compile, never a silent difference. The workaround is the next test."""
-    block = _dropout_block()
-    x = torch.randn(8, 16).to("tpu")
-    compiled = torch.compile(lambda t: checkpoint(block, t, use_reentrant=False), backend="tpu")
-    with pytest.raises(Exception, match="Backend not supported for tpu"):
-        compiled(x).sum().backward()
-
-
-@pytest.mark.parametrize("use_reentrant", [False, True])
-def test_checkpoint_around_compiled_block_equals_uncheckpointed(use_reentrant):
-    """checkpoint(torch.compile(block, backend="tpu"), x): the recompute replays
-    the compiled dropout's mask (checkpoint stashes the tpu RNG state), so the
-    gradients equal the compiled block's without checkpointing, bit for bit."""
-    block = _dropout_block()
-    compiled = torch.compile(block, backend="tpu")
-    x = torch.randn(8, 16).to("tpu").requires_grad_()
-    grads = []
-    for use_ckpt in (False, True):
-        block.zero_grad()
-        torch.tpu.manual_seed(123)
-        y = checkpoint(compiled, x, use_reentrant=use_reentrant) if use_ckpt else compiled(x)
-        y.square().sum().backward()
-        grads.append(_grads(block))
-    assert _max_diff(*grads) == 0
 
 
 # --- Lightning Fabric (the Trainer's path is tests/test_integrations_lightning.py)

@@ -12,6 +12,8 @@ One module per library, imported only on request, except flex_attention, which
 - :mod:`torchtpu.integrations.transformers`: ``enable()`` lets transformers
   use flex attention with torchtpu installed and makes ``pipeline`` device
   indices mean tpu.
+- :mod:`torchtpu.integrations.checkpoint`: ``enable()`` lets
+  ``torch.compile(backend="tpu")`` compile ``checkpoint`` over dropout.
 
 docs/integrations.md and docs/integrations-hf.md say what each was measured
 against and its limits; docs/device-seams.md (Libraries) lists every library
