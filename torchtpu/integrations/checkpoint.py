@@ -22,10 +22,11 @@ inputs with the tpu kernel: it puts a function in front of PyTorch's table
 (each op's BackendSelect kernel, where tensors dispatch it first, and the
 closure cell through which run_and_save_rng_state's fake and proxy kernels
 call it); every other device still goes to PyTorch's.
-Inside a tpu graph the state read and set is the generator's at that point of
-the capture, which is what the random op itself draws from, so gradients equal
-the compiled function's without checkpointing, bit for bit
-(tests/test_seams_libraries.py).
+
+Measured (tests/test_seams_checkpoint.py): gradients equal the compiled
+function's without checkpointing, bit for bit, on every step, and the masks
+change from step to step (the state is read at each call, not frozen into the
+compiled program).
 
 Idempotent. Raises RuntimeError if this PyTorch's rng_prims no longer has the
 structure described (the tests pin it).
