@@ -35,11 +35,12 @@ def test_diffusers_picks_tpu_and_randn_tensor_follows_the_generator():
     assert randn_tensor((2, 3), generator=generators, device=tpu).device.type == "tpu"
 
 
-@pytest.mark.parametrize("offload", [False, True])
+@pytest.mark.parametrize("offload", [None, "model", "sequential"])
 def test_diffusers_pipeline_equals_cpu(offload):
     """A DDPM pipeline (UNet2DModel with attention blocks) on tpu, moved with
-    .to("tpu") or with enable_model_cpu_offload(device="tpu") (weights on CPU
-    between calls, run on tpu), gives CPU's images."""
+    .to("tpu"), with enable_model_cpu_offload(device="tpu") (weights on CPU
+    between calls, run on tpu) or enable_sequential_cpu_offload(device="tpu")
+    (weights kept on CPU, parameters meta), gives CPU's images."""
     diffusers = pytest.importorskip("diffusers")
 
     def run(device):
@@ -50,11 +51,14 @@ def test_diffusers_pipeline_equals_cpu(offload):
             up_block_types=("AttnUpBlock2D", "UpBlock2D"), norm_num_groups=8)
         pipe = diffusers.DDPMPipeline(unet=unet,
                                       scheduler=diffusers.DDPMScheduler(num_train_timesteps=10))
-        if offload and device == "tpu":
+        if offload == "model" and device == "tpu":
             pipe.enable_model_cpu_offload(device="tpu")
-            assert pipe._execution_device == torch.device("tpu", 0)
+        elif offload == "sequential" and device == "tpu":
+            pipe.enable_sequential_cpu_offload(device="tpu")
         else:
             pipe.to(device)
+        if device == "tpu":
+            assert pipe._execution_device == torch.device("tpu", 0)
         images = pipe(batch_size=1, generator=torch.Generator().manual_seed(0),
                       num_inference_steps=3, output_type="np").images
         return images, next(unet.parameters()).device.type
@@ -62,7 +66,7 @@ def test_diffusers_pipeline_equals_cpu(offload):
     expected, _ = run("cpu")
     with no_fallback():
         got, weights_on = run("tpu")
-    assert weights_on == ("cpu" if offload else "tpu")
+    assert weights_on == {None: "tpu", "model": "cpu", "sequential": "meta"}[offload]
     assert abs(got - expected).max() < 1e-5
 
 
@@ -135,7 +139,8 @@ def test_peft_adapter_loads_onto_tpu_model_and_merges(tmp_path):
     """PeftModel.from_pretrained reads the adapter to peft's infer_device()
     (cuda/mps/mlu/xpu/npu, else "cpu": never tpu) and copies it into the LoRA
     layers, which follow the base model onto tpu: logits and merge_and_unload
-    equal CPU's."""
+    equal CPU's. torch_device="tpu" raises in safetensors; torch_device=0
+    reads to tpu."""
     transformers, peft, config, base = _lora_llama()
     assert peft.utils.other.infer_device() == "cpu"  # still: tpu is not in its list
     lora = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
@@ -156,7 +161,14 @@ def test_peft_adapter_loads_onto_tpu_model_and_merges(tmp_path):
             got = loaded(ids.to("tpu")).logits
         assert (got.cpu() - expected).abs().max() < 1e-5
         tpu_base = loaded.unload()
-    loaded = peft.PeftModel.from_pretrained(tpu_base, tmp_path)
+    # torch_device="tpu" reaches safetensors' device parser, which refuses it
+    # (docs/integrations.md); an index is the current accelerator, tpu.
+    from safetensors import SafetensorError
+
+    with pytest.raises(SafetensorError, match="device tpu is invalid"):
+        peft.PeftModel.from_pretrained(transformers.LlamaForCausalLM(config).to("tpu"),
+                                       tmp_path, torch_device="tpu")
+    loaded = peft.PeftModel.from_pretrained(tpu_base, tmp_path, torch_device=0)
     with no_fallback(), torch.no_grad():
         got = loaded.merge_and_unload()(ids.to("tpu")).logits
     assert (got.cpu() - expected_merged).abs().max() < 1e-5
@@ -184,6 +196,41 @@ def test_peft_dora_ephemeral_offload_still_needs_cuda():
         model.to("tpu")
         got = model(ids.to("tpu")).logits
     assert (got.cpu() - expected).abs().max() < 1e-5
+
+
+def test_peft_lorafa_on_tpu_still_float32_where_cpu_uses_bfloat16(monkeypatch):
+    """The LoRA-FA optimizer wraps its projected gradient in
+    autocast(device_type=infer_device()), "cpu" here: on CPU that matmul runs in
+    bfloat16 (as on CUDA), on tpu the CPU autocast does nothing and it runs in
+    float32. So tpu equals CPU with that autocast off, and differs from CPU's
+    default by bfloat16 rounding (9.2e-5 in lora_B after 3 steps). No
+    one-liner: peft chooses the autocast device. Fails the day peft autocasts
+    on the parameters' device."""
+    transformers, peft, config, _ = _lora_llama()
+    import peft.optimizers.lorafa as lorafa
+
+    def lora_b(device):
+        torch.manual_seed(0)
+        model = peft.get_peft_model(transformers.LlamaForCausalLM(config),
+                                    peft.LoraConfig(r=4, lora_alpha=8,
+                                                    target_modules=["q_proj", "v_proj"]))
+        model.to(device)
+        optimizer = peft.optimizers.create_lorafa_optimizer(model, r=4, lora_alpha=8, lr=1e-2)
+        ids = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(1))
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(ids.to(device), labels=ids.to(device)).loss.backward()
+            optimizer.step()
+        return [p.detach().cpu() for n, p in model.named_parameters() if "lora_B" in n]
+
+    def max_diff(a, b):
+        return max((x - y).abs().max().item() for x, y in zip(a, b))
+
+    cpu_bf16, tpu = lora_b("cpu"), lora_b("tpu")
+    monkeypatch.setattr(lorafa, "is_bf16_available", lambda: False)
+    cpu_fp32 = lora_b("cpu")
+    assert max_diff(tpu, cpu_fp32) < 1e-6
+    assert max_diff(tpu, cpu_bf16) > 1e-5
 
 
 # --- sentence-transformers
