@@ -16,6 +16,28 @@ from _util import no_fallback
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 
+# --- seeding helpers: each calls torch.manual_seed, then its own device list
+
+
+def test_library_seeders_seed_the_tpu_generator():
+    """transformers.set_seed, accelerate's set_seed and Lightning's
+    seed_everything seed CUDA/XPU/NPU/... by name and tpu through
+    torch.manual_seed, which seeds every registered accelerator: the tpu draws
+    after each equal those after torch.tpu.manual_seed."""
+    transformers = pytest.importorskip("transformers")
+    accelerate_utils = pytest.importorskip("accelerate.utils")
+    lightning = pytest.importorskip("lightning")
+
+    torch.tpu.manual_seed(5)
+    expected = torch.rand(4, device="tpu").cpu()
+    seeders = (transformers.set_seed, accelerate_utils.set_seed,
+               lambda seed: lightning.seed_everything(seed, verbose=False))
+    for seed_all in seeders:
+        torch.tpu.manual_seed(99)
+        seed_all(5)
+        assert torch.equal(torch.rand(4, device="tpu").cpu(), expected), seed_all
+
+
 # --- diffusers
 
 
