@@ -1,5 +1,7 @@
 """transformers on tpu: two places where transformers 5.x decides by device
-type and takes, for torchtpu's "tpu", a path CUDA would not take.
+type and takes, for torchtpu's "tpu", a path CUDA would not take, and (through
+:mod:`torchtpu.integrations.accelerate`) the two where accelerate, which the
+Trainer and ``device_map="auto"`` go through, does.
 
 Usage, once, before loading models (``import transformers`` alone is fine)::
 
@@ -32,6 +34,10 @@ tests that turn red the day transformers changes them):
    ``torch.device`` values are left as they are. For a model loaded with a
    ``device_map`` (not moved by the pipeline) an int first entry of the map
    means that tpu too.
+3. With accelerate installed, ``torchtpu.integrations.accelerate.enable()``:
+   accelerate's default device is tpu (so a ``Trainer`` needs no
+   ``ACCELERATE_TORCH_DEVICE``, and ``use_cpu=True`` still means CPU) and
+   ``device_map="auto"`` fills tpu before CPU.
 
 Idempotent. Raises ImportError if transformers is not installed.
 """
@@ -118,8 +124,15 @@ def _pipeline_init(self, *args, **kwargs):
 
 
 def enable():
-    """Lets transformers use flex attention with torchtpu installed and makes
-    ``pipeline`` device indices mean tpu (module docstring). Call before
+    """Lets transformers use flex attention with torchtpu installed, makes
+    ``pipeline`` device indices mean tpu, and enables
+    :mod:`torchtpu.integrations.accelerate` when accelerate is installed
+    (module docstring). Call before the first ``TrainingArguments`` and before
     loading models; calling it again does nothing more."""
     _enable_flex_attention()
     _pipelines_base.Pipeline.__init__ = _pipeline_init
+    try:
+        from torchtpu.integrations import accelerate as tpu_accelerate
+    except ImportError:  # accelerate is optional for transformers
+        return
+    tpu_accelerate.enable()
