@@ -10,8 +10,10 @@ One module per library, imported only on request, except flex_attention, which
 - :mod:`torchtpu.integrations.flex_attention`: ``enable()`` lets
   ``torch.nn.attention.flex_attention`` take tpu tensors.
 - :mod:`torchtpu.integrations.transformers`: ``enable()`` lets transformers
-  use flex attention with torchtpu installed and makes ``pipeline`` device
-  indices mean tpu.
+  use flex attention with torchtpu installed, makes ``pipeline`` device
+  indices mean tpu, and enables the accelerate module.
+- :mod:`torchtpu.integrations.accelerate`: ``enable()`` makes accelerate's
+  default device and ``device_map="auto"`` budget include tpu.
 - :mod:`torchtpu.integrations.checkpoint`: ``enable()`` lets
   ``torch.compile(backend="tpu")`` compile ``checkpoint`` over dropout.
 
