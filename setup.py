@@ -49,6 +49,9 @@ class CMakeBuild(build_ext):
         # ccache hashes paths relative to the checkout, so a fresh clone elsewhere
         # (CI) reuses objects compiled in another checkout of the same sources.
         os.environ.setdefault("CCACHE_BASEDIR", str(ROOT))
+        # _C's precompiled torch header (csrc/aten/torch_pch.h) is cacheable
+        # only with these (ccache's manual, "Precompiled headers").
+        os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")
         subprocess.check_call(cfg)
         jobs = os.environ.get("TORCHTPU_BUILD_JOBS", "2")
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
