@@ -40,10 +40,10 @@ Idempotent. Raises ImportError if accelerate is not installed.
 import functools
 import sys
 
-import torch
 import accelerate.state as _state
 import accelerate.utils as _utils
 import accelerate.utils.modeling as _modeling
+import torch
 
 __all__ = ["enable"]
 
