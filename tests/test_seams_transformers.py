@@ -1,18 +1,14 @@
-"""transformers 5.25 and accelerate 1.15 where they decide by device type
-(docs/device-seams.md, section "Libraries"): each test runs the real library
-on tiny random models against CPU. A test named ``*_still_*`` asserts the
-library's present behaviour: it fails the day the library changes it, and
-then the row in the docs (and the one-liner there) should change with it.
+"""transformers 5.25 where it decides by device type (docs/device-seams.md,
+section "Libraries"; accelerate and the Trainer: tests/test_seams_accelerate.py):
+each test runs the real library on tiny random models against CPU. A test
+named ``*_still_*`` asserts the library's present behaviour: it fails the day
+the library changes it, and then the row in the docs (and the one-liner there)
+should change with it.
 
 transformers reads device "tpu" as Google's torch_tpu (another PrivateUse1
 backend of that name), so several of its tpu branches run for torchtpu."""
 
 import copy
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -20,8 +16,7 @@ import torch
 from _util import no_fallback
 
 transformers = pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
-
+pytest.importorskip("accelerate")  # device_map and the pipeline test
 import transformers.utils.import_utils as import_utils  # noqa: E402
 
 import torchtpu.integrations.transformers as tpu_transformers  # noqa: E402
@@ -107,48 +102,6 @@ def test_allocator_warmup_leaves_peak_at_the_weights(tmp_path):
         assert p.device.type == "tpu" and torch.equal(p.cpu(), q)
 
 
-def test_device_map_auto_still_picks_cpu(tmp_path, monkeypatch):
-    """accelerate's own get_max_memory lists CUDA/NPU/XPU/... devices, never
-    tpu, so device_map="auto" puts every weight on CPU (on a CUDA host: the
-    GPU). Without enable(): device_map="tpu", or max_memory with index 0 (an
-    int device is the current accelerator, tpu)."""
-    import transformers.integrations.accelerate as hf_accelerate
-
-    from torchtpu.integrations import accelerate as tpu_accelerate
-
-    monkeypatch.setattr(hf_accelerate, "accelerate_max_memory",
-                        tpu_accelerate._original_get_max_memory)
-    _save_llama(tmp_path)
-    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, device_map="auto")
-    assert {p.device.type for p in model.parameters()} == {"cpu"}
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        tmp_path, device_map="auto", max_memory={0: "1GiB", "cpu": "1GiB"})
-    assert {p.device for p in model.parameters()} == {torch.device("tpu", 0)}
-
-
-def test_device_map_auto_fills_tpu_after_enable(tmp_path):
-    """After enable() (torchtpu.integrations.accelerate): device_map="auto"
-    puts the weights on tpu first, as on a GPU, with the saved values; a
-    max_memory with a tpu index works too, and one beyond the device count is
-    an error naming tpu."""
-    tpu_transformers.enable()
-    reference = _save_llama(tmp_path)
-    ids = torch.randint(0, 64, (1, 5))
-    with torch.no_grad():
-        expected = reference(ids).logits
-    for max_memory in (None, {0: "1GiB", "cpu": "1GiB"}):
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            tmp_path, device_map="auto", max_memory=max_memory)
-        assert {p.device for p in model.parameters()} == {torch.device("tpu", 0)}
-        with no_fallback(), torch.no_grad():
-            got = model(ids.to("tpu")).logits
-        assert (got.cpu() - expected).abs().max() < 1e-5
-    beyond = torch.tpu.device_count()
-    with pytest.raises(ValueError, match=f"tpu:{beyond}"):
-        transformers.AutoModelForCausalLM.from_pretrained(
-            tmp_path, device_map="auto", max_memory={beyond: "1GiB", "cpu": "1GiB"})
-
-
 # --- generate: auto-compile with a static cache
 
 
@@ -197,95 +150,6 @@ def test_moe_grouped_mm_still_raises_batched_mm_equals_cpu():
     with no_fallback(), torch.no_grad():
         got = model(ids.to("tpu")).logits
     assert (got.cpu() - expected).abs().max() < 1e-5
-
-
-# --- Trainer / accelerate: each run its own process (PartialState is a singleton)
-
-_ACCELERATE_PROBE = textwrap.dedent("""
-    import json, sys, tempfile
-    import torch, transformers, torchtpu
-    from accelerate import Accelerator, PartialState
-    from accelerate.state import AcceleratorState
-    out = {}
-    if sys.argv[1] == "devices":
-        args = transformers.TrainingArguments(tempfile.mkdtemp(), report_to=[])
-        out["args"] = str(args.device)
-        out["accelerate"] = str(PartialState().device)
-    elif sys.argv[1] in ("train", "train-cpu"):
-        import torchtpu.integrations.transformers as tpu_transformers
-        tpu_transformers.enable()
-        torch.manual_seed(0)
-        g = torch.Generator().manual_seed(1)
-        config = transformers.BertConfig(
-            vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=32, num_labels=3,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        model = transformers.BertForSequenceClassification(config)
-        ids = torch.randint(1, 64, (12, 8), generator=g)
-        labels = torch.randint(0, 3, (12,), generator=g)
-        data = [{"input_ids": ids[i], "labels": labels[i]} for i in range(12)]
-        args = transformers.TrainingArguments(
-            tempfile.mkdtemp(), per_device_train_batch_size=4, max_steps=3, logging_steps=1,
-            report_to=[], save_strategy="no", seed=0, learning_rate=1e-3, disable_tqdm=True,
-            use_cpu=sys.argv[1] == "train-cpu")
-        trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
-        trainer.train()
-        out["device"] = str(next(trainer.model.parameters()).device)
-        out["accelerate"] = str(trainer.accelerator.device)
-        out["losses"] = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    else:
-        try:
-            Accelerator(mixed_precision="fp16")
-            out["fp16"] = "ok"
-        except ValueError as e:
-            out["fp16"] = str(e)
-        AcceleratorState._reset_state(reset_partial_state=True)
-        acc = Accelerator(mixed_precision="bf16")
-        layer = torch.nn.Linear(4, 4).to(acc.device)
-        with acc.autocast():
-            out["bf16"] = [str(acc.device), str(layer(torch.ones(2, 4, device=acc.device)).dtype)]
-    print(json.dumps(out))
-""")
-
-
-def _probe(mode, env_device=None):
-    env = {k: v for k, v in os.environ.items() if k != "ACCELERATE_TORCH_DEVICE"}
-    if env_device:
-        env["ACCELERATE_TORCH_DEVICE"] = env_device
-    run = subprocess.run([sys.executable, "-c", _ACCELERATE_PROBE, mode], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
-
-
-def test_trainer_devices_still_disagree_without_env():
-    """TrainingArguments picks tpu:0 (is_torch_tpu_available: the accelerator
-    is "tpu"), accelerate's PartialState picks CPU (its fixed list), so a
-    Trainer moves the model to tpu and the batches stay on CPU: "Expected all
-    tensors to be on the same device" at the first step. The one-liner:
-    ACCELERATE_TORCH_DEVICE=tpu (tests/test_trainer.py trains with it)."""
-    assert _probe("devices") == {"args": "tpu:0", "accelerate": "cpu"}
-
-
-def test_trainer_on_tpu_without_env_after_enable():
-    """After torchtpu.integrations.transformers.enable() (which enables the
-    accelerate module): accelerate's default device is tpu, so a Trainer
-    trains on tpu with no ACCELERATE_TORCH_DEVICE, with CPU's losses; and
-    use_cpu=True still trains on CPU (the variable would override it)."""
-    tpu = _probe("train")
-    cpu = _probe("train-cpu")
-    assert tpu["device"] == "tpu:0" and tpu["accelerate"] == "tpu"
-    assert cpu["device"] == "cpu" and cpu["accelerate"] == "cpu"
-    assert len(tpu["losses"]) == 3
-    assert max(abs(a - b) for a, b in zip(tpu["losses"], cpu["losses"])) < 1e-4
-
-
-def test_accelerate_bf16_autocasts_fp16_still_refused():
-    """With ACCELERATE_TORCH_DEVICE=tpu: bf16 autocasts on tpu; fp16 raises
-    ValueError (accelerate's fp16 device list has no tpu): use bf16."""
-    out = _probe("precision", "tpu")
-    assert "fp16 mixed precision requires a device in" in out["fp16"]
-    assert out["bf16"] == ["tpu", "torch.bfloat16"]
 
 
 # --- pipeline(): an index, or no device, meant CPU

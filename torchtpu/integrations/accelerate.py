@@ -1,5 +1,5 @@
 """accelerate on tpu: the two places where accelerate 1.15 picks devices from a
-list without tpu and quietly uses CPU instead.
+list without tpu and quietly uses CPU instead, and its compiler choice.
 
 Usage, once, before the first ``Accelerator``, ``PartialState`` or
 ``TrainingArguments`` and before loading models
@@ -31,6 +31,13 @@ tests, including ones that turn red the day accelerate changes them):
    against the tpu device count (accelerate checked them against CUDA's and
    logged "Device 0 is not available").
 
+3. ``TorchDynamoPlugin`` (utils/dataclasses.py): its backends are a closed
+   enum (``"tpu"`` is refused with ``ValueError``), and transformers'
+   ``torch_compile=True`` picks ``"inductor"``, which cannot compile tpu
+   tensors (``InductorError``). After ``enable()``, Inductor asked for on
+   accelerate's tpu device compiles with torchtpu's ``"tpu"`` backend, as
+   Inductor is CUDA's compiler.
+
 One process, one device per process: accelerate's multi-process launch types
 (MULTI_GPU, ...) do not know tpu and are not changed here.
 
@@ -42,6 +49,7 @@ import sys
 
 import accelerate.state as _state
 import accelerate.utils as _utils
+import accelerate.utils.dataclasses as _dataclasses
 import accelerate.utils.modeling as _modeling
 import torch
 
@@ -49,6 +57,7 @@ __all__ = ["enable"]
 
 _original_default_device = _state.PartialState.default_device  # a property
 _original_get_max_memory = _modeling.get_max_memory
+_original_dynamo_kwargs = _dataclasses.TorchDynamoPlugin.to_kwargs
 
 
 def _tpu_is_the_accelerator() -> bool:
@@ -96,9 +105,18 @@ def _get_max_memory(max_memory=None):
     return {**tpu, **budget}  # accelerators first, as accelerate orders GPUs
 
 
+def _dynamo_kwargs(self):
+    kwargs = _original_dynamo_kwargs(self)
+    if (self.backend == _dataclasses.DynamoBackend.INDUCTOR
+            and _state.PartialState().device.type == "tpu"):
+        kwargs["backend"] = "tpu"
+    return kwargs
+
+
 def enable():
     """Makes accelerate's default device and ``device_map="auto"`` budget
-    include tpu (module docstring). Calling it again does nothing more."""
+    include tpu, and its Inductor compile tpu's (module docstring). Calling it
+    again does nothing more."""
     _state.PartialState.default_device = property(
         _default_device, doc=_original_default_device.__doc__)
     for module in list(sys.modules.values()):
@@ -110,3 +128,4 @@ def enable():
                 setattr(module, attribute, _get_max_memory)
     _utils.get_max_memory = _get_max_memory
     _modeling.get_max_memory = _get_max_memory
+    _dataclasses.TorchDynamoPlugin.to_kwargs = _dynamo_kwargs
