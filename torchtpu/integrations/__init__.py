@@ -13,7 +13,8 @@ One module per library, imported only on request, except flex_attention, which
   use flex attention with torchtpu installed, makes ``pipeline`` device
   indices mean tpu, and enables the accelerate module.
 - :mod:`torchtpu.integrations.accelerate`: ``enable()`` makes accelerate's
-  default device and ``device_map="auto"`` budget include tpu.
+  default device and ``device_map="auto"`` budget include tpu, and its
+  Inductor requests compile with torchtpu's backend.
 - :mod:`torchtpu.integrations.checkpoint`: ``enable()`` lets
   ``torch.compile(backend="tpu")`` compile ``checkpoint`` over dropout.
 

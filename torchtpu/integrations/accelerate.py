@@ -9,7 +9,7 @@ Usage, once, before the first ``Accelerator``, ``PartialState`` or
     tpu_accelerate.enable()
 
 What ``enable()`` changes (no accelerate file is edited; docs/device-seams.md,
-section "Libraries", has the call sites, tests/test_seams_transformers.py the
+section "Libraries", has the call sites, tests/test_seams_accelerate.py the
 tests, including ones that turn red the day accelerate changes them):
 
 1. ``PartialState.default_device`` (state.py:718): MPS, MLU, SDAA, MUSA, NPU,
