@@ -173,6 +173,18 @@ def test_not_env_names_are_never_read_from_the_environment():
     assert not read & set(NOT_ENV), "a NOT_ENV name is read from the environment: document it"
 
 
+def test_the_cpp_core_reads_variables_only_through_settings():
+    # csrc/settings parses every TORCHTPU_* variable by one rule; a direct
+    # getenv elsewhere would bring back a rule of its own.
+    direct = re.compile(r"getenv\(\s*\"_?TORCHTPU_")
+    offenders = [
+        str(path.relative_to(ROOT)) for path in _code_files()
+        if path.suffix in (".cc", ".h") and "csrc/settings" not in str(path)
+        and "csrc/tests" not in str(path) and direct.search(path.read_text())
+    ]
+    assert offenders == []
+
+
 def test_relative_links_lead_somewhere():
     bad = {page.relative_to(ROOT).as_posix(): broken_links(page) for page in _doc_pages()}
     bad = {page: b for page, b in bad.items() if b}

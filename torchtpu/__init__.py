@@ -165,7 +165,8 @@ def init(plugin=None, cpu_devices=None):
     import os
 
     path = _plugin.resolve(plugin if plugin is not None else os.environ.get("TORCHTPU_PLUGIN"))
-    n = cpu_devices if cpu_devices is not None else int(os.environ.get("TORCHTPU_CPU_DEVICES", "1"))
+    n = cpu_devices if cpu_devices is not None else _C._setting_integer(
+        "TORCHTPU_CPU_DEVICES", 1, 1, 1024)
     _C._init(path, n)
 
 

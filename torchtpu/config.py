@@ -65,6 +65,8 @@ import os
 import sys
 import types
 
+from torchtpu import _C
+
 
 def _env_threshold(name, default):
     value = os.environ.get(name, "")
@@ -84,23 +86,18 @@ def _env_threshold(name, default):
 
 
 def _env_recompile():
-    value = os.environ.get("TORCHTPU_RECOMPILE", "") or "warn"
-    if value not in ("warn", "error"):
-        raise ValueError(f"TORCHTPU_RECOMPILE must be 'warn' or 'error', got {value!r}")
-    return value
+    return _C._setting_choice("TORCHTPU_RECOMPILE", "warn", ["warn", "error"])
 
 
 recompile_warn_threshold = _env_threshold("TORCHTPU_RECOMPILE_WARN", 8)
 recompile = _env_recompile()
 fused_storm_threshold = _env_threshold("TORCHTPU_FUSED_STORM", None)
-fused_flush_at_optimizer_step = os.environ.get("TORCHTPU_FUSED_STEP_FLUSH", "1") != "0"
+fused_flush_at_optimizer_step = _C._setting_flag("TORCHTPU_FUSED_STEP_FLUSH", True)
 
 
 def _growing_buckets(value):
     """Validates a ``growing_buckets`` value, hands it to the runtime and returns
     it normalised (None, "pow2" or a sorted tuple of ints)."""
-    from torchtpu import _C
-
     if value is None:
         _C._set_growing_buckets(False, [])
         return None

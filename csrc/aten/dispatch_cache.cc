@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "aten/device.h"
+#include "settings/settings.h"
 
 namespace ttpu::aten {
 namespace {
@@ -66,10 +67,7 @@ bool sources_of(const std::vector<runtime::RecordedArg>& bound, c10::ArrayRef<c1
 }  // namespace
 
 bool DispatchCache::allowed(const std::string& key) {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCHTPU_DISPATCH_CACHE");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = settings::flag("TORCHTPU_DISPATCH_CACHE", true);
   // Rules read nothing but their arguments' metadata, scalar values and the
   // default dtype (rules/elementwise: binary.cc's add_sub, mul, div without a
   // rounding mode, rsub, pow_rule; unary.cc's float_op / neg / abs rules;

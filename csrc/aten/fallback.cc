@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "aten/fallback.h"
+#include "settings/settings.h"
 
 namespace ttpu::aten {
 namespace {
@@ -19,8 +20,7 @@ std::mutex g_mu;
 std::map<std::string, int64_t> g_counts;
 
 bool fallback_is_error() {
-  const char* v = std::getenv("TORCHTPU_FALLBACK");
-  return v != nullptr && std::strcmp(v, "error") == 0;
+  return settings::choice("TORCHTPU_FALLBACK", "cpu", {"cpu", "error"}) == "error";
 }
 
 // `why` completes "has no tpu lowering" in the error and the warning.

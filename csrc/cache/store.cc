@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/sha256.h"
+#include "settings/settings.h"
 
 namespace ttpu::cache {
 namespace {
@@ -140,11 +141,8 @@ bool write_all(int fd, std::string_view data) {
 }  // namespace
 
 std::string cache_dir_from_env() {
-  if (const char* on = std::getenv("TORCHTPU_CACHE")) {
-    std::string v = on;
-    if (v == "0" || v == "false" || v == "off" || v == "no") return "";
-  }
-  if (const char* dir = std::getenv("TORCHTPU_CACHE_DIR")) return dir;  // "" disables
+  if (!settings::flag("TORCHTPU_CACHE", true)) return "";
+  if (auto dir = settings::text("TORCHTPU_CACHE_DIR")) return *dir;  // "" disables
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
     return std::string(xdg) + "/torchtpu";
   }

@@ -6,16 +6,14 @@
 #include <string>
 
 #include "distributed/trace.h"
+#include "settings/settings.h"
 
 namespace ttpu::distributed {
 
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
 bool signature_checks_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TORCHTPU_DIST_CHECK");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool enabled = settings::flag("TORCHTPU_DIST_CHECK", true);
   return enabled;
 }
 

@@ -1,6 +1,7 @@
 // Issuer (issue.h): one thread per tpu group runs the queued issue steps in
 // order; waiters run them too.
 #include "distributed/issue.h"
+#include "settings/settings.h"
 
 #include <cstdlib>
 
@@ -16,10 +17,8 @@ bool Issuer::in_job() { return t_jobs_running > 0; }
 Issuer::Issuer() : thread_([this] { loop(); }) {}
 
 std::chrono::microseconds Issuer::grace() {
-  static const std::chrono::microseconds us = [] {
-    const char* v = std::getenv("TORCHTPU_DIST_GRACE_US");
-    return v != nullptr && *v != '\0' ? std::chrono::microseconds(std::atoi(v)) : kGrace;
-  }();
+  static const std::chrono::microseconds us(
+      settings::integer("TORCHTPU_DIST_GRACE_US", kGrace.count(), 0, 60'000'000));
   return us;
 }
 

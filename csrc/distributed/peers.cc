@@ -1,5 +1,6 @@
 // The store form of the signature exchange and its watch on the peers (peers.h).
 #include "distributed/peers.h"
+#include "settings/settings.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -11,10 +12,8 @@ namespace ttpu::distributed {
 namespace {
 
 int store_ranks() {
-  static const int ranks = [] {
-    const char* v = std::getenv("TORCHTPU_DIST_STORE_RANKS");
-    return v != nullptr && *v != '\0' ? std::atoi(v) : kStoreRanks;
-  }();
+  static const int ranks =
+      static_cast<int>(settings::integer("TORCHTPU_DIST_STORE_RANKS", kStoreRanks, 0, 1 << 20));
   return ranks;
 }
 

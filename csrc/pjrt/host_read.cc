@@ -13,6 +13,7 @@
 #include <string>
 
 #include "pjrt/gate.h"
+#include "settings/settings.h"
 
 namespace ttpu::pjrt {
 namespace {
@@ -40,8 +41,7 @@ void* memory_of(const PJRT_Api* api, PJRT_Buffer* buffer) {
 }
 
 bool probe(Client& client) {
-  const char* off = std::getenv("TORCHTPU_PJRT_HOST_READ");
-  if (off != nullptr && std::string(off) == "0") return false;
+  if (!settings::flag("TORCHTPU_PJRT_HOST_READ", true)) return false;
   std::string platform;
   try {
     platform = client.platform_name();

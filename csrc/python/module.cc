@@ -27,6 +27,7 @@
 #include "aten/user_kernel.h"
 #include "cache/store.h"
 #include "distributed/python_bind.h"
+#include "python/settings_bind.h"
 #include "runtime/event.h"
 #include "runtime/fusion.h"
 #include "runtime/fusion_guard.h"
@@ -149,6 +150,7 @@ PYBIND11_MODULE(_C, m) {
   install_recompile_hooks();
   install_wait_poll();
   ttpu::distributed::bind(m, &ttpu::aten::adopt_host_retiring, &ttpu::aten::download_later);
+  ttpu::python::bind_settings(m);
 
   m.def("_set_default_plugin", &Runtime::set_default_plugin);
   m.def("_is_in_bad_fork", [] { return ttpu::pjrt::in_forked_child(); });

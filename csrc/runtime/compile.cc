@@ -24,6 +24,7 @@
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 #include "stablehlo/emit.h"
+#include "settings/settings.h"
 
 namespace ttpu::runtime {
 
@@ -218,8 +219,7 @@ std::shared_ptr<pjrt::Executable> Runtime::load_or_compile(const std::string& te
 }
 
 void Runtime::open_disk_cache(const pjrt::Plugin& plugin) {
-  const char* log = std::getenv("TORCHTPU_CACHE_LOG");
-  cache_log_ = log != nullptr && std::strcmp(log, "1") == 0;
+  cache_log_ = settings::flag("TORCHTPU_CACHE_LOG", false);
   std::string dir = cache::cache_dir_from_env();
   if (dir.empty()) return;
   try {

@@ -3,6 +3,7 @@
 // nothing of XLA's, and one still compiling is counted in
 // Runtime::compiles_running(), which torchtpu's exit hook waits for.
 #include "runtime/compile_pool.h"
+#include "settings/settings.h"
 
 #include <algorithm>
 #include <atomic>
@@ -19,10 +20,7 @@ namespace ttpu::runtime {
 namespace {
 
 std::atomic<bool>& flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("TORCHTPU_BACKGROUND_COMPILE");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }()};
+  static std::atomic<bool> on{settings::flag("TORCHTPU_BACKGROUND_COMPILE", false)};
   return on;
 }
 
@@ -66,11 +64,9 @@ bool background_compile() { return flag().load(std::memory_order_relaxed); }
 
 int compile_threads() {
   static const int n = [] {
-    const char* v = std::getenv("TORCHTPU_COMPILE_THREADS");
-    long parsed = v ? std::strtol(v, nullptr, 10) : 0;
-    if (parsed > 0) return static_cast<int>(std::min(parsed, 64L));
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    return std::clamp(cores, 2, 8);
+    return static_cast<int>(
+        settings::integer("TORCHTPU_COMPILE_THREADS", std::clamp(cores, 2, 8), 1, 64));
   }();
   return n;
 }

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "runtime/fusion_hybrid.h"
+#include "settings/settings.h"
 
 namespace ttpu::runtime {
 namespace {
@@ -35,19 +36,13 @@ namespace {
 // (a 50,000-op chain: over 7 minutes, 2.6 GB). 4000 keeps every piece near the
 // flat part, and equal pieces of a repeating chain hit the program cache.
 size_t max_nodes() {
-  static const size_t n = [] {
-    const char* v = std::getenv("TORCHTPU_FUSION_MAX_NODES");
-    long parsed = v ? std::strtol(v, nullptr, 10) : 0;
-    return parsed > 0 ? static_cast<size_t>(parsed) : size_t{4000};
-  }();
+  static const size_t n =
+      static_cast<size_t>(settings::integer("TORCHTPU_FUSION_MAX_NODES", 4000, 1, 1 << 30));
   return n;
 }
 
 bool donation_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCHTPU_DONATE");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = settings::flag("TORCHTPU_DONATE", true);
   return on;
 }
 

@@ -16,15 +16,13 @@
 #include <utility>
 
 #include "runtime/runtime.h"
+#include "settings/settings.h"
 
 namespace ttpu::runtime {
 namespace {
 
 std::atomic<bool>& hybrid_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("TORCHTPU_FUSED_HYBRID");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }()};
+  static std::atomic<bool> on{settings::flag("TORCHTPU_FUSED_HYBRID", false)};
   return on;
 }
 

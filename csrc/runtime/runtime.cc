@@ -11,6 +11,7 @@
 #include "pjrt/host_read.h"
 #include "runtime/trace.h"
 #include "stablehlo/emit.h"
+#include "settings/settings.h"
 
 namespace ttpu::runtime {
 
@@ -31,15 +32,7 @@ std::string g_default_plugin;
 int g_cpu_devices_at_init = 0;
 
 int env_cpu_devices() {
-  const char* v = std::getenv("TORCHTPU_CPU_DEVICES");
-  if (v == nullptr || *v == '\0') return 1;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < 1 || n > 1024) {
-    throw std::runtime_error(std::string("TORCHTPU_CPU_DEVICES must be a positive integer, got '") +
-                             v + "'");
-  }
-  return static_cast<int>(n);
+  return static_cast<int>(settings::integer("TORCHTPU_CPU_DEVICES", 1, 1, 1024));
 }
 
 // The client's index of the device holding `buffer` (0 if not found).
@@ -121,8 +114,7 @@ void Runtime::set_default_plugin(const std::string& path) {
 }
 
 std::string Runtime::resolve_plugin_path() {
-  const char* env = std::getenv("TORCHTPU_PLUGIN");
-  std::string p = env ? env : "";
+  std::string p = settings::text("TORCHTPU_PLUGIN").value_or("");
   if (p.empty() || p == "cpu") {
     if (g_default_plugin.empty()) {
       throw pjrt::PluginError(
@@ -179,26 +171,22 @@ Runtime::Runtime(std::string plugin_path, int cpu_device_count)
   retired_ = std::make_unique<std::atomic<uint64_t>[]>(client_->device_count());
   for (int i = 0; i < client_->device_count(); ++i) retired_[i] = 0;
   open_disk_cache(*plugin);
-  if (const char* max = std::getenv("TORCHTPU_MAX_PROGRAMS")) {
-    const long n = std::strtol(max, nullptr, 10);
-    if (n > 0) max_programs_ = static_cast<size_t>(n);
-  }
+  max_programs_ = static_cast<size_t>(settings::integer(
+      "TORCHTPU_MAX_PROGRAMS", static_cast<int64_t>(max_programs_), 1, int64_t{1} << 40));
   // TORCHTPU_DEVICE_COPY=host: copies between devices go through host memory,
   // as on a plugin without PJRT_Buffer_CopyToDevice (tests that path).
-  if (const char* copy = std::getenv("TORCHTPU_DEVICE_COPY")) {
-    if (std::strcmp(copy, "host") == 0) device_copy_ok_ = false;
+  if (settings::choice("TORCHTPU_DEVICE_COPY", "device", {"device", "host"}) == "host") {
+    device_copy_ok_ = false;
   }
   // XLA:CPU's dot is about 2x slower with a transposed right operand (x @ W.t());
   // TORCHTPU_CPU_DOT_TRANSPOSE=0 keeps the plain form (for comparisons).
-  const char* dot = std::getenv("TORCHTPU_CPU_DOT_TRANSPOSE");
   emit_options_.materialize_transposed_rhs =
-      client_->platform_name() == "cpu" && !(dot != nullptr && std::strcmp(dot, "0") == 0);
-  if (const char* quick = std::getenv("TORCHTPU_QUICK_COMPILE")) {
-    quick_compile_ = std::strcmp(quick, "0") != 0;
-  }
-  const char* mode = std::getenv("TORCHTPU_EAGER_MODE");
-  if (mode != nullptr && std::strcmp(mode, "debug") == 0) mode_ = EagerMode::kDebug;
-  if (mode != nullptr && std::strcmp(mode, "fused") == 0) mode_ = EagerMode::kFused;
+      client_->platform_name() == "cpu" && settings::flag("TORCHTPU_CPU_DOT_TRANSPOSE", true);
+  quick_compile_ = settings::flag("TORCHTPU_QUICK_COMPILE", quick_compile_);
+  const std::string mode =
+      settings::choice("TORCHTPU_EAGER_MODE", "strict", {"strict", "debug", "fused"});
+  if (mode == "debug") mode_ = EagerMode::kDebug;
+  if (mode == "fused") mode_ = EagerMode::kFused;
 }
 
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "runtime/runtime.h"
+#include "settings/settings.h"
 
 namespace ttpu::aten {
 namespace {
@@ -263,8 +264,7 @@ bool depthwise_taps_enabled() {
   static const bool cpu = runtime::Runtime::get().client().platform_name() == "cpu";
   // Read at each lowering (a getenv is cheap next to a convolution) so that a
   // comparison can switch it within one process.
-  const char* env = std::getenv("TORCHTPU_CPU_DEPTHWISE_TAPS");
-  return cpu && !(env != nullptr && std::strcmp(env, "0") == 0);
+  return cpu && settings::flag("TORCHTPU_CPU_DEPTHWISE_TAPS", true);
 }
 
 // 7x7 (ConvNeXt) is the largest depthwise kernel in common models; beyond 81
