@@ -20,7 +20,11 @@ Configurations, each in its own process (``--worker``), kept alive across
 rounds; the parent sends each a "run" in turn, round after round, so the load
 of a shared machine falls on all alike:
 
-- ``cpu``: CPU PyTorch eager, dynamic cache;
+- ``cpu``: CPU PyTorch eager, dynamic cache; ``cpu1``: the same on one
+  thread (``torch.set_num_threads(1)``). On a loaded 2-core machine
+  PyTorch's two OpenMP threads wait at every parallel region for a thread
+  the OS has descheduled: ``cpu`` slows down many times over under load,
+  ``cpu1`` and XLA's thread pools much less;
 - ``tpu_strict``, ``tpu_fused``: tpu eager modes, dynamic cache;
 - ``tpu_fused_static``: fused, ``cache_implementation="static"``;
 - ``tpu_compile``, ``tpu_compile_static``: ``model.forward =
@@ -95,7 +99,7 @@ MODELS = {
     "large": dict(num_hidden_layers=12, hidden_size=1024, num_attention_heads=16,
                   num_key_value_heads=8, intermediate_size=2816, vocab_size=8000),
 }
-CONFIGS = ["cpu", "tpu_strict", "tpu_fused", "tpu_fused_static", "tpu_compile",
+CONFIGS = ["cpu", "cpu1", "tpu_strict", "tpu_fused", "tpu_fused_static", "tpu_compile",
            "tpu_compile_static", "jax"]
 MARK = "@@bench_decode "  # prefix of the worker's result lines on stdout
 
@@ -153,6 +157,8 @@ class TorchWorker:
 
         self.torch, self.config, self.new_tokens = torch, config, new_tokens
         self.tpu = config.startswith("tpu")
+        if config == "cpu1":
+            torch.set_num_threads(1)
         model = _llama(model_name)
         self.vocab = model.config.vocab_size
         ids = _prompt(batch, self.vocab)
@@ -209,6 +215,9 @@ class TorchWorker:
             kw["logits_processor"] = LogitsProcessorList([clock])
         with self.torch.no_grad():
             return self.model.generate(self.ids, **kw).cpu()
+
+    def ping(self):
+        return {}
 
     def first(self):
         if self.tpu:
@@ -327,15 +336,12 @@ class TorchWorker:
         return result
 
     def _kv_cache_bytes(self):
-        kw = dict(self.kw, return_dict_in_generate=True)
-        with self.torch.no_grad():
-            out = self.model.generate(self.ids, **kw)
-        cache = out.past_key_values
-        total = 0
-        for layer in cache.layers:
-            for t in (layer.keys, layer.values):
-                total += t.numel() * t.element_size()
-        return total
+        """K and V of every layer at the final length, 32 + N - 1 (the last
+        token is never fed back; a static cache is that long too), float32."""
+        c = self.model.config
+        head_dim = c.hidden_size // c.num_attention_heads
+        return (2 * c.num_hidden_layers * self.ids.shape[0] * c.num_key_value_heads
+                * (PROMPT + self.new_tokens - 1) * head_dim * 4)
 
     def _read_sources(self):
         """{"file:line (function)": reads per token} for host reads the
@@ -497,6 +503,9 @@ class JaxLlama:
         out = np.stack([np.asarray(t) for t in tokens], axis=1)
         return out.tolist(), prefill, time.perf_counter() - start
 
+    def ping(self):
+        return {}
+
     def first(self):
         start = time.perf_counter()
         tokens, _, _ = self.generate()
@@ -552,29 +561,38 @@ class Worker:
         env = dict(os.environ)
         if cache_dir is not None:
             env["TORCHTPU_CACHE_DIR"] = cache_dir
+        self.log = tempfile.TemporaryFile(mode="w+")  # the worker's stderr, for errors
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", config, "--model", model,
              "--batch", str(batch), "--new-tokens", str(args.new_tokens)]
             + (["--cpu-threads", str(args.cpu_threads)] if args.cpu_threads else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             text=True, env=env)
 
     def ask(self, cmd):
-        self.proc.stdin.write(cmd + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(cmd + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # exited: the error is read below
         for line in self.proc.stdout:
             if line.startswith(MARK):
                 return json.loads(line[len(MARK):])
-        return {"error": f"worker exited with {self.proc.wait()}"}
+        self.log.seek(0)
+        tail = self.log.read()[-300:]
+        return {"error": f"worker exited with {self.proc.wait()}: {tail}"}
 
 
 def bench_one(model, batch, args):
     """{config: fields} for one model and batch (see the module doc)."""
     tmp = tempfile.TemporaryDirectory() if args.cold else None
     workers, results = {}, {}
-    for config in args.configs:
+    for config in args.configs:  # imports and model builds overlap
         cache_dir = os.path.join(tmp.name, config) if tmp else None
         workers[config] = Worker(config, model, batch, args, cache_dir)
+    for config in args.configs:
+        workers[config].ask("ping")  # every worker set up before any first call
+    for config in args.configs:
         results[config] = workers[config].ask("first")  # one at a time: compiles don't overlap
         print(f"  {model} b{batch} {config}: first call "
               f"{results[config].get('first_call_s', float('nan')):.1f} s", file=sys.stderr)
