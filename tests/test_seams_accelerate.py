@@ -53,8 +53,11 @@ def test_device_map_auto_still_picks_cpu(tmp_path, monkeypatch):
 
     from torchtpu.integrations import accelerate as tpu_accelerate
 
-    monkeypatch.setattr(hf_accelerate, "accelerate_max_memory",
-                        tpu_accelerate._original_get_max_memory)
+    import accelerate.utils.modeling
+
+    original = tpu_accelerate._original_get_max_memory  # enable() may have run
+    monkeypatch.setattr(hf_accelerate, "accelerate_max_memory", original)
+    monkeypatch.setattr(accelerate.utils.modeling, "get_max_memory", original)
     _save_llama(tmp_path)
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, device_map="auto")
     assert {p.device.type for p in model.parameters()} == {"cpu"}
