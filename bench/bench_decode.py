@@ -4,8 +4,12 @@ cache), and the same model's decode loop written in JAX, jitted, its KV cache
 donated (the XLA limit). Prints a table and JSON.
 
     python bench/bench_decode.py [--new-tokens 64] [--batches 8,1] [--rounds 3]
-        [--configs cpu,tpu_strict,...] [--large] [--quick] [--cold] [--no-diagnose]
-        [--out bench_decode.json]
+        [--configs cpu,tpu_strict,...] [--large | --only-large] [--quick] [--cold]
+        [--no-diagnose] [--cpu-threads N] [--out bench_decode.json]
+    python bench/bench_decode.py --program-vs-jax [--batches 8,1]
+
+``--program-vs-jax`` measures only the captured decode program against the
+JAX step in one process (:func:`program_vs_jax`).
 
 Model: ``LlamaForCausalLM(LlamaConfig(...))``, random init (seed 0), float32,
 SDPA attention: ``small`` (default) 6 layers, hidden 512, 8 query / 4 KV
@@ -66,7 +70,10 @@ Fields per configuration and batch (``results[model][batch][config]``):
   name (top 8), and, for the eager modes, ``host_read_sources``: which
   Python line asked for each read (a TorchDispatchMode logging
   ``_local_scalar_dense`` and tpu-to-CPU copies, innermost transformers or
-  torch frame);
+  torch frame); under ``torch.compile``: ``graphs_per_forward``,
+  ``forward_host_ms`` (host ms of the compiled forward per decode step),
+  ``replay_host_ms`` (of the backend's graph calls in it), ``captures`` and
+  ``raw_execute_ms`` (the decode program's PJRT execute alone);
 - ``peak_rss_mb`` (``ru_maxrss``) and ``peak_device_mb``
   (``torch.tpu.max_memory_allocated``: live tpu storages, not XLA scratch).
 
@@ -309,7 +316,7 @@ class TorchWorker:
         args = [_dynamo._whole_storage(a) if i in graph.tpu_inputs else a
                 for i, a in enumerate(args)]
         tensors = [args[i] for i in graph.tpu_inputs]
-        n, result = 10, {"captured_inputs": len(tensors)}
+        n, result = 10, {"captured_inputs": len(tensors), "captures": len(captures)}
         self.torchtpu.sync()
         try:
             for c in reversed(captures):  # the one made for these inputs' layout
@@ -528,6 +535,41 @@ def jnp_argmax(jnp, logits):
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
 
+def program_vs_jax(model_name, batch, new_tokens, rounds=7, n=10):
+    """The decode program ``torch.compile`` captures with a static cache,
+    executed raw (``_C._compiled_raw_execute_ns``, ``n`` back to back), against
+    ``n`` JAX decode steps back to back, interleaved ``rounds`` times in this
+    one process: the model's own math, apart from everything around it.
+    Returns medians in ms and their ratio."""
+    from torchtpu import _C
+
+    worker = TorchWorker("tpu_compile_static", model_name, batch, new_tokens)
+    worker.first()
+    worker.run()
+    graph, args = list(worker.graph_args.values())[-1]
+    capture = graph.all_captures()[-1]
+    tensors = [args[i] for i in graph.tpu_inputs]
+    jax_model = JaxLlama(model_name, batch, new_tokens)
+    cache, token = jax_model._prefill(jax_model.p, jax_model._empty_cache(), jax_model.ids)
+
+    def jax_steps():
+        nonlocal cache, token
+        start = time.perf_counter()
+        for _ in range(n):
+            cache, token = jax_model._step(jax_model.p, cache, token, PROMPT + new_tokens // 2)
+        token.block_until_ready()
+        return (time.perf_counter() - start) / n * 1e3
+
+    jax_steps()  # compiles
+    raw, jax_ms = [], []
+    for _ in range(rounds):
+        raw.append(_C._compiled_raw_execute_ns(capture, tensors, n) / 1e6)
+        jax_ms.append(jax_steps())
+    raw_ms, step_ms = statistics.median(raw), statistics.median(jax_ms)
+    return {"captured_program_ms": raw_ms, "jax_step_ms": step_ms,
+            "program_over_jax": raw_ms / step_ms}
+
+
 def worker_main(args):
     """Answers the parent's commands on stdin, one JSON line each on stdout."""
     import warnings
@@ -688,6 +730,9 @@ def main(argv=None):
     p.add_argument("--cold", action="store_true",
                    help="every process starts with an empty compile cache dir")
     p.add_argument("--no-diagnose", dest="diagnose", action="store_false")
+    p.add_argument("--program-vs-jax", action="store_true",
+                   help="only: the captured static-cache decode program against the JAX "
+                        "step, in one process per batch (see program_vs_jax)")
     p.add_argument("--cpu-threads", type=int, default=None,
                    help="torch.set_num_threads in every process (default: PyTorch's)")
     p.add_argument("--out", default=None, help="also write the JSON here")
@@ -697,6 +742,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.worker:
         return worker_main(args)
+    if args.program_vs_jax:
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        model = "large" if args.only_large else "small"
+        return emit_json({int(b): program_vs_jax(model, int(b), args.new_tokens)
+                          for b in args.batches.split(",")}, args.out)
     if args.quick:
         args.new_tokens, args.batches, args.rounds, args.diagnose = 16, "8", 1, False
     args.configs = args.configs.split(",")
@@ -708,10 +760,14 @@ def main(argv=None):
         for batch in (int(b) for b in args.batches.split(",")):
             report["results"][model][batch] = bench_one(model, batch, args)
     print_table(report)
+    return emit_json(report, args.out)
+
+
+def emit_json(report, out):
     text = json.dumps(report, indent=2)
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
+    if out:
+        with open(out, "w") as f:
             f.write(text + "\n")
     return report
 
