@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import torchtpu
 
-from _util import assert_close_cpu, no_fallback
+from _util import assert_close_cpu, no_fallback, same_error
 
 N = 100_000
 
@@ -229,6 +229,44 @@ def test_random_errors():
         x.random_(5, 3)
     with pytest.raises(NotImplementedError):
         torch.empty(3, dtype=torch.long, device="tpu").uniform_()
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.int32, torch.uint8])
+def test_random_full_range_of_every_integer_dtype(dtype):
+    # random_(min, None) draws up to the dtype's maximum (2^16 - 1, 2^32 - 1),
+    # as ATen's random_from_to; uint16 raised and uint32 stopped at 2^24.
+    info = torch.iinfo(dtype)
+    t = draw(lambda: torch.empty(4000, dtype=dtype, device="tpu").random_(int(info.min), None))
+    d = t.double()
+    span = float(info.max) - float(info.min)
+    assert d.min() >= info.min and d.min() < info.min + 0.01 * span
+    assert d.max() <= info.max and d.max() > info.max - 0.01 * span
+
+
+def test_random_and_normal_checks_match_cpu():
+    # uint64's top wraps to -1 in ATen's check, so CPU refuses to=None there.
+    same_error(lambda t: t.random_(0, None), torch.empty(3, dtype=torch.uint64))
+    # Every element of a std tensor, at the call (CUDA reads std.min() too).
+    same_error(lambda m, s: torch.normal(m, s), torch.zeros(3), torch.tensor([1.0, -1.0, 1.0]))
+    same_error(lambda s: torch.normal(0.0, s), torch.tensor([1.0, float("nan")]))
+    with pytest.raises(RuntimeError, match="normal expects all elements of std >= 0.0"):
+        torch.normal(torch.zeros(2, device="tpu"), torch.tensor([-1.0, 1.0], device="tpu"))
+    # randperm: n - 1 must fit out's dtype, and a float dtype must hold n.
+    same_error(lambda o: torch.randperm(257, out=o), torch.empty(0, dtype=torch.uint8))
+    same_error(lambda o: torch.randperm(2**11 + 2, out=o), torch.empty(0, dtype=torch.half))
+    assert sorted(draw(lambda: torch.randperm(256, dtype=torch.uint8, device="tpu")).tolist()) \
+        == list(range(256))
+
+
+@pytest.mark.parametrize("mean_dtype,std_dtype", [(torch.float64, torch.float32),
+                                                  (torch.float32, torch.float64),
+                                                  (None, torch.float64), (torch.float64, None)])
+def test_normal_takes_means_dtype(mean_dtype, std_dtype):
+    mean = torch.zeros(8, dtype=mean_dtype) if mean_dtype else 0.0
+    std = torch.ones(8, dtype=std_dtype) if std_dtype else 1.0
+    expected = torch.normal(mean, std).dtype
+    on = [x.to("tpu") if isinstance(x, torch.Tensor) else x for x in (mean, std)]
+    assert draw(lambda: torch.normal(*on)).dtype == expected
 
 
 def test_empty_draws():

@@ -104,7 +104,8 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 // TensorIterator builds with check_all_same_dtype (neg, floor, ...) take only
 // an out of the result's dtype; structured kernels that allocate their
 // outputs with a dtype (the LAPACK family) take only that dtype; some ops take
-// a fixed out dtype (nonzero: int64; all/any: bool or uint8; isposinf: bool);
+// a fixed out dtype (nonzero: int64; all/any: bool or uint8; isposinf: bool;
+// complex/polar: the complex dtype of their inputs);
 // cat reports an uncastable out as TypeError; the rest cast safely.
 void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Tensor& dst,
                      size_t index) {
@@ -130,7 +131,7 @@ void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Ten
     // mode_out's check_dtype (Sorting.cpp): values take self's dtype, indices int64.
     TORCH_CHECK(to == from, "expected scalar type '", from, "' but got '", to, "' for ",
                 index == 0 ? "values" : "indices", " output");
-  } else if (key == "complex") {
+  } else if (key == "complex" || key == "polar") {
     TORCH_CHECK(to == from, "Expected object of scalar type ", from, " but got scalar type ", to,
                 " for argument 'out'");
   } else if (key == "cholesky" || key == "cholesky_inverse") {

@@ -219,6 +219,9 @@ uint64_t random_max(const at::Tensor& self) {
     case at::kShort: return std::numeric_limits<int16_t>::max();
     case at::kInt: return std::numeric_limits<int32_t>::max();
     case at::kLong: return std::numeric_limits<int64_t>::max();
+    case at::kUInt16: return std::numeric_limits<uint16_t>::max();
+    case at::kUInt32: return std::numeric_limits<uint32_t>::max();
+    case at::kUInt64: return std::numeric_limits<uint64_t>::max();
     default: return uint64_t{1} << digits_of(to_ir(self.scalar_type()));
   }
 }
@@ -260,8 +263,8 @@ std::vector<ir::Value> random_from_to(LoweringContext& ctx, const at::Tensor& se
   TORCH_CHECK(from <= 0 || static_cast<uint64_t>(from) <= top, "random_ expects 'from' casted to "
               "dtype to be less than or equal to 'to_inc' casted to dtype, but got from=", from,
               " > to_inc=", top);
-  check_from_to_in_range(self, from, static_cast<int64_t>(std::min<uint64_t>(
-                                         top, std::numeric_limits<int64_t>::max())));
+  // As ATen, the top as int64: uint64's wraps to -1, which its check refuses.
+  check_from_to_in_range(self, from, static_cast<int64_t>(top));
   return {random_values(ctx, self, from, top - static_cast<uint64_t>(from) + 1, gen)};
 }
 
@@ -300,15 +303,29 @@ std::vector<ir::Value> native_dropout_backward(LoweringContext& ctx, const Args&
   return {binary(ctx, Op::kMul, grad, m)};
 }
 
+// ATen's CHECK_NORMAL_TENSOR_STD: every std >= 0 (a NaN fails too), read at
+// the call as CPU does and CUDA (std.min().ge(0).item()): a host wait.
+void check_std_tensor(LoweringContext& ctx, const at::Tensor& std) {
+  if (std.numel() == 0) return;
+  LoweringContext probe(ctx.op() + " (std check)", ctx.device());
+  auto& g = probe.g();
+  ir::Value s = probe.tensor(std);
+  const ir::TensorType t = g.type(s);
+  std::vector<int64_t> all(t.dims.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  ir::Value bad = g.unary(Op::kNot, g.compare(ir::Cmp::kGE, s, g.constant(0, t)));
+  ir::Value count = reduce(probe, g.convert(bad, DType::kI64), all, false, ir::Reducer::kAdd);
+  const at::Tensor host = probe.run({count})[0].cpu();
+  TORCH_CHECK(host.item<int64_t>() == 0, "normal expects all elements of std >= 0.0");
+}
+
 // normal.Tensor_float / float_Tensor / Tensor_Tensor: mean and std broadcast
-// together; the result takes the tensor operands' dtype. (ATen also checks
-// every std >= 0; that needs the values on the host, so it is skipped here.)
+// together; the result takes mean's dtype when mean is a tensor, else std's
+// (ATen's normal: at::empty(shape, mean.options()) / empty_like(std)).
 std::vector<ir::Value> normal_tensors(LoweringContext& ctx, const Args& a) {
+  if (a[1].isTensor()) check_std_tensor(ctx, a.tensor(1));
   auto& g = ctx.g();
-  DType dt = DType::kF32;
-  for (size_t i = 0; i < 2; ++i) {
-    if (a[i].isTensor()) dt = to_ir(a.tensor(i).scalar_type());
-  }
+  const DType dt = to_ir(a.tensor(a[0].isTensor() ? 0 : 1).scalar_type());
   auto read = [&](size_t i) {
     if (a[i].isTensor()) return g.convert(ctx.tensor(a.tensor(i)), dt);
     if (i == 1) check_std(a.real(i));

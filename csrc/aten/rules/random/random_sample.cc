@@ -2,6 +2,7 @@
 // (torch.multinomial). Their randomness comes from the device generator as in
 // random.cc, so manual_seed makes them repeat and nothing recompiles.
 #include <c10/util/Exception.h>
+#include <c10/util/overflows.h>
 
 #include <cmath>
 #include <limits>
@@ -22,6 +23,37 @@ std::vector<ir::Value> randperm_out(LoweringContext& ctx, const Args& a) {
   const int64_t n = a.integer(0);
   const at::Tensor& out = a.tensor(2);
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  // ATen's check_supported_max_int_with_precision: n - 1 fits out's dtype, and
+  // a float dtype holds every integer below n.
+  const int64_t top = n > 0 ? n - 1 : n;
+  // The type names of c10::Scalar's checked conversion, which CPU's check runs.
+  auto fits = [&](auto type_tag, const char* name) {
+    using T = decltype(type_tag);
+    TORCH_CHECK(!c10::overflows<T>(top), "value cannot be converted to type ", name,
+                " without overflow");
+  };
+  switch (out.scalar_type()) {
+    case at::kByte: fits(uint8_t{}, "uint8_t"); break;
+    case at::kChar: fits(int8_t{}, "int8_t"); break;
+    case at::kShort: fits(int16_t{}, "int16_t"); break;
+    case at::kInt: fits(int32_t{}, "int"); break;
+    case at::kUInt16: fits(uint16_t{}, "uint16_t"); break;
+    case at::kUInt32: fits(uint32_t{}, "uint32_t"); break;
+    default: break;
+  }
+  switch (out.scalar_type()) {
+    case at::kHalf:
+      TORCH_CHECK(n <= (int64_t{1} << 11) + 1, "n cannot be greater than 2049 for Half type.");
+      break;
+    case at::kFloat:
+      TORCH_CHECK(n <= (int64_t{1} << 24) + 1, "n cannot be greater than 2^24+1 for Float type.");
+      break;
+    case at::kDouble:
+      TORCH_CHECK(n <= (int64_t{1} << 53) + 1, "n cannot be greater than 2^53+1 for Double type.");
+      break;
+    default:
+      break;
+  }
   resize_out(out, {n});
   if (n == 0) return {};
   auto& g = ctx.g();
