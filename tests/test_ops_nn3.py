@@ -30,7 +30,17 @@ def test_histc():
     same_error(lambda t: torch.histc(t, bins=0), torch.ones(3))
     same_error(lambda t: torch.histc(t, min=2, max=1), torch.ones(3))
     same_error(lambda t: torch.histc(t), torch.tensor([1.0, float("inf")]))
-    same_error(lambda t: torch.histc(t), torch.ones(3, dtype=torch.long))
+    # Integers: CPU refuses them; tpu counts them as CUDA does (int64
+    # arithmetic, counts in the input's dtype), here equal to the float counts.
+    with pytest.raises(NotImplementedError):  # CPU and CUDA refuse bool (messages differ)
+        torch.histc(torch.ones(3, dtype=torch.bool, device="tpu"))
+    for dtype in (torch.int32, torch.int64, torch.uint8):
+        x = torch.randint(0, 100, (500,), dtype=dtype)
+        for bins, lo, hi in ((7, 0, 99), (16, 10, 60), (4, 0, 0)):
+            with no_fallback():
+                got = torch.histc(x.to("tpu"), bins=bins, min=lo, max=hi)
+            assert got.dtype == dtype
+            assert got.cpu().tolist() == torch.histc(x.float(), bins=bins, min=lo, max=hi).long().tolist()
 
 
 def test_glu_backward():

@@ -132,24 +132,23 @@ def _moe_model():
     return transformers.AutoModelForCausalLM.from_config(config).eval()
 
 
-def test_moe_grouped_mm_still_raises_batched_mm_equals_cpu():
+def test_moe_grouped_mm_with_integer_histc_equals_cpu():
     """The default experts implementation "grouped_mm" (integrations/moe.py)
     counts tokens per expert with torch.histc on int32 for every device but
-    cpu/mps (CUDA has an integer histc); torchtpu's histc takes floats only,
-    so the first forward raises. experts_implementation="batched_mm" (or
-    "eager") gives CPU's logits."""
+    cpu/mps (CUDA has an integer histc; CPU takes floats only). tpu counts
+    integers as CUDA does, so the default MoE forward gives CPU's logits, as
+    experts_implementation="batched_mm" does."""
     model = _moe_model()
     ids = torch.randint(0, 64, (2, 7))
     with torch.no_grad():
         expected = model(ids).logits
     model.to("tpu")
     assert "grouped_mm" in model.get_experts_implementation().values()
-    with pytest.raises(NotImplementedError, match="histogram"), torch.no_grad():
-        model(ids.to("tpu"))
-    model.set_experts_implementation("batched_mm")
-    with no_fallback(), torch.no_grad():
-        got = model(ids.to("tpu")).logits
-    assert (got.cpu() - expected).abs().max() < 1e-5
+    for implementation in ("grouped_mm", "batched_mm"):
+        model.set_experts_implementation(implementation)
+        with no_fallback(), torch.no_grad():
+            got = model(ids.to("tpu")).logits
+        assert (got.cpu() - expected).abs().max() < 1e-5, implementation
 
 
 # --- pipeline(): an index, or no device, meant CPU

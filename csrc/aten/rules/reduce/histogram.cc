@@ -59,16 +59,25 @@ std::vector<Value> histc(LoweringContext& ctx, const Args& a) {
   const int64_t bins = a.integer(1);
   TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
   auto [left, right] = outer_edges(ctx, self, a.scalar(2), a.scalar(3));
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"histogram_cpu\" not implemented for '",
-                              self.scalar_type(), "'");
+  // Integer inputs as CUDA counts them (SummaryOps.cu; CPU refuses them, and
+  // libraries such as transformers' MoE pass ints to any device but CPU/MPS).
+  const bool integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/false);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || integral,
+                              "\"histogram_cpu\" not implemented for '", self.scalar_type(), "'");
   const DType dt = to_ir(self.scalar_type());
   const int64_t n = self.numel();
   if (n == 0) return {g.constant(0, {dt, {bins}})};
-  // The edges are the linspace's first and last values: the bounds in dt.
-  const ir::TensorType t{dt, {n}}, it{DType::kI64, {n}};
-  Value lo = g.broadcast_in_dim(ctx.scalar(left, dt), {n}, {});
-  Value hi = g.broadcast_in_dim(ctx.scalar(right, dt), {n}, {});
-  Value x = g.reshape(ctx.tensor(self), {n});
+  // The edges are the linspace's first and last values: the bounds in dt; for
+  // integers, CUDA's int64 arithmetic: bin = (x - min) * bins / (max - min).
+  const DType ct = integral ? DType::kI64 : dt;
+  if (integral) {
+    left = static_cast<double>(static_cast<int64_t>(left));
+    right = static_cast<double>(static_cast<int64_t>(right));
+  }
+  const ir::TensorType t{ct, {n}}, it{DType::kI64, {n}};
+  Value lo = g.broadcast_in_dim(ctx.scalar(left, ct), {n}, {});
+  Value hi = g.broadcast_in_dim(ctx.scalar(right, ct), {n}, {});
+  Value x = g.convert(g.reshape(ctx.tensor(self), {n}), ct);
   Value scaled = g.binary(Op::kMul, g.binary(Op::kSub, x, lo), g.constant(static_cast<double>(bins), t));
   Value pos = g.convert(g.binary(Op::kDiv, scaled, g.binary(Op::kSub, hi, lo)), DType::kI64);
   pos = g.binary(Op::kMin, pos, g.constant_int(bins - 1, it));
@@ -79,7 +88,7 @@ std::vector<Value> histc(LoweringContext& ctx, const Args& a) {
   sd.inserted_window_dims = {0};
   sd.scatter_dims_to_operand_dims = {0};
   sd.index_vector_dim = 1;
-  Value counts = g.scatter(g.constant(0, {dt, {bins + 1}}), g.reshape(pos, {n, 1}), g.constant(1, t), sd,
+  Value counts = g.scatter(g.constant(0, {dt, {bins + 1}}), g.reshape(pos, {n, 1}), g.constant(1, {dt, {n}}), sd,
                            ir::Reducer::kAdd);
   return {g.slice(counts, {0}, {bins}, {1})};
 }
