@@ -144,6 +144,13 @@ from torchtpu.integrations import flex_attention as _flex_attention  # noqa: E40
 
 _flex_attention.enable()
 
+# torch.compile over torch.utils.checkpoint with dropout: AOTAutograd's RNG
+# replay ops have kernels for four device types only; this gives them tpu's
+# (torchtpu/integrations/checkpoint.py). About 1 ms of import.
+from torchtpu.integrations import checkpoint as _checkpoint  # noqa: E402
+
+_checkpoint.enable()
+
 from torchtpu import _dlpack  # noqa: E402  (torch.from_dlpack of tpu tensors)
 
 _dlpack.install()

@@ -1,9 +1,6 @@
 """Activation checkpointing with random ops inside ``torch.compile(backend="tpu")``.
 
-Usage, once per process::
-
-    import torchtpu.integrations.checkpoint
-    torchtpu.integrations.checkpoint.enable()
+``import torchtpu`` calls ``enable()`` (idempotent; about 1 ms).
 
 Why: when a compiled function calls ``torch.utils.checkpoint.checkpoint`` over
 a random op (dropout), AOTAutograd's partitioner (``functionalize_rng_ops`` in
