@@ -130,3 +130,28 @@ def greedy_generate(model, ids, max_new_tokens, **kwargs):
         return model.generate(ids, attention_mask=torch.ones_like(ids),
                               max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0,
                               **kwargs)
+
+
+def param_grads(module):
+    """``module``'s parameter gradients, as CPU copies."""
+    return [p.grad.cpu().clone() for p in module.parameters()]
+
+
+def max_diff(a, b):
+    """The largest absolute difference between two lists of tensors."""
+    return max((x - y).abs().max().item() for x, y in zip(a, b))
+
+
+def grads_without_and_with_checkpoint(block, forward, x, use_reentrant, seed=123):
+    """``block``'s gradients of ``forward(x).square().sum()``, then of the same
+    through ``torch.utils.checkpoint.checkpoint``, each from tpu seed ``seed``."""
+    from torch.utils.checkpoint import checkpoint
+
+    grads = []
+    for use_ckpt in (False, True):
+        block.zero_grad()
+        torch.tpu.manual_seed(seed)
+        y = checkpoint(forward, x, use_reentrant=use_reentrant) if use_ckpt else forward(x)
+        y.square().sum().backward()
+        grads.append(param_grads(block))
+    return grads

@@ -16,15 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 import torchtpu
 
-from _util import assert_close_cpu
-
-
-def _grads(module):
-    return [p.grad.cpu().clone() for p in module.parameters()]
-
-
-def _max_diff(a, b):
-    return max((x - y).abs().max().item() for x, y in zip(a, b))
+from _util import assert_close_cpu, grads_without_and_with_checkpoint, max_diff, param_grads
 
 
 # --- torch.utils.checkpoint: the RNG state is stashed only when _initialized
@@ -39,18 +31,11 @@ def test_checkpoint_replays_dropout_masks(use_reentrant):
     block = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Dropout(0.3),
                           nn.Linear(64, 32)).to("tpu")
     x = torch.randn(16, 32).to("tpu").requires_grad_(use_reentrant)
-    grads = []
-    for use_ckpt in (False, True):
-        block.zero_grad()
-        torch.tpu.manual_seed(123)
-        y = checkpoint(block, x, use_reentrant=use_reentrant) if use_ckpt else block(x)
-        y.square().sum().backward()
-        grads.append(_grads(block))
-    assert _max_diff(*grads) < 1e-6
+    assert max_diff(*grads_without_and_with_checkpoint(block, block, x, use_reentrant)) < 1e-6
 
 
 @pytest.mark.filterwarnings("ignore:.*is deprecated:FutureWarning")  # transformers 5 renames
-def test_hf_bert_gradient_checkpointing_same_grads():
+def test_hf_bert_gradient_checkpointing_sameparam_grads():
     """transformers' gradient_checkpointing_enable() on a tiny random BERT in
     train mode (hidden and attention dropout 0.1): the same gradients as
     without it."""
@@ -69,9 +54,9 @@ def test_hf_bert_gradient_checkpointing_same_grads():
         model.zero_grad()
         torch.tpu.manual_seed(7)
         model(input_ids=ids).last_hidden_state.square().sum().backward()
-        grads.append(_grads(model))
+        grads.append(param_grads(model))
     assert model.is_gradient_checkpointing
-    assert _max_diff(*grads) < 1e-6
+    assert max_diff(*grads) < 1e-6
 
 
 def test_initialized_follows_the_runtime():

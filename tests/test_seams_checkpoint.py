@@ -9,13 +9,7 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-
-def _grads(module):
-    return [p.grad.cpu().clone() for p in module.parameters()]
-
-
-def _max_diff(a, b):
-    return max((x - y).abs().max().item() for x, y in zip(a, b))
+from _util import grads_without_and_with_checkpoint, max_diff, param_grads
 
 
 def _dropout_block():
@@ -69,12 +63,12 @@ def test_compiled_checkpoint_with_dropout_equals_compiled(use_reentrant):
         checkpointed = _compiled_grads(
             lambda t: checkpoint(block, t, use_reentrant=use_reentrant), params, x)
         for step in range(2):
-            assert _max_diff(plain[step], checkpointed[step]) == 0, (device, step)
-        assert _max_diff(plain[0], plain[1]) > 0  # the masks change between steps
+            assert max_diff(plain[step], checkpointed[step]) == 0, (device, step)
+        assert max_diff(plain[0], plain[1]) > 0  # the masks change between steps
 
 
 @pytest.mark.filterwarnings("ignore:.*is deprecated:FutureWarning")  # transformers 5 renames
-def test_compiled_hf_bert_gradient_checkpointing_same_grads():
+def test_compiled_hf_bert_gradient_checkpointing_sameparam_grads():
     """transformers' gradient_checkpointing_enable() under
     torch.compile(model, backend="tpu"), dropout 0.1: the gradients of the
     compiled model without checkpointing, up to the float32 rounding of
@@ -100,10 +94,10 @@ def test_compiled_hf_bert_gradient_checkpointing_same_grads():
         model.zero_grad()
         torch.tpu.manual_seed(7)
         compiled(input_ids=ids).last_hidden_state.square().sum().backward()
-        grads.append(_grads(model))
+        grads.append(param_grads(model))
     assert model.is_gradient_checkpointing
     scale = max(g.abs().max().item() for g in grads[0])
-    assert _max_diff(*grads) < 1e-6 * scale, (_max_diff(*grads), scale)
+    assert max_diff(*grads) < 1e-6 * scale, (max_diff(*grads), scale)
 
 
 @pytest.mark.parametrize("use_reentrant", [False, True])
@@ -115,11 +109,4 @@ def test_checkpoint_around_compiled_block_equals_uncheckpointed(use_reentrant):
     block = _dropout_block()
     compiled = torch.compile(block, backend="tpu")
     x = torch.randn(8, 16).to("tpu").requires_grad_()
-    grads = []
-    for use_ckpt in (False, True):
-        block.zero_grad()
-        torch.tpu.manual_seed(123)
-        y = checkpoint(compiled, x, use_reentrant=use_reentrant) if use_ckpt else compiled(x)
-        y.square().sum().backward()
-        grads.append(_grads(block))
-    assert _max_diff(*grads) == 0
+    assert max_diff(*grads_without_and_with_checkpoint(block, compiled, x, use_reentrant)) == 0
