@@ -97,6 +97,8 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from _report import emit  # noqa: E402
+
 PROMPT = 32
 MODELS = {
     "small": dict(num_hidden_layers=6, hidden_size=512, num_attention_heads=8,
@@ -747,7 +749,7 @@ def main(argv=None):
 
         warnings.filterwarnings("ignore")
         model = "large" if args.only_large else "small"
-        return emit_json({int(b): program_vs_jax(model, int(b), args.new_tokens)
+        return emit({int(b): program_vs_jax(model, int(b), args.new_tokens)
                           for b in args.batches.split(",")}, args.out)
     if args.quick:
         args.new_tokens, args.batches, args.rounds, args.diagnose = 16, "8", 1, False
@@ -760,16 +762,7 @@ def main(argv=None):
         for batch in (int(b) for b in args.batches.split(",")):
             report["results"][model][batch] = bench_one(model, batch, args)
     print_table(report)
-    return emit_json(report, args.out)
-
-
-def emit_json(report, out):
-    text = json.dumps(report, indent=2)
-    print(text)
-    if out:
-        with open(out, "w") as f:
-            f.write(text + "\n")
-    return report
+    return emit(report, args.out)
 
 
 if __name__ == "__main__":

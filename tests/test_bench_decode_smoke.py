@@ -3,6 +3,7 @@ Llama, 6 new tokens), and its counters see what the benchmark reports: one
 program per fused decode step and the static KV cache donated in place."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ NEW_TOKENS, BATCH = 6, 2
 
 @pytest.fixture(scope="module")
 def bench():
+    if str(BENCH.parent) not in sys.path:  # bench/_report.py, as when run from bench/
+        sys.path.insert(0, str(BENCH.parent))
     spec = importlib.util.spec_from_file_location("bench_decode", BENCH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
