@@ -200,6 +200,15 @@ def test_inplace_and_out():
         torch.add(t, t, out=out)
     assert_close_cpu(t, (x + 1j) * 2)
     assert_close_cpu(out, ((x + 1j) * 2) * 2)
+    # abs_ of a complex tensor refuses, as ATen's (its real result would be
+    # cast back into the complex tensor); abs(out=float) works.
+    with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors."):
+        t.abs_()
+    assert_close_cpu(t, (x + 1j) * 2)
+    real = torch.empty(0, device="tpu")
+    with no_fallback():
+        torch.abs(t, out=real)
+    assert_close_cpu(real, ((x + 1j) * 2).abs())
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)

@@ -318,6 +318,10 @@ class LoweringKernel final : public c10::OperatorKernel {
       }
       case Variant::kInplace: {
         at::Tensor self = args[0].toTensor();
+        // ATen's abs_ refuses complex self before computing (a real result
+        // would cast back to complex silently).
+        TORCH_CHECK(key_ != "abs" || !self.is_complex(),
+                    "In-place abs is not supported for complex tensors.");
         check_partial_overlap(op, args.slice(1), self);
         auto values = (*rule)(ctx, Args(args));
         TORCH_CHECK(!values.empty(), name_, ": the rule returned no value");
