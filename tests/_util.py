@@ -155,3 +155,30 @@ def grads_without_and_with_checkpoint(block, forward, x, use_reentrant, seed=123
         y.square().sum().backward()
         grads.append(param_grads(block))
     return grads
+
+
+def bert_grads_without_and_with_gradient_checkpointing(wrap=lambda model: model):
+    """A tiny random transformers BERT on tpu in train mode (hidden and
+    attention dropout 0.1): its gradients without, then with
+    ``gradient_checkpointing_enable()``, each from tpu seed 7. ``wrap(model)``
+    is what runs (``torch.compile``, say), wrapped anew after the switch."""
+    import transformers
+
+    config = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64,
+                                     max_position_embeddings=16, hidden_dropout_prob=0.1,
+                                     attention_probs_dropout_prob=0.1)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config, add_pooling_layer=False).to("tpu").train()
+    ids = torch.randint(0, 64, (2, 8)).to("tpu")
+    grads = []
+    for use_ckpt in (False, True):
+        if use_ckpt:
+            model.gradient_checkpointing_enable()
+        run = wrap(model)
+        model.zero_grad()
+        torch.tpu.manual_seed(7)
+        run(input_ids=ids).last_hidden_state.square().sum().backward()
+        grads.append(param_grads(model))
+    assert model.is_gradient_checkpointing
+    return grads

@@ -16,7 +16,8 @@ from torch.utils.checkpoint import checkpoint
 
 import torchtpu
 
-from _util import assert_close_cpu, grads_without_and_with_checkpoint, max_diff, param_grads
+from _util import (assert_close_cpu, bert_grads_without_and_with_gradient_checkpointing,
+                   grads_without_and_with_checkpoint, max_diff)
 
 
 # --- torch.utils.checkpoint: the RNG state is stashed only when _initialized
@@ -35,28 +36,12 @@ def test_checkpoint_replays_dropout_masks(use_reentrant):
 
 
 @pytest.mark.filterwarnings("ignore:.*is deprecated:FutureWarning")  # transformers 5 renames
-def test_hf_bert_gradient_checkpointing_sameparam_grads():
+def test_hf_bert_gradient_checkpointing_same_grads():
     """transformers' gradient_checkpointing_enable() on a tiny random BERT in
     train mode (hidden and attention dropout 0.1): the same gradients as
     without it."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64,
-                                     max_position_embeddings=16, hidden_dropout_prob=0.1,
-                                     attention_probs_dropout_prob=0.1)
-    model = transformers.BertModel(config, add_pooling_layer=False).to("tpu").train()
-    ids = torch.randint(0, 64, (2, 8)).to("tpu")
-    grads = []
-    for use_ckpt in (False, True):
-        if use_ckpt:
-            model.gradient_checkpointing_enable()
-        model.zero_grad()
-        torch.tpu.manual_seed(7)
-        model(input_ids=ids).last_hidden_state.square().sum().backward()
-        grads.append(param_grads(model))
-    assert model.is_gradient_checkpointing
-    assert max_diff(*grads) < 1e-6
+    pytest.importorskip("transformers")
+    assert max_diff(*bert_grads_without_and_with_gradient_checkpointing()) < 1e-6
 
 
 def test_initialized_follows_the_runtime():

@@ -9,7 +9,8 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from _util import grads_without_and_with_checkpoint, max_diff, param_grads
+from _util import (bert_grads_without_and_with_gradient_checkpointing,
+                   grads_without_and_with_checkpoint, max_diff)
 
 
 def _dropout_block():
@@ -68,34 +69,16 @@ def test_compiled_checkpoint_with_dropout_equals_compiled(use_reentrant):
 
 
 @pytest.mark.filterwarnings("ignore:.*is deprecated:FutureWarning")  # transformers 5 renames
-def test_compiled_hf_bert_gradient_checkpointing_sameparam_grads():
+def test_compiled_hf_bert_gradient_checkpointing_same_grads():
     """transformers' gradient_checkpointing_enable() under
     torch.compile(model, backend="tpu"), dropout 0.1: the gradients of the
     compiled model without checkpointing, up to the float32 rounding of
     differently cut graphs (measured 1.3e-6 on gradients up to 111; with
     dropout 0, 3.3e-5). Different masks would differ by ~1e-3 (the eager
     case before torch.tpu._initialized existed: 1.7e-3)."""
-    transformers = pytest.importorskip("transformers")
-    from torchtpu.integrations import checkpoint as compiled_checkpoint
-
-    compiled_checkpoint.enable()
-    config = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64,
-                                     max_position_embeddings=16, hidden_dropout_prob=0.1,
-                                     attention_probs_dropout_prob=0.1)
-    torch.manual_seed(0)
-    model = transformers.BertModel(config, add_pooling_layer=False).to("tpu").train()
-    ids = torch.randint(0, 64, (2, 8)).to("tpu")
-    grads = []
-    for use_ckpt in (False, True):
-        if use_ckpt:
-            model.gradient_checkpointing_enable()
-        compiled = torch.compile(model, backend="tpu")
-        model.zero_grad()
-        torch.tpu.manual_seed(7)
-        compiled(input_ids=ids).last_hidden_state.square().sum().backward()
-        grads.append(param_grads(model))
-    assert model.is_gradient_checkpointing
+    pytest.importorskip("transformers")
+    grads = bert_grads_without_and_with_gradient_checkpointing(
+        lambda model: torch.compile(model, backend="tpu"))
     scale = max(g.abs().max().item() for g in grads[0])
     assert max_diff(*grads) < 1e-6 * scale, (max_diff(*grads), scale)
 
