@@ -160,7 +160,10 @@ class LoweringKernel final : public c10::OperatorKernel {
       : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)),
         key_(std::move(key)),
         // Fixed per op: looked up once here rather than by name on every call.
-        unsigned_native_(barebones_unsigned_native(key_)), float8_native_(float8_native(key_)) {
+        unsigned_native_(barebones_unsigned_native(key_)), float8_native_(float8_native(key_)),
+        // ATen's abs_ refuses complex self before computing (a real result
+        // would cast back into it).
+        refuses_complex_self_(variant == Variant::kInplace && key_ == "abs") {
     if (variant_ != Variant::kOutOnly && DispatchCache::allowed(key_)) {
       cache_ = std::make_unique<DispatchCache>();
     }
@@ -318,9 +321,7 @@ class LoweringKernel final : public c10::OperatorKernel {
       }
       case Variant::kInplace: {
         at::Tensor self = args[0].toTensor();
-        // ATen's abs_ refuses complex self before computing (a real result
-        // would cast back to complex silently).
-        TORCH_CHECK(key_ != "abs" || !self.is_complex(),
+        TORCH_CHECK(!refuses_complex_self_ || !self.is_complex(),
                     "In-place abs is not supported for complex tensors.");
         check_partial_overlap(op, args.slice(1), self);
         auto values = (*rule)(ctx, Args(args));
@@ -477,6 +478,7 @@ class LoweringKernel final : public c10::OperatorKernel {
   std::string key_;
   bool unsigned_native_;  // barebones_unsigned_native(key_)
   bool float8_native_;    // float8_native(key_)
+  bool refuses_complex_self_;  // abs_
   std::once_flag layout_once_;
   LayoutRule layout_;
   std::unique_ptr<DispatchCache> cache_;  // null: calls of this kernel are not cached
