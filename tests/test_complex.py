@@ -180,6 +180,26 @@ def test_products_and_indexing(dtype):
     run_both(lambda x: x != 1j, torch.tensor([1j, 1 + 1j], dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_addmm_family_with_complex_alpha_and_beta(dtype):
+    """A complex alpha/beta is a value, not a double: each op of the family
+    (and add's/index_add's alpha) equals CPU's, natively lowered."""
+    alpha, beta = 1 + 2j, 0.5 - 1j
+    a, b, c = crand(3, 5, dtype=dtype), crand(5, 4, dtype=dtype), crand(3, 4, dtype=dtype)
+    b1, b2 = crand(2, 3, 5, dtype=dtype), crand(2, 5, 4, dtype=dtype)
+    v, w = crand(5, dtype=dtype), crand(4, dtype=dtype)
+    run_both(lambda m, x, y: torch.addmm(m, x, y, beta=beta, alpha=alpha), c, a, b)
+    run_both(lambda m, x, y: torch.baddbmm(m, x, y, beta=beta, alpha=alpha), crand(2, 3, 4, dtype=dtype), b1, b2)
+    run_both(lambda m, x, y: torch.addbmm(m, x, y, beta=beta, alpha=alpha), c, b1, b2)
+    run_both(lambda m, x, y: torch.addmv(m, x, y, beta=beta, alpha=alpha), c[:, 0], a, v)
+    run_both(lambda m, x, y: torch.addr(m, x, y, beta=beta, alpha=alpha), c, c[:, 0], w)
+    run_both(torch.mv, a, v)
+    # An empty product leaves beta * self (and a 1 + 0j alpha is the identity).
+    run_both(lambda m, x, y: torch.addmm(m, x, y, beta=2j, alpha=1j), c, a[:, :0], b[:0])
+    run_both(lambda x, y: torch.add(x, y, alpha=1 + 0j), c, c)
+    run_both(lambda x, y: torch.add(x, y, alpha=alpha), c, c)
+
+
 def test_conjugated_operand_falls_back_correctly():
     """mm receives lazily conjugated inputs (the Conjugate key passes it
     through): the kernel sends those to CPU rather than read raw values."""

@@ -54,6 +54,12 @@ ir::Value operand(LoweringContext& ctx, const c10::IValue& v, ir::DType dt) {
   return ctx.scalar(v.toScalar(), dt);
 }
 
+bool scalar_equals(const c10::Scalar& s, double v) {
+  if (s.isComplex()) return s.toComplexDouble() == c10::complex<double>(v, 0);
+  if (s.isIntegral(/*includeBool=*/true)) return static_cast<double>(s.toLong()) == v;
+  return s.toDouble() == v;
+}
+
 c10::ScalarType result_type(const c10::IValue& a, const c10::IValue& b) {
   at::native::ResultTypeState state{};
   for (const auto* v : {&a, &b}) {

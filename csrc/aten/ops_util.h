@@ -15,6 +15,10 @@ ir::Value broadcast_to(LoweringContext& ctx, ir::Value v, c10::IntArrayRef sizes
 std::vector<int64_t> broadcast_shape(LoweringContext& ctx, ir::Value a, ir::Value b);
 // Operand i of a binary op as an IR value in `dtype`: a tensor or a Python scalar.
 ir::Value operand(LoweringContext& ctx, const c10::IValue& v, ir::DType dtype);
+// Whether a Python scalar (an alpha, a beta) equals the real `v`: a complex
+// one when its imaginary part is 0, a bool as 0/1. Never Scalar::toDouble on a
+// complex value, which raises "cannot be converted to type double".
+bool scalar_equals(const c10::Scalar& s, double v);
 // PyTorch's result type of two operands (tensors or scalars).
 c10::ScalarType result_type(const c10::IValue& a, const c10::IValue& b);
 // Broadcast both to a common shape; returns the pair.

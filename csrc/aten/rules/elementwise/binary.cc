@@ -41,7 +41,7 @@ std::vector<ir::Value> add_sub(LoweringContext& ctx, const Args& a, Op op) {
     TORCH_CHECK(dt != ir::DType::kBool || !alpha.isIntegral(false) || alpha.toLong() == 1 ||
                     op != Op::kSub,
                 "Subtraction, the `-` operator, with two bool tensors is not supported.");
-    bool is_one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
+    const bool is_one = scalar_equals(alpha, 1);
     if (!is_one) y = ctx.g().binary(Op::kMul, y, broadcast_to(ctx, ctx.scalar(alpha, dt), dims(ctx, y)));
   }
   if (dt == ir::DType::kBool) {

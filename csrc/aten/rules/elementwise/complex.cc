@@ -146,9 +146,7 @@ ValueList add_sub(LoweringContext& ctx, const Args& a, Op op) {
     const c10::Scalar alpha = a.scalar(2);
     TORCH_CHECK(ir::is_complex(dt) || !alpha.isComplex(),
                 "For non-complex input tensors, argument alpha must not be a complex number.");
-    const bool is_one = alpha.isComplex() ? alpha.toComplexDouble() == 1.0
-                        : alpha.isIntegral(true) ? alpha.toLong() == 1
-                                                  : alpha.toDouble() == 1.0;
+    const bool is_one = scalar_equals(alpha, 1);
     if (!is_one) {
       y = ctx.g().binary(Op::kMul, y, broadcast_to(ctx, ctx.scalar(alpha, dt), dims(ctx, y)));
     }
@@ -278,6 +276,10 @@ RegisterComplex c_mm("mm");
 RegisterComplex c_bmm("bmm");
 RegisterComplex c_addmm("addmm");
 RegisterComplex c_baddbmm("baddbmm");
+RegisterComplex c_addbmm("addbmm");
+RegisterComplex c_mv("mv");
+RegisterComplex c_addmv("addmv");
+RegisterComplex c_addr("addr");
 RegisterComplex c_dot("dot");
 
 }  // namespace

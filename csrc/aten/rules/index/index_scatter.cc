@@ -242,7 +242,7 @@ std::vector<ir::Value> index_add(LoweringContext& ctx, const Args& a) {
   if (index.numel() == 0 || self.numel() == 0) return {x};
   ir::Value src = ctx.tensor(source);
   c10::Scalar alpha = a.scalar(4);
-  if (!(alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0)) {
+  if (!scalar_equals(alpha, 1)) {
     src = g.binary(dtype(ctx, src) == DType::kBool ? ir::Op::kAnd : ir::Op::kMul, src,
                    broadcast_to(ctx, ctx.scalar(alpha, dtype(ctx, src)), source.sizes()));
   }

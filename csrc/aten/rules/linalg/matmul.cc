@@ -43,10 +43,6 @@ void check_expandable(const at::Tensor& self, c10::IntArrayRef sizes) {
   at::inferExpandGeometry_dimvector(self.sizes(), self.strides(), sizes);
 }
 
-// Whether a beta/alpha equals `v` (bool scalars count as 0/1, as CPU's
-// beta.to<scalar_t>() reads them).
-bool scalar_is(const c10::Scalar& s, double v) { return s.toDouble() == v; }
-
 // beta * self + alpha * product, PyTorch's addmm family. beta == 0 ignores self
 // entirely, so NaN/inf in it do not propagate (documented for torch.addmm);
 // beta/alpha == 1 skip their multiply. Other values are program parameters, so a
@@ -56,12 +52,12 @@ Value scaled_sum(LoweringContext& ctx, const at::Tensor& self, Value product,
   auto& g = ctx.g();
   const ir::DType dt = dtype(ctx, product);
   const auto shape = dims(ctx, product);  // a copy: adding nodes moves the graph's storage
-  if (!scalar_is(alpha, 1)) {
+  if (!scalar_equals(alpha, 1)) {
     product = g.binary(Op::kMul, product, broadcast_to(ctx, ctx.scalar(alpha, dt), shape));
   }
-  if (scalar_is(beta, 0)) return product;
+  if (scalar_equals(beta, 0)) return product;
   Value s = broadcast_to(ctx, g.convert(ctx.tensor(self), dt), shape);
-  if (!scalar_is(beta, 1)) s = g.binary(Op::kMul, s, broadcast_to(ctx, ctx.scalar(beta, dt), shape));
+  if (!scalar_equals(beta, 1)) s = g.binary(Op::kMul, s, broadcast_to(ctx, ctx.scalar(beta, dt), shape));
   return g.binary(Op::kAdd, s, product);
 }
 
