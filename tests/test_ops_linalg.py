@@ -141,6 +141,15 @@ def test_geqrf_householder_ormqr(shape):
                      packed, tau, c)
 
 
+def test_householder_product_out_dtype_message():
+    """An int out= is refused with checkLinalgCompatibleDtype's text under the
+    public name, as on CPU (orgqr is the same op)."""
+    packed, tau = torch.geqrf(torch.randn(4, 3))
+    out = torch.empty(4, 3, dtype=torch.int)
+    same_error(lambda p, t, o: torch.linalg.householder_product(p, t, out=o), packed, tau, out)
+    same_error(lambda p, t, o: torch.orgqr(p, t, out=o), packed, tau, out)
+
+
 # ------------------------------------------------------------------------- LU
 
 

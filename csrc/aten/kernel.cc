@@ -134,8 +134,12 @@ void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Ten
   } else if (key == "complex" || key == "polar") {
     TORCH_CHECK(to == from, "Expected object of scalar type ", from, " but got scalar type ", to,
                 " for argument 'out'");
-  } else if (key == "cholesky" || key == "cholesky_inverse") {
-    TORCH_CHECK(c10::canCast(from, to), key, ": Expected result to be safely castable from ", from,
+  } else if (key == "cholesky" || key == "cholesky_inverse" ||
+             key == "linalg_householder_product") {
+    // checkLinalgCompatibleDtype's text, under the name the user called.
+    const std::string fn = key == "linalg_householder_product"
+                               ? "torch.linalg.householder_product" : key;
+    TORCH_CHECK(c10::canCast(from, to), fn, ": Expected result to be safely castable from ", from,
                 " dtype, but got result with dtype ", to);
   } else if (kStructuredExact.count(key) != 0) {
     TORCH_CHECK(to == from, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(from),
