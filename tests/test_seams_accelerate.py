@@ -23,8 +23,6 @@ from _util import no_fallback
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-import torchtpu.integrations.transformers as tpu_transformers  # noqa: E402
-
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 
@@ -44,34 +42,10 @@ def _save_llama(tmp_path):
 # --- device_map="auto": accelerate's memory budget
 
 
-def test_device_map_auto_still_picks_cpu(tmp_path, monkeypatch):
-    """accelerate's own get_max_memory lists CUDA/NPU/XPU/... devices, never
-    tpu, so device_map="auto" puts every weight on CPU (on a CUDA host: the
-    GPU). Without enable(): device_map="tpu", or max_memory with index 0 (an
-    int device is the current accelerator, tpu)."""
-    import transformers.integrations.accelerate as hf_accelerate
-
-    from torchtpu.integrations import accelerate as tpu_accelerate
-
-    import accelerate.utils.modeling
-
-    original = tpu_accelerate._original_get_max_memory  # enable() may have run
-    monkeypatch.setattr(hf_accelerate, "accelerate_max_memory", original)
-    monkeypatch.setattr(accelerate.utils.modeling, "get_max_memory", original)
-    _save_llama(tmp_path)
-    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, device_map="auto")
-    assert {p.device.type for p in model.parameters()} == {"cpu"}
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        tmp_path, device_map="auto", max_memory={0: "1GiB", "cpu": "1GiB"})
-    assert {p.device for p in model.parameters()} == {torch.device("tpu", 0)}
-
-
-def test_device_map_auto_fills_tpu_after_enable(tmp_path):
-    """After enable() (torchtpu.integrations.accelerate): device_map="auto"
-    puts the weights on tpu first, as on a GPU, with the saved values; a
-    max_memory with a tpu index works too, and one beyond the device count is
-    an error naming tpu."""
-    tpu_transformers.enable()
+def test_device_map_auto_fills_tpu(tmp_path):
+    """device_map="auto" puts the weights on tpu first, as on a GPU, with the
+    saved values; a max_memory with a tpu index works too, and one beyond the
+    device count is an error naming tpu."""
     reference = _save_llama(tmp_path)
     ids = torch.randint(0, 64, (1, 5))
     with torch.no_grad():
@@ -97,14 +71,32 @@ _ACCELERATE_PROBE = textwrap.dedent("""
     from accelerate import Accelerator, PartialState
     from accelerate.state import AcceleratorState
     out = {}
-    if sys.argv[1] == "devices":
-        args = transformers.TrainingArguments(tempfile.mkdtemp(), report_to=[])
-        out["args"] = str(args.device)
-        out["accelerate"] = str(PartialState().device)
-    elif sys.argv[1] in ("train", "train-cpu"):
-        import torchtpu.integrations.transformers as tpu_transformers
-        tpu_transformers.enable()
 
+    def devices():
+        AcceleratorState._reset_state(reset_partial_state=True)
+        args = transformers.TrainingArguments(tempfile.mkdtemp(), report_to=[])
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+            intermediate_size=64))
+        path = tempfile.mkdtemp()
+        model.save_pretrained(path)
+        def placed(**kwargs):
+            model = transformers.AutoModelForCausalLM.from_pretrained(path, **kwargs)
+            return sorted({str(p.device) for p in model.parameters()})
+
+        return {"args": str(args.device), "accelerate": str(PartialState().device),
+                "device_map": placed(device_map="auto"),
+                "max_memory": placed(device_map="auto", max_memory={0: "1GiB", "cpu": "1GiB"})}
+
+    if sys.argv[1] == "devices":
+        out = devices()
+        if sys.argv[2:] == ["enable"]:
+            import torchtpu.integrations.transformers as tpu_transformers
+            tpu_transformers.enable()
+            tpu_transformers.enable()  # idempotent
+            out["enabled"] = devices()
+    elif sys.argv[1] in ("train", "train-cpu"):
         def train(**kwargs):
             torch.manual_seed(0)
             g = torch.Generator().manual_seed(1)
@@ -145,29 +137,48 @@ _ACCELERATE_PROBE = textwrap.dedent("""
 """)
 
 
-def _probe(mode, env_device=None):
-    env = {k: v for k, v in os.environ.items() if k != "ACCELERATE_TORCH_DEVICE"}
+def _probe(mode, env_device=None, fixes=True, then=()):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ACCELERATE_TORCH_DEVICE", "TORCHTPU_LIBRARY_FIXES")}
     if env_device:
         env["ACCELERATE_TORCH_DEVICE"] = env_device
-    run = subprocess.run([sys.executable, "-c", _ACCELERATE_PROBE, mode], env=env,
-                         capture_output=True, text=True, timeout=120)
+    if not fixes:
+        env["TORCHTPU_LIBRARY_FIXES"] = "0"
+    run = subprocess.run([sys.executable, "-c", _ACCELERATE_PROBE, mode, *then], env=env,
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def test_trainer_devices_still_disagree_without_env():
-    """TrainingArguments picks tpu:0 (is_torch_tpu_available: the accelerator
-    is "tpu"), accelerate's PartialState picks CPU (its fixed list), so a
-    Trainer moves the model to tpu and the batches stay on CPU: "Expected all
-    tensors to be on the same device" at the first step. The one-liner:
-    ACCELERATE_TORCH_DEVICE=tpu (tests/test_trainer.py trains with it)."""
-    assert _probe("devices") == {"args": "tpu:0", "accelerate": "cpu"}
+def test_devices_without_enable():
+    """A fresh process that never calls enable(): TrainingArguments and
+    accelerate's PartialState both pick tpu, and device_map="auto" puts the
+    weights on tpu, as both pick cuda on a CUDA host."""
+    assert _probe("devices") == {"args": "tpu:0", "accelerate": "tpu",
+                                 "device_map": ["tpu:0"], "max_memory": ["tpu:0"]}
 
 
-def test_trainer_on_tpu_without_env_after_enable():
-    """After torchtpu.integrations.transformers.enable() (which enables the
-    accelerate module): accelerate's default device is tpu, so a Trainer
-    trains on tpu with no ACCELERATE_TORCH_DEVICE, with CPU's losses, also
+def test_devices_still_disagree_without_the_fixes():
+    """With TORCHTPU_LIBRARY_FIXES=0: TrainingArguments picks tpu:0
+    (is_torch_tpu_available: the accelerator is "tpu"), accelerate's
+    PartialState picks CPU (its fixed list), so a Trainer moves the model to
+    tpu and the batches stay on CPU: "Expected all tensors to be on the same
+    device" at the first step; and accelerate's get_max_memory lists no tpu,
+    so device_map="auto" puts every weight on CPU (a max_memory with index 0
+    works: an int device is the current accelerator, tpu). The one-liners:
+    ACCELERATE_TORCH_DEVICE=tpu (tests/test_trainer.py trains with it),
+    device_map="tpu". enable() (twice) then applies the fixes by hand."""
+    out = _probe("devices", fixes=False, then=["enable"])
+    assert out.pop("enabled") == {"args": "tpu:0", "accelerate": "tpu",
+                                  "device_map": ["tpu:0"], "max_memory": ["tpu:0"]}
+    assert out == {"args": "tpu:0", "accelerate": "cpu", "device_map": ["cpu"],
+                   "max_memory": ["tpu:0"]}
+
+
+def test_trainer_on_tpu_without_env():
+    """In a fresh process that never calls enable(): accelerate's default
+    device is tpu, so a Trainer trains on tpu with no ACCELERATE_TORCH_DEVICE,
+    with CPU's losses, also
     with torch_compile=True (transformers asks accelerate for Inductor, which
     raised InductorError on tpu; now torchtpu's backend); use_cpu=True still
     trains on CPU (the variable would override it)."""

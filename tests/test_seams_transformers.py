@@ -6,9 +6,17 @@ the library changes it, and then the row in the docs (and the one-liner there)
 should change with it.
 
 transformers reads device "tpu" as Google's torch_tpu (another PrivateUse1
-backend of that name), so several of its tpu branches run for torchtpu."""
+backend of that name), so several of its tpu branches run for torchtpu.
+torchtpu's fixes (torchtpu/integrations/transformers.py) are applied by an
+import hook as transformers is imported, in this process too; the first two
+tests run fresh processes, with the hook and with TORCHTPU_LIBRARY_FIXES=0."""
 
 import copy
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -19,8 +27,6 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # device_map and the pipeline test
 import transformers.utils.import_utils as import_utils  # noqa: E402
 
-import torchtpu.integrations.transformers as tpu_transformers  # noqa: E402
-
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 
@@ -30,23 +36,133 @@ def _llama_config(**kwargs):
         num_key_value_heads=2, intermediate_size=64, **kwargs)
 
 
-# --- flex attention: refused for every model once the accelerator is "tpu"
+# --- what a process that never calls enable() gets, with and without the hook
+
+_PROBE = textwrap.dedent("""
+    import json, sys
+    import torch, transformers
+
+    def llama(attn):
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=64)
+        return transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn)
+
+    def flex_on_cpu():
+        # A CPU model: torchtpu is installed, tpu is never named.
+        try:
+            model = llama("flex_attention").eval()
+        except ImportError as e:
+            return str(e)
+        ids = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            return (model(ids).logits - llama("sdpa").eval()(ids).logits).abs().max().item()
+
+    def pipeline_devices():
+        words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"]
+        open(sys.argv[1] + "/vocab.txt", "w").write("\\n".join(words) + "\\n")
+        tokenizer = transformers.BertTokenizerFast(sys.argv[1] + "/vocab.txt")
+        config = transformers.BertConfig(vocab_size=len(words), hidden_size=32,
+                                         num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=64, num_labels=3)
+        model = transformers.BertForSequenceClassification(config).eval().to("tpu")
+        pipe = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer)
+        pipe("hello world")
+        return [str(pipe.device), str(next(model.parameters()).device)]
+
+    def block_mask():  # the name masking_utils chose at its import
+        return sys.modules["transformers.masking_utils"].BlockMask.__name__
+
+    out = {"flex": flex_on_cpu(), "pipeline": pipeline_devices(), "block_mask": block_mask()}
+    if sys.argv[2] == "enable":
+        import torchtpu.integrations.transformers as tpu_transformers
+        tpu_transformers.enable()
+        tpu_transformers.enable()  # idempotent
+        out["enabled"] = {"flex": flex_on_cpu(), "pipeline": pipeline_devices(),
+                          "block_mask": block_mask()}
+    print(json.dumps(out))
+""")
 
 
-def test_flex_attention_still_refused_without_enable():
-    """transformers' own answer (import_utils.is_torch_flex_attn_available):
-    False when the current accelerator is "tpu", as it is whenever torchtpu
-    is loaded, so attn_implementation="flex_attention" raises ImportError."""
-    assert import_utils.get_device_type() == "tpu"
-    assert tpu_transformers._original_flex_available() is False
+def _probe(tmp_path, fixes, then="none"):
+    env = {k: v for k, v in os.environ.items() if k != "TORCHTPU_LIBRARY_FIXES"}
+    if not fixes:
+        env["TORCHTPU_LIBRARY_FIXES"] = "0"
+    run = subprocess.run([sys.executable, "-c", _PROBE, str(tmp_path), then], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_fixes_apply_without_enable(tmp_path):
+    """A fresh process that imports transformers and never calls enable():
+    flex attention on a CPU model gives SDPA's logits (transformers refused it
+    for every model once the accelerator is "tpu"), and a pipeline keeps a tpu
+    model on tpu (as cuda:0 on a CUDA host)."""
+    out = _probe(tmp_path, fixes=True)
+    assert isinstance(out["flex"], float) and out["flex"] < 1e-5, out
+    assert out["pipeline"] == ["tpu:0", "tpu:0"]
+    assert out["block_mask"] == "BlockMask"
+
+
+def test_flex_and_pipeline_still_need_the_fixes(tmp_path):
+    """With TORCHTPU_LIBRARY_FIXES=0, transformers' own behaviour:
+    is_torch_flex_attn_available() is False whenever the accelerator is "tpu",
+    so attn_implementation="flex_attention" raises ImportError for a CPU
+    model; a pipeline without device means index 0, an index means
+    cuda/mlu/npu/xpu/mps, else CPU, so a tpu model is moved back to CPU.
+    enable() then (twice) applies the same fixes by hand, including to
+    masking_utils, which had read the old answer at its import."""
+    out = _probe(tmp_path, fixes=False, then="enable")
+    assert "PyTorch Flex Attention is not supported on TPU" in out["flex"], out
+    assert out["pipeline"] == ["cpu", "cpu"]
+    assert out["block_mask"] == "Tensor"  # masking_utils' stand-in without flex
+    enabled = out["enabled"]
+    assert isinstance(enabled["flex"], float) and enabled["flex"] < 1e-5, out
+    assert enabled["pipeline"] == ["tpu:0", "tpu:0"]
+    assert enabled["block_mask"] == "BlockMask"
+
+
+def test_fixes_apply_to_libraries_imported_before_torchtpu():
+    """transformers and accelerate imported before torchtpu (torch's backend
+    autoload off) are fixed at `import torchtpu`, including the name
+    transformers.integrations.accelerate copied from accelerate."""
+    code = textwrap.dedent("""
+        import torch, transformers
+        import transformers.integrations.accelerate as hf_accelerate
+        import transformers.pipelines.base as base
+        from accelerate.state import PartialState
+        import torchtpu
+        print(hasattr(base.Pipeline.__init__, "_torchtpu_original"),
+              hasattr(hf_accelerate.accelerate_max_memory, "_torchtpu_original"),
+              PartialState().device)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "TORCHTPU_LIBRARY_FIXES"}
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split()[-3:] == ["True", "True", "tpu"]
+
+
+def test_a_fix_that_fails_warns_and_the_import_goes_on():
+    """A library that changed shape: the hook warns, naming the module and the
+    switch, and leaves the module as it is (the import does not fail)."""
+    from types import SimpleNamespace
+
+    from torchtpu.integrations import _library_fixes
+
+    with pytest.warns(RuntimeWarning, match=r"transformers\.pipelines\.base.*"
+                                            r"TORCHTPU_LIBRARY_FIXES=0"):
+        _library_fixes._apply("transformers.pipelines.base", SimpleNamespace())
 
 
 @pytest.mark.filterwarnings("ignore:_compile flag:DeprecationWarning")  # transformers' own call
 def test_flex_attention_llama_equals_cpu_sdpa():
-    """After enable(): a Llama with flex attention on tpu (GQA, a left-padded
-    row) gives the logits and gradients of the same weights with SDPA on CPU."""
-    tpu_transformers.enable()
-    tpu_transformers.enable()  # idempotent
+    """A Llama with flex attention on tpu (GQA, a left-padded row) gives the
+    logits and gradients of the same weights with SDPA on CPU."""
+    assert import_utils.get_device_type() == "tpu"
     assert import_utils.is_torch_flex_attn_available()
     torch.manual_seed(0)
     config = _llama_config()
@@ -172,26 +288,10 @@ def _scores(pipe):
     return {r["label"]: r["score"] for r in out}
 
 
-def test_pipeline_still_moves_a_tpu_model_to_cpu(tmp_path, monkeypatch):
-    """transformers' own Pipeline.__init__: no device means index 0, and an
-    index means cuda/mlu/npu/xpu/mps, else CPU, so a model on tpu is moved back
-    to CPU (on a CUDA host it stays on cuda:0)."""
-    monkeypatch.setattr(transformers.pipelines.base.Pipeline, "__init__",
-                        tpu_transformers._original_pipeline_init)
-    model, tokenizer = _classifier(tmp_path)
-    for device in (None, 0):
-        model.to("tpu")
-        pipe = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer,
-                                     device=device, top_k=None)
-        assert pipe.device == torch.device("cpu")
-        assert next(model.parameters()).device.type == "cpu"
-
-
-def test_pipeline_index_means_tpu_after_enable(tmp_path):
-    """After enable(): no device or an index keeps/puts the model on tpu (as
-    cuda:N on a CUDA host), with CPU's scores; "cpu" and -1 still mean CPU; a
-    model dispatched with device_map runs its inputs on the map's tpu."""
-    tpu_transformers.enable()
+def test_pipeline_index_means_tpu(tmp_path):
+    """No device or an index keeps/puts the model on tpu (as cuda:N on a CUDA
+    host), with CPU's scores; "cpu" and -1 still mean CPU; a model dispatched
+    with device_map runs its inputs on the map's tpu."""
     model, tokenizer = _classifier(tmp_path)
 
     def pipe(device, m=model):

@@ -151,6 +151,15 @@ from torchtpu.integrations import checkpoint as _checkpoint  # noqa: E402
 
 _checkpoint.enable()
 
+# transformers and accelerate read "tpu" as another backend, or not at all:
+# their fixes (torchtpu/integrations/transformers.py, accelerate.py) are
+# applied as those libraries are imported, through an import hook that imports
+# neither (torchtpu/integrations/_library_fixes.py); TORCHTPU_LIBRARY_FIXES=0
+# turns it off.
+from torchtpu.integrations import _library_fixes  # noqa: E402
+
+_library_fixes.install()
+
 from torchtpu import _dlpack  # noqa: E402  (torch.from_dlpack of tpu tensors)
 
 _dlpack.install()

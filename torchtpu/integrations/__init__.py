@@ -1,7 +1,10 @@
 """Glue between torchtpu and third-party libraries that pick devices themselves.
 
-One module per library, imported only on request, except flex_attention, which
-``import torchtpu`` loads and enables (none is a dependency of torchtpu):
+One module per library (none is a dependency of torchtpu). ``import torchtpu``
+enables flex_attention and checkpoint, and installs an import hook
+(``_library_fixes``) that applies the transformers and accelerate fixes as
+those libraries are imported (``TORCHTPU_LIBRARY_FIXES=0`` turns it off); the
+others are imported only on request:
 
 - :mod:`torchtpu.integrations.lightning`: a Lightning ``Accelerator`` and
   ``Strategy`` for tpu (``Trainer(strategy=TPUStrategy())``).
@@ -9,12 +12,12 @@ One module per library, imported only on request, except flex_attention, which
   take ``device="tpu"``.
 - :mod:`torchtpu.integrations.flex_attention`: ``enable()`` lets
   ``torch.nn.attention.flex_attention`` take tpu tensors.
-- :mod:`torchtpu.integrations.transformers`: ``enable()`` lets transformers
-  use flex attention with torchtpu installed, makes ``pipeline`` device
-  indices mean tpu, and enables the accelerate module.
-- :mod:`torchtpu.integrations.accelerate`: ``enable()`` makes accelerate's
-  default device and ``device_map="auto"`` budget include tpu, and its
-  Inductor requests compile with torchtpu's backend.
+- :mod:`torchtpu.integrations.transformers`: lets transformers use flex
+  attention with torchtpu installed, and makes ``pipeline`` device indices
+  mean tpu; its ``enable()`` applies these and accelerate's by hand.
+- :mod:`torchtpu.integrations.accelerate`: makes accelerate's default device
+  and ``device_map="auto"`` budget include tpu, and its Inductor requests
+  compile with torchtpu's backend.
 - :mod:`torchtpu.integrations.checkpoint`: ``enable()`` lets
   ``torch.compile(backend="tpu")`` compile ``checkpoint`` over dropout.
 
