@@ -133,56 +133,95 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::all_reduce_local(
   options.num_replicas = n;
   for (int d : devices) options.device_ids.push_back(client_->device_id(d));
   const std::string text = all_reduce_text(type, dims, op, n);
-  std::string key = text;
-  for (int64_t id : options.device_ids) key += "," + std::to_string(id);
 
-  std::shared_ptr<pjrt::Executable> exe;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = collectives_.find(key);
-    if (it != collectives_.end()) exe = it->second;
-  }
-  if (exe == nullptr) {
-    ++metrics_.cache_misses;
-    const auto start = std::chrono::steady_clock::now();
-    exe = client_->compile(text, options);
-    ++metrics_.compiles;
-    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now() - start).count();
-    metrics_.compile_ns += ns;
-    if (trace::active()) {
-      trace::Record r;
-      r.kind = trace::Kind::kCompile;
-      r.name = "all_reduce_local";
-      r.end_ns = trace::now_ns();
-      r.start_ns = r.end_ns - ns;
-      trace::add(std::move(r));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (collectives_.size() >= kMaxCollectivePrograms) collectives_.clear();
-    collectives_.emplace(key, exe);
-  } else {
-    ++metrics_.cache_hits;
-  }
-
+  auto exe = multi_device_program(text, options, "all_reduce_local");
   // The executable's device order is the assignment's: buffers[d] on devices[d].
   std::vector<std::vector<pjrt::Buffer*>> args;
   for (pjrt::Buffer* b : buffers) args.push_back({b});
-  const int64_t queued = trace::active() ? trace::now_ns() : 0;
-  auto outs = exe->execute_multi(args);
-  ++metrics_.executes;
+  auto outs = run_multi(*exe, args, devices, "all_reduce_local");
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
+  for (auto& out : outs) results.push_back(std::move(out[0]));
+  return results;
+}
+
+std::shared_ptr<pjrt::Executable> Runtime::multi_device_program(
+    const std::string& text, const pjrt::MultiDeviceOptions& options, const char* name) {
+  std::string key = text;
+  for (int64_t id : options.device_ids) key += "," + std::to_string(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = collectives_.find(key);
+    if (it != collectives_.end()) {
+      ++metrics_.cache_hits;
+      return it->second;
+    }
+  }
+  ++metrics_.cache_misses;
+  const auto start = std::chrono::steady_clock::now();
+  auto exe = client_->compile(text, options);
+  ++metrics_.compiles;
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start).count();
+  metrics_.compile_ns += ns;
+  if (trace::active()) {
+    trace::Record r;
+    r.kind = trace::Kind::kCompile;
+    r.name = name;
+    r.end_ns = trace::now_ns();
+    r.start_ns = r.end_ns - ns;
+    trace::add(std::move(r));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (collectives_.size() >= kMaxCollectivePrograms) collectives_.clear();
+  collectives_.emplace(key, exe);
+  return exe;
+}
+
+std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> Runtime::run_multi(
+    pjrt::Executable& exe, const std::vector<std::vector<pjrt::Buffer*>>& args,
+    const std::vector<int>& devices, const std::string& name) {
+  const int64_t queued = trace::active() ? trace::now_ns() : 0;
+  auto outs = exe.execute_multi(args);
+  ++metrics_.executes;
   for (size_t d = 0; d < outs.size(); ++d) {
     // One execute for the metrics; one record per device on the timeline.
-    if (queued != 0) trace::add_execute(outs[d], "all_reduce_local", devices[d], queued);
-    results.push_back(std::move(outs[d][0]));
-    track({results.back()}, "all_reduce_local", devices[d]);
+    if (queued != 0) trace::add_execute(outs[d], name, devices[d], queued);
+    track(outs[d], name, devices[d]);
   }
   if (mode_ == EagerMode::kDebug) {
     // Interruptible as every debug-mode wait (the results are tracked above).
-    for (const auto& r : results) r->await_ready(/*interruptible=*/true);
+    for (const auto& out : outs) {
+      for (const auto& r : out) r->await_ready(/*interruptible=*/true);
+    }
   }
-  return results;
+  return outs;
+}
+
+std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> Runtime::run_spmd(
+    const std::string& text, const std::vector<int>& devices,
+    const std::vector<std::vector<pjrt::Buffer*>>& args, const std::string& name) {
+  if (devices.empty()) throw std::invalid_argument(name + ": no devices");
+  std::set<int> seen;
+  pjrt::MultiDeviceOptions options;
+  options.num_partitions = static_cast<int>(devices.size());
+  options.partitioner = pjrt::Partitioner::kShardy;
+  for (int d : devices) {
+    if (d < 0 || d >= client_->device_count()) {
+      throw std::invalid_argument(name + ": device " + std::to_string(d) + " is not one of this "
+                                  "process's " + std::to_string(client_->device_count()) +
+                                  " devices");
+    }
+    if (!seen.insert(d).second) {
+      throw std::invalid_argument(name + ": device " + std::to_string(d) + " is named twice");
+    }
+    options.device_ids.push_back(client_->device_id(d));
+  }
+  if (args.size() != devices.size()) {
+    throw std::invalid_argument(name + ": " + std::to_string(args.size()) + " argument lists for " +
+                                std::to_string(devices.size()) + " devices");
+  }
+  auto exe = multi_device_program(text, options, name.c_str());
+  return run_multi(*exe, args, devices, name);
 }
 
 }  // namespace ttpu::runtime

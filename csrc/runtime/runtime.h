@@ -262,6 +262,19 @@ class Runtime {
   // pjrt::PjrtError from the plugin.
   std::vector<std::shared_ptr<pjrt::Buffer>> all_reduce_local(
       const std::vector<pjrt::Buffer*>& buffers, ReduceOp op);
+  // Runs one SPMD program over local devices (docs/spmd.md): `text` is
+  // StableHLO over global shapes with Shardy shardings (`sdy.mesh`,
+  // `sdy.sharding`), partitioned by XLA into devices.size() partitions;
+  // args[d] are the arguments of partition d, on devices[d] (each argument's
+  // per-device buffer, of one type and dims on every device). Returns the
+  // outputs per partition, [d][output], enqueued as run() does. Programs are
+  // cached by text and devices. Throws std::invalid_argument for an empty or
+  // repeated device list, a device this runtime lacks, a list count that is
+  // not the device count; pjrt::PjrtError for what the plugin (or the PJRT
+  // layer's launch checks) rejects.
+  std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> run_spmd(
+      const std::string& text, const std::vector<int>& devices,
+      const std::vector<std::vector<pjrt::Buffer*>>& args, const std::string& name);
 
   // Waits for every enqueued program; throws the first error met, naming its
   // op. The wait is interruptible (pjrt::set_wait_poll): an exception from the
@@ -336,9 +349,15 @@ class Runtime {
   std::unordered_map<std::string, std::shared_ptr<CompileJob>> compiling_;
   std::atomic<int> compiles_running_{0};
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
-  // all_reduce_local programs by text + device ids (few: one per op, dtype,
-  // shape and device set); cleared past kMaxCollectivePrograms.
+  // Multi-device programs (all_reduce_local, run_spmd) by text + device ids;
+  // cleared past kMaxCollectivePrograms.
   std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> collectives_;
+  std::shared_ptr<pjrt::Executable> multi_device_program(const std::string& text,
+                                                         const pjrt::MultiDeviceOptions& options,
+                                                         const char* name);
+  std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> run_multi(
+      pjrt::Executable& exe, const std::vector<std::vector<pjrt::Buffer*>>& args,
+      const std::vector<int>& devices, const std::string& name);
   // Enqueued buffers with their op, oldest first (bounded, see track()); `seq` increases.
   struct InFlight {
     int device;
