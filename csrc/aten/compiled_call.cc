@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+
+#include "stablehlo/emit.h"
 #include <mutex>
 
 #include "aten/device.h"
@@ -242,6 +244,51 @@ double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n
   for (auto& b : last) b->await_ready();
   const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start);
   return ns.count() / n;
+}
+
+CompiledCall::Description CompiledCall::describe() const {
+  const runtime::Capture& cap = *capture_;
+  TORCH_CHECK_NOT_IMPLEMENTED(checks_.empty(), "torchtpu.spmd: ", cap.name,
+                              " checks values (an error raised from the program's results, e.g. "
+                              "an index range); such programs are not yet run over several devices");
+  TORCH_CHECK(cap.graph != nullptr, "torchtpu.spmd: ", cap.name, " kept no graph");
+  const ir::Graph& graph = *cap.graph;
+  Description d;
+  d.text = stablehlo::emit(graph, "spmd");
+  d.device = cap.device;
+  const auto& params = graph.parameters();
+  TORCH_CHECK(params.size() == cap.args.size(), "torchtpu.spmd: ", cap.name, " has ",
+              params.size(), " parameters and ", cap.args.size(), " arguments");
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ir::TensorType& t = graph.type(ir::Value{params[i], 0});
+    const runtime::Capture::Arg& a = cap.args[i];
+    Param p{"constant", a.index, to_aten(t.dtype), t.dims, std::nullopt};
+    if (a.source == runtime::Capture::Source::kInput) {
+      p.source = "input";
+    } else if (a.source == runtime::Capture::Source::kRng) {
+      p.source = "rng";
+    } else {
+      int64_t numel = 1;
+      for (int64_t n : t.dims) numel *= n;
+      c10::Storage storage = new_storage(numel * ir::byte_size(t.dtype), cap.device);
+      runtime::Slot& slot = slot_of(storage);
+      slot.buffer = a.constant;
+      slot.dtype = t.dtype;
+      slot.producer = cap.name;
+      View flat{to_aten(t.dtype), {numel}, {1}, 0, 0};
+      p.constant = wrap(std::move(storage), flat);
+    }
+    d.params.push_back(std::move(p));
+  }
+  for (ir::Value v : graph.outputs()) {
+    d.program_outputs.emplace_back(to_aten(graph.type(v).dtype), graph.type(v).dims);
+  }
+  for (const Output& o : outputs_) {
+    static const char* kFrom[] = {"none", "program", "input", "empty"};
+    d.outputs.push_back({kFrom[static_cast<int>(o.from)], o.index, o.view.dtype, o.view.sizes,
+                         o.view.strides, o.view.offset});
+  }
+  return d;
 }
 
 }  // namespace ttpu::aten

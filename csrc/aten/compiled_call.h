@@ -46,6 +46,36 @@ class CompiledCall {
   // other work (what replay() adds is the difference).
   double raw_execute_ns(const std::vector<at::Tensor>& inputs, int n) const;
 
+  // The captured program as torchtpu.spmd compiles it again over several
+  // devices: its StableHLO text, each parameter (where its value comes from:
+  // "input" i's storage, a "rng" draw, or a "constant", given as a 1-D tpu
+  // tensor on the capture's device; its dtype and dims), each program
+  // output's (dtype, dims), and each call output: ("program" k | "input" i |
+  // "empty" | "none", index, dtype, sizes, strides, offset). Raises
+  // c10::NotImplementedError when the call made deferred value checks.
+  struct Param {
+    std::string source;
+    size_t index;
+    c10::ScalarType dtype;
+    std::vector<int64_t> dims;
+    std::optional<at::Tensor> constant;
+  };
+  struct CallOutput {
+    std::string from;
+    size_t index;
+    c10::ScalarType dtype;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset;
+  };
+  struct Description {
+    std::string text;
+    int device;
+    std::vector<Param> params;
+    std::vector<std::pair<c10::ScalarType, std::vector<int64_t>>> program_outputs;
+    std::vector<CallOutput> outputs;
+  };
+  Description describe() const;
+
  private:
   struct View {
     c10::ScalarType dtype;

@@ -28,6 +28,7 @@
 #include "cache/store.h"
 #include "distributed/python_bind.h"
 #include "python/settings_bind.h"
+#include "python/spmd_bind.h"
 #include "runtime/event.h"
 #include "runtime/fusion.h"
 #include "runtime/fusion_guard.h"
@@ -151,6 +152,7 @@ PYBIND11_MODULE(_C, m) {
   install_wait_poll();
   ttpu::distributed::bind(m, &ttpu::aten::adopt_host_retiring, &ttpu::aten::download_later);
   ttpu::python::bind_settings(m);
+  ttpu::python::bind_spmd(m);
 
   m.def("_set_default_plugin", &Runtime::set_default_plugin);
   m.def("_is_in_bad_fork", [] { return ttpu::pjrt::in_forked_child(); });
@@ -224,6 +226,19 @@ PYBIND11_MODULE(_C, m) {
           return std::nullopt;
         });
   m.def("_compiled_raw_execute_ns", &CompiledCall::raw_execute_ns);
+  // torchtpu.spmd: the captured program, to compile again over several devices.
+  m.def("_compiled_describe", [](const CompiledCall& call) {
+    auto d = call.describe();
+    py::list params, outs, prog;
+    for (auto& p : d.params) {
+      params.append(py::make_tuple(p.source, p.index, p.dtype, p.dims, p.constant));
+    }
+    for (auto& o : d.program_outputs) prog.append(py::make_tuple(o.first, o.second));
+    for (auto& o : d.outputs) {
+      outs.append(py::make_tuple(o.from, o.index, o.dtype, o.sizes, o.strides, o.offset));
+    }
+    return py::make_tuple(d.text, d.device, params, prog, outs);
+  });
   m.def("_set_eager_mode", [](const std::string& mode) {
     auto& rt = guarded([]() -> Runtime& { return Runtime::get(); });
     // Whatever the old mode recorded runs before the new mode takes over.

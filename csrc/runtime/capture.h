@@ -35,6 +35,9 @@ struct Capture {
     std::shared_ptr<pjrt::Buffer> constant;  // kConstant only
   };
   std::shared_ptr<pjrt::Executable> executable;
+  // The program's graph, kept for torchtpu.spmd, which compiles it again
+  // over several devices (aten/compiled_call.h, describe()).
+  std::shared_ptr<const ir::Graph> graph;
   std::string name;  // names the program in errors
   int device = 0;
   std::vector<Arg> args;

@@ -518,6 +518,7 @@ void Fusion::take_capture(const ir::Graph& graph, const std::string& key,
   }
   auto cap = std::make_unique<Capture>();
   cap->executable = Runtime::get().compile(graph, name, &key);
+  cap->graph = std::make_shared<const ir::Graph>(graph);
   cap->name = name;
   cap->device = device_;
   cap->rng_draws = capture_.rng_buffers.size();
