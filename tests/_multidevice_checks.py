@@ -3,14 +3,12 @@ runs this file in a subprocess with TORCHTPU_CPU_DEVICES=2 (the runtime is a
 process singleton and the test session starts it with one device) and reports
 each check as one test. Prints one JSON line: {check name: None or traceback}."""
 
-import json
 import os
-import sys
-import traceback
 
 import torch
 
 import torchtpu
+from _util import run_checks_main
 
 T0, T1 = torch.device("tpu", 0), torch.device("tpu", 1)
 
@@ -226,20 +224,5 @@ def check_foreach_lists_spanning_both_devices():
     assert norms[0].device == T1 and torch.equal(norms[0].cpu(), want_norm)
 
 
-def main():
-    torchtpu.set_eager_mode(os.environ.get("TORCHTPU_TEST_MODE", "strict"))
-    assert torch.tpu.device_count() == 2, torch.tpu.device_count()
-    names = sys.argv[1:] or [n for n in globals() if n.startswith("check_")]
-    results = {}
-    for name in names:
-        try:
-            globals()[name]()
-            torchtpu.sync()
-            results[name] = None
-        except BaseException:  # noqa: BLE001  (reported per check)
-            results[name] = traceback.format_exc()
-    print("RESULTS " + json.dumps(results))
-
-
 if __name__ == "__main__":
-    main()
+    run_checks_main(globals(), devices=2)

@@ -182,3 +182,46 @@ def bert_grads_without_and_with_gradient_checkpointing(wrap=lambda model: model)
         grads.append(param_grads(model))
     assert model.is_gradient_checkpointing
     return grads
+
+
+def run_checks_main(namespace, devices):
+    """The main of a checks file (tests/_*_checks.py) run in a subprocess with
+    TORCHTPU_CPU_DEVICES=devices: runs the check_* functions of `namespace`
+    named on the command line (default: all), prints one JSON line
+    ``RESULTS {name: None or traceback}``."""
+    import json
+    import sys
+    import traceback
+
+    import torchtpu
+
+    torchtpu.set_eager_mode(os.environ.get("TORCHTPU_TEST_MODE", "strict"))
+    assert torch.tpu.device_count() == devices, torch.tpu.device_count()
+    names = sys.argv[1:] or [n for n in namespace if n.startswith("check_")]
+    results = {}
+    for name in names:
+        try:
+            namespace[name]()
+            torchtpu.sync()
+            results[name] = None
+        except BaseException:  # noqa: BLE001  (reported per check)
+            results[name] = traceback.format_exc()
+    print("RESULTS " + json.dumps(results))
+
+
+def run_checks_subprocess(path, devices, extra_env=None, names=(), timeout=600):
+    """Runs checks file `path` in a subprocess with `devices` CPU-plugin devices
+    and returns its {check name: None or traceback}."""
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCHTPU_CPU_DEVICES=str(devices), **(extra_env or {}))
+    proc = subprocess.run([sys.executable, path, *names], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS ")]
+    assert proc.returncode == 0 and lines, (
+        f"the {devices}-device subprocess failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+        f"{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULTS "):])
+

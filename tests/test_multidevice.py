@@ -4,14 +4,12 @@ per-device memory and events. The checks live in _multidevice_checks.py and
 run in ONE subprocess with TORCHTPU_CPU_DEVICES=2 (this session's runtime has
 one device and cannot be restarted); each check is reported as its own test."""
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 import _multidevice_checks
+from _util import run_checks_subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKS = sorted(n for n in vars(_multidevice_checks) if n.startswith("check_"))
@@ -25,14 +23,7 @@ HOST_COPY_CHECKS = ["check_case_07", "check_copy_views_dtypes_broadcast",
 
 
 def _run(extra_env, names=()):
-    env = dict(os.environ, TORCHTPU_CPU_DEVICES="2", **extra_env)
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "_multidevice_checks.py"), *names],
-                          env=env, capture_output=True, text=True, timeout=600)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS ")]
-    assert proc.returncode == 0 and lines, (
-        f"the 2-device subprocess failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-        f"{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULTS "):])
+    return run_checks_subprocess(os.path.join(HERE, "_multidevice_checks.py"), 2, extra_env, names)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,154 @@
+"""Checks of torchtpu.spmd over 4 tpu devices in one process. tests/test_spmd.py
+runs this file in a subprocess with TORCHTPU_CPU_DEVICES=4 (the test session's
+runtime has one device) and reports each check as one test. Prints one JSON
+line: {check name: None or traceback}."""
+
+import io
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchtpu
+import torchtpu.spmd as spmd
+from _util import run_checks_main
+
+MESH = None
+
+
+def mesh2d():
+    return spmd.Mesh([0, 1, 2, 3], (2, 2), ("data", "model"))
+
+
+def close(got, want, atol=1e-5):
+    got = got.cpu() if isinstance(got, torch.Tensor) else got
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.shape)
+    torch.testing.assert_close(got, want, atol=atol, rtol=1e-5)
+
+
+def check_shards_hold_their_slices_and_gather_to_the_full_value():
+    mesh = mesh2d()
+    x = torch.arange(8 * 6, dtype=torch.float32).reshape(8, 6)
+    for spec, local in [(("data", "model"), (4, 3)), (("data", None), (4, 6)),
+                        ((("data", "model"), None), (2, 6)), ((None, None), (8, 6))]:
+        s = spmd.mark_sharding(x, mesh, spec)
+        assert [t.shape for t in s.shards] == [torch.Size(local)] * 4, (spec, s.shards)
+        assert [t.device.index for t in s.shards] == [0, 1, 2, 3]
+        assert torch.equal(s.full_tensor().cpu(), x) and torch.equal(s.cpu(), x)
+    s = spmd.mark_sharding(x.to("tpu:2"), mesh, ("model", "data"))
+    # device (data=1, model=0) is position 2: rows 0-3 (model 0), cols 3-5 (data 1)
+    assert torch.equal(s.shards[2].cpu(), x[:4, 3:])
+    for dtype in (torch.bfloat16, torch.int64, torch.bool):
+        y = (torch.arange(16).reshape(4, 4) % 3).to(dtype)
+        assert torch.equal(spmd.mark_sharding(y, mesh, (None, "data")).cpu(), y)
+
+
+def check_jit_mlp_equals_cpu_one_program_per_layout():
+    mesh = mesh2d()
+    torch.manual_seed(0)
+    X, W1, W2 = torch.randn(8, 16), torch.randn(16, 32), torch.randn(32, 4)
+    x = spmd.mark_sharding(X, mesh, ("data", None))
+    w1 = spmd.mark_sharding(W1, mesh, (None, "model"))
+    w2 = spmd.mark_sharding(W2, mesh, ("model", None))
+
+    def mlp(x, w1, w2):
+        return F.gelu(x @ w1) @ w2 * 0.5 + 1
+
+    f = spmd.jit(mlp)
+    want = mlp(X, W1, W2)
+    y = f(x, w1, w2)
+    assert isinstance(y, spmd.ShardedTensor) and y.spec == (None, None)
+    close(y, want)
+    torchtpu.metrics.reset()
+    for _ in range(3):
+        close(f(x, w1, w2), want)
+    m = torchtpu.metrics.metrics()
+    assert m["compiles"] == 0 and torchtpu.metrics.total_fallbacks() == 0, m
+    # New values, same layout: the same program.
+    x2 = spmd.mark_sharding(X * 2, mesh, ("data", None))
+    close(f(x2, w1, w2), mlp(X * 2, W1, W2))
+    assert torchtpu.metrics.metrics()["compiles"] == 0
+
+
+def check_out_specs_shard_the_results():
+    mesh = mesh2d()
+    X, W = torch.randn(8, 16), torch.randn(16, 32)
+    x = spmd.mark_sharding(X, mesh, ("data", None))
+    w = spmd.mark_sharding(W, mesh, (None, "model"))
+    f = spmd.jit(lambda x, w: (torch.relu(x @ w), (x * x).sum(), x.sum(1)),
+                 out_specs=(("data", "model"), None, ("data",)))
+    for _ in range(2):
+        a, loss, rows = f(x, w)
+        assert a.spec == ("data", "model") and [t.shape for t in a.shards] == [(4, 16)] * 4
+        close(a, torch.relu(X @ W))
+        assert loss.shape == () and loss.spec == ()
+        close(loss, (X * X).sum(), atol=1e-4)
+        assert rows.spec == ("data",)
+        close(rows, X.sum(1))
+        close(a.shards[3], torch.relu(X @ W)[4:, 16:])
+
+
+def check_one_dim_mesh_and_plain_inputs_replicated():
+    mesh = spmd.Mesh([1, 3])
+    X = torch.randn(6, 4)
+    x = spmd.mark_sharding(X, mesh, ("x", None))
+    b = torch.randn(4)  # a CPU tensor: replicated on the mesh
+    out = spmd.jit(lambda x, b: torch.softmax(x + b, dim=1), out_specs=("x", None))(x, b)
+    assert [t.device.index for t in out.shards] == [1, 3]
+    close(out, torch.softmax(X + b, dim=1))
+
+
+def check_full_value_for_print_save_and_other_ops():
+    mesh = mesh2d()
+    X = torch.randn(4, 6)
+    x = spmd.mark_sharding(X, mesh, ("data", "model"))
+    assert "ShardedTensor(" in repr(x) and "model" in repr(x)
+    buf = io.BytesIO()
+    torch.save({"w": x}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)["w"]
+    assert type(loaded) is torch.Tensor and torch.equal(loaded.cpu(), X)
+    y = x * 2 + 1  # an op outside jit: the gathered value, a plain tensor
+    assert type(y) is torch.Tensor and y.device == torch.device("tpu", 0)
+    close(y, X * 2 + 1)
+    x.add_(1)  # an in-place op writes the new value back as shards
+    close(x, X + 1)
+    close(x.shards[1], (X + 1)[:2, 3:])
+    assert torch.equal(spmd.clear_sharding(x).cpu(), X + 1)
+
+
+def check_errors_are_clear():
+    mesh = mesh2d()
+    with pytest.raises(ValueError, match="not divisible"):
+        spmd.mark_sharding(torch.randn(5, 4), mesh, ("data", None))
+    with pytest.raises(ValueError, match="2 entries"):
+        spmd.mark_sharding(torch.randn(4), mesh, ("data", None))
+    with pytest.raises(ValueError, match="shards two dims"):
+        spmd.mark_sharding(torch.randn(4, 4), mesh, ("data", "data"))
+    with pytest.raises(ValueError, match="no axis"):
+        spmd.mark_sharding(torch.randn(4, 4), mesh, ("rows", None))
+    with pytest.raises(ValueError, match="tpu:4 is not one of this process's 4"):
+        spmd.Mesh([0, 4])
+    with pytest.raises(ValueError, match="repeat"):
+        spmd.Mesh([1, 1])
+    with pytest.raises(ValueError, match="holds 4 devices"):
+        spmd.Mesh([0, 1, 2], (2, 2))
+    a = spmd.mark_sharding(torch.randn(4, 4), spmd.Mesh([0, 1]), ("x", None))
+    b = spmd.mark_sharding(torch.randn(4, 4), spmd.Mesh([2, 3]), ("x", None))
+    with pytest.raises(ValueError, match="2 meshes"):
+        spmd.jit(torch.add)(a, b)
+    with pytest.raises(ValueError, match="different meshes"):
+        a + b
+    with pytest.raises(ValueError, match="does not divide"):
+        spmd.jit(lambda t: t * 2, out_specs=(None, ("data", "model")))(
+            spmd.mark_sharding(torch.randn(4, 3), mesh2d(), ("data", None)))
+    with pytest.raises(NotImplementedError, match="random"):
+        spmd.jit(lambda t: F.dropout(t, 0.5))(a)
+    with pytest.raises(RuntimeError, match="could not be captured"):
+        spmd.jit(lambda t: t * t.sum().item())(a)
+    # Nothing was lost: the runtime still runs programs over the mesh.
+    close(spmd.jit(lambda t: t + 1)(a), a.cpu() + 1)
+
+
+if __name__ == "__main__":
+    run_checks_main(globals(), devices=4)
