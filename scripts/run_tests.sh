@@ -25,7 +25,7 @@ PARALLEL=(-n 2 --dist loadfile)
 .venv/bin/python -m pytest -q -p no:cacheprovider "${ALONE[@]}"
 # The fused-mode pass: the op suites again, every test starting in fused mode.
 TORCHTPU_TEST_MODE=fused .venv/bin/python -m pytest -q -p no:cacheprovider \
-  tests/test_streams_memory.py tests/test_multidevice.py tests/test_fuzz.py
+  tests/test_streams_memory.py tests/test_multidevice.py tests/test_spmd.py tests/test_fuzz.py
 TORCHTPU_TEST_MODE=fused .venv/bin/python -m pytest -q -p no:cacheprovider "${PARALLEL[@]}" \
     tests/test_ops_unary.py tests/test_ops_reduce.py tests/test_ops_nn.py \
     tests/test_ops_index.py tests/test_ops_sort.py tests/test_ops_extra.py tests/test_views.py \
