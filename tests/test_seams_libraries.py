@@ -220,39 +220,53 @@ def test_peft_dora_ephemeral_offload_still_needs_cuda():
     assert (got.cpu() - expected).abs().max() < 1e-5
 
 
-def test_peft_lorafa_on_tpu_still_float32_where_cpu_uses_bfloat16(monkeypatch):
-    """The LoRA-FA optimizer wraps its projected gradient in
-    autocast(device_type=infer_device()), "cpu" here: on CPU that matmul runs in
-    bfloat16 (as on CUDA), on tpu the CPU autocast does nothing and it runs in
-    float32. So tpu equals CPU with that autocast off, and differs from CPU's
-    default by bfloat16 rounding (9.2e-5 in lora_B after 3 steps). No
-    one-liner: peft chooses the autocast device. Fails the day peft autocasts
-    on the parameters' device."""
+def _lorafa_lora_b(device):
+    """lora_B of a tiny LoRA Llama after 3 LoRA-FA steps on `device`."""
     transformers, peft, config, _ = _lora_llama()
+    torch.manual_seed(0)
+    model = peft.get_peft_model(transformers.LlamaForCausalLM(config),
+                                peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    model.to(device)
+    optimizer = peft.optimizers.create_lorafa_optimizer(model, r=4, lora_alpha=8, lr=1e-2)
+    ids = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(1))
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(ids.to(device), labels=ids.to(device)).loss.backward()
+        optimizer.step()
+    return [p.detach().cpu() for n, p in model.named_parameters() if "lora_B" in n]
+
+
+def _max_diff(a, b):
+    return max((x - y).abs().max().item() for x, y in zip(a, b))
+
+
+def test_peft_lorafa_autocasts_on_tpu_as_on_cpu(monkeypatch):
+    """The LoRA-FA optimizer wraps its projected gradient in
+    autocast(device_type=infer_device()), "cpu" here, bfloat16 on CPU and
+    CUDA. torchtpu's fix (torchtpu/integrations/peft.py, on by default) makes
+    that autocast cover tpu too: tpu's lora_B equals CPU's bfloat16 result
+    (before: float32, 9.2e-5 from it after 3 steps)."""
+    pytest.importorskip("peft")
     import peft.optimizers.lorafa as lorafa
 
-    def lora_b(device):
-        torch.manual_seed(0)
-        model = peft.get_peft_model(transformers.LlamaForCausalLM(config),
-                                    peft.LoraConfig(r=4, lora_alpha=8,
-                                                    target_modules=["q_proj", "v_proj"]))
-        model.to(device)
-        optimizer = peft.optimizers.create_lorafa_optimizer(model, r=4, lora_alpha=8, lr=1e-2)
-        ids = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(1))
-        for _ in range(3):
-            optimizer.zero_grad()
-            model(ids.to(device), labels=ids.to(device)).loss.backward()
-            optimizer.step()
-        return [p.detach().cpu() for n, p in model.named_parameters() if "lora_B" in n]
-
-    def max_diff(a, b):
-        return max((x - y).abs().max().item() for x, y in zip(a, b))
-
-    cpu_bf16, tpu = lora_b("cpu"), lora_b("tpu")
+    assert hasattr(lorafa.autocast, "_torchtpu_original")
+    cpu_bf16, tpu = _lorafa_lora_b("cpu"), _lorafa_lora_b("tpu")
+    assert _max_diff(tpu, cpu_bf16) < 2e-6
     monkeypatch.setattr(lorafa, "is_bf16_available", lambda: False)
-    cpu_fp32 = lora_b("cpu")
-    assert max_diff(tpu, cpu_fp32) < 1e-6
-    assert max_diff(tpu, cpu_bf16) > 1e-5
+    assert _max_diff(_lorafa_lora_b("cpu"), cpu_bf16) > 1e-5  # the comparison can see bf16
+
+
+def test_peft_lorafa_still_autocasts_on_cpu_only(monkeypatch):
+    """peft's own autocast device is still "cpu": with peft's autocast back
+    (what TORCHTPU_LIBRARY_FIXES=0 leaves), tpu computes in float32. Fails
+    the day peft autocasts on the parameters' device: then drop the fix."""
+    pytest.importorskip("peft")
+    import peft.optimizers.lorafa as lorafa
+
+    monkeypatch.setattr(lorafa, "autocast", lorafa.autocast._torchtpu_original)
+    tpu = _lorafa_lora_b("tpu")
+    monkeypatch.setattr(lorafa, "is_bf16_available", lambda: False)
+    assert _max_diff(tpu, _lorafa_lora_b("cpu")) < 1e-6
 
 
 # --- sentence-transformers

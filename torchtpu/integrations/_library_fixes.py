@@ -1,4 +1,4 @@
-"""The transformers and accelerate fixes, applied by default as those libraries
+"""The transformers, accelerate and peft fixes, applied by default as those libraries
 are imported (``TORCHTPU_LIBRARY_FIXES=0`` turns this off; docs/environment.md).
 
 Why by default: with torchtpu installed, code that never names tpu meets them.
@@ -45,8 +45,9 @@ _FIXES = {
     "accelerate.state": ("accelerate", "_fix_state"),
     "accelerate.utils.modeling": ("accelerate", "_fix_modeling"),
     "accelerate.utils.dataclasses": ("accelerate", "_fix_dataclasses"),
+    "peft.optimizers.lorafa": ("peft", "_fix_lorafa"),
 }
-_LIBRARIES = ("transformers", "accelerate")
+_LIBRARIES = ("transformers", "accelerate", "peft")
 
 
 def _apply(name, module):
