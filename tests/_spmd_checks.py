@@ -98,6 +98,19 @@ def check_one_dim_mesh_and_plain_inputs_replicated():
     close(out, torch.softmax(X + b, dim=1))
 
 
+def check_views_of_inputs_among_the_outputs():
+    mesh = spmd.Mesh([0, 1])
+    X = torch.randn(4, 6)
+    x = spmd.mark_sharding(X, mesh, ("x", None))
+    for _ in range(2):
+        y, v, t = spmd.jit(lambda t: (t * 2, t.view(6, 4), t.t()))(x)
+        close(y, X * 2)
+        close(v, X.view(6, 4))
+        close(t, X.t())
+    with pytest.raises(RuntimeError, match="views of the inputs"):
+        spmd.jit(lambda t: t.t())(x)
+
+
 def check_full_value_for_print_save_and_other_ops():
     mesh = mesh2d()
     X = torch.randn(4, 6)

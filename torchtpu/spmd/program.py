@@ -182,7 +182,10 @@ class _Program:
             if frm == "none":
                 result.append(None)
             elif frm == "input":
-                result.append(args[index])
+                # A view of an input's storage: its value, replicated (a
+                # view's layout over the mesh is not derived yet).
+                view = torch.as_strided(args[index].full_tensor(), sizes, strides, offset)
+                result.append(mark_sharding(view, self.mesh, (None,) * len(sizes)))
             elif frm == "empty":
                 result.append(mark_sharding(torch.empty(sizes, dtype=dtype), self.mesh,
                                             (None,) * len(sizes)))
@@ -259,8 +262,8 @@ def _capture(fn, full, name):
     if call is None:
         raise RuntimeError(
             f"{name}: the function could not be captured as one program (an op without a tpu "
-            "lowering, a host read such as .item() or printing, a write to an input, or a "
-            "random op with a generator of its own)")
+            "lowering, a host read such as .item() or printing, a write to an input, a "
+            "random op with a generator of its own, or nothing but views of the inputs)")
     return outs, single, call
 
 
