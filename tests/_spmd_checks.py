@@ -121,13 +121,35 @@ def check_full_value_for_print_save_and_other_ops():
     buf.seek(0)
     loaded = torch.load(buf)["w"]
     assert type(loaded) is torch.Tensor and torch.equal(loaded.cpu(), X)
-    y = x * 2 + 1  # an op outside jit: the gathered value, a plain tensor
-    assert type(y) is torch.Tensor and y.device == torch.device("tpu", 0)
-    close(y, X * 2 + 1)
+    assert type(x.t()) is torch.Tensor  # a view: the gathered value, a plain tensor
+    close(x.t(), X.t())
     x.add_(1)  # an in-place op writes the new value back as shards
     close(x, X + 1)
     close(x.shards[1], (X + 1)[:2, 3:])
     assert torch.equal(spmd.clear_sharding(x).cpu(), X + 1)
+
+
+def check_ops_outside_jit_run_as_one_program_each():
+    mesh = mesh2d()
+    X, B = torch.randn(8, 6), torch.randn(6)
+    x = spmd.mark_sharding(X, mesh, ("data", "model"))
+    b = spmd.mark_sharding(B, mesh, ("model",))
+    y = torch.tanh(x * 2 + b)  # three ops, each a program over the mesh
+    assert isinstance(y, spmd.ShardedTensor) and y.spec == ("data", "model")
+    close(y, torch.tanh(X * 2 + B))
+    s = y.sum(0)  # a new shape: replicated
+    assert s.spec == (None,)
+    close(s, torch.tanh(X * 2 + B).sum(0), atol=1e-4)
+    torchtpu.sync()
+    torchtpu.metrics.reset()
+    z = torch.tanh(x * 2 + b)  # the same ops and layouts: no compile, one execute per op
+    m = torchtpu.metrics.metrics()
+    assert m["compiles"] == 0 and m["executes"] == 3, m
+    close(z, torch.tanh(X * 2 + B))
+    W = torch.randn(6, 5)
+    mm = x @ W.to("tpu:0")  # a plain tpu tensor joins, replicated
+    assert mm.spec == (None, None)
+    close(mm, X @ W)
 
 
 def check_errors_are_clear():

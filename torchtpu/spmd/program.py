@@ -104,9 +104,9 @@ def _to_device_major(name, src, shape, axes, mesh, dtype, lines):
 
 
 class _Program:
-    def __init__(self, fn, args, mesh, out_specs):
+    def __init__(self, fn, args, mesh, out_specs, name):
         self.mesh = mesh
-        self.name = f"spmd.jit({getattr(fn, '__qualname__', 'fn')})"
+        self.name = name
         full = [a.full_tensor() for a in args]
         outs, single, call = _capture(fn, full, self.name)
         self.first = outs
@@ -239,6 +239,10 @@ def _assemble(text, mesh, sig, results, lines, prog_outs, out_axes):
     return "\n".join(out)
 
 
+class _NotOneProgram(RuntimeError):
+    """The function could not be captured as one program."""
+
+
 def _capture(fn, full, name):
     """Runs ``fn`` on the full values in fused mode under a capture."""
     previous = _C._get_eager_mode()
@@ -260,7 +264,7 @@ def _capture(fn, full, name):
         finally:
             _C._set_eager_mode(previous)
     if call is None:
-        raise RuntimeError(
+        raise _NotOneProgram(
             f"{name}: the function could not be captured as one program (an op without a tpu "
             "lowering, a host read such as .item() or printing, a write to an input, a "
             "random op with a generator of its own, or nothing but views of the inputs)")
@@ -274,6 +278,7 @@ class SpmdFunction:
         self.fn = fn
         self.out_specs = out_specs
         self.programs = {}
+        self.name = f"spmd.jit({getattr(fn, '__qualname__', 'fn')})"
 
     def __call__(self, *args):
         meshes = {a.mesh for a in args if isinstance(a, ShardedTensor)}
@@ -290,7 +295,8 @@ class SpmdFunction:
         key = tuple((tuple(a.shape), a.dtype, a.axes) for a in sharded)
         program = self.programs.get(key)
         if program is None:
-            program = self.programs[key] = _Program(self.fn, sharded, mesh, self.out_specs)
+            program = self.programs[key] = _Program(self.fn, sharded, mesh, self.out_specs,
+                                                    self.name)
         return program.run(sharded)
 
 

@@ -61,11 +61,15 @@ class ShardedTensor(torch.Tensor):
     shape). ``spec`` gives, per dim, the mesh axes that split it (none:
     the dim is whole on every device; axes that shard no dim replicate).
 
-    Ops are run by :func:`torchtpu.spmd.jit` as ONE program over the mesh.
-    Any other op sees the full value: the shards are gathered onto the mesh's
-    first device first and the result is a plain tpu tensor there (an in-place
-    op writes its result back as shards), so ``.cpu()``, printing,
-    ``state_dict()`` and ``torch.save`` give the full value.
+    An op on sharded tensors (functional, tensors out, no random draw) runs
+    as one program over the mesh, as :func:`torchtpu.spmd.jit` runs a
+    function (torchtpu/spmd/op_programs.py); its results keep the spec of an
+    input of the same shape, else are replicated. Any other op (in-place,
+    views, copies to another device, random) sees the full value: the shards
+    are gathered onto the mesh's first device and the result is a plain tpu
+    tensor there (an in-place op writes its result back as shards), so
+    ``.cpu()``, printing, ``state_dict()`` and ``torch.save`` give the full
+    value.
     """
 
     @staticmethod
@@ -114,28 +118,38 @@ class ShardedTensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        meshes = set()
-        full = {}
+        from torchtpu.spmd import op_programs  # (imports this module)
 
-        def gather(x):
-            if isinstance(x, ShardedTensor):
-                meshes.add(x.mesh)
-                if id(x) not in full:
-                    full[id(x)] = (x, x.full_tensor())
-                return full[id(x)][1]
-            return x
+        done, out = op_programs.run(func, args, kwargs)
+        if done:
+            return out
+        return _gathered(func, args, kwargs)
 
-        args2, kwargs2 = tree_map(gather, args), tree_map(gather, kwargs)
-        if len(meshes) > 1:
-            raise ValueError(f"{func}: sharded tensors on different meshes: {sorted(map(repr, meshes))}")
-        out = func(*args2, **kwargs2)
-        # An op that wrote a sharded argument wrote its gathered copy: store
-        # the new value back as shards, so the write is not lost.
-        for arg, value in full.values():
-            if func._schema.is_mutable and _written(func, args, kwargs, arg):
-                arg._shards = [s for s in _split(value, arg.mesh, arg.axes)]
-                out = tree_map(lambda o: arg if o is value else o, out)
-        return out
+
+def _gathered(func, args, kwargs):
+    """``func`` on the full values gathered onto the mesh's first device."""
+    meshes = set()
+    full = {}
+
+    def gather(x):
+        if isinstance(x, ShardedTensor):
+            meshes.add(x.mesh)
+            if id(x) not in full:
+                full[id(x)] = (x, x.full_tensor())
+            return full[id(x)][1]
+        return x
+
+    args2, kwargs2 = tree_map(gather, args), tree_map(gather, kwargs)
+    if len(meshes) > 1:
+        raise ValueError(f"{func}: sharded tensors on different meshes: {sorted(map(repr, meshes))}")
+    out = func(*args2, **kwargs2)
+    # An op that wrote a sharded argument wrote its gathered copy: store
+    # the new value back as shards, so the write is not lost.
+    for arg, value in full.values():
+        if func._schema.is_mutable and _written(func, args, kwargs, arg):
+            arg._shards = [s for s in _split(value, arg.mesh, arg.axes)]
+            out = tree_map(lambda o: arg if o is value else o, out)
+    return out
 
 
 def _written(func, args, kwargs, tensor):
