@@ -2,6 +2,7 @@
 item, the torch.tpu module, RNG seeding, save/load, modules."""
 
 import io
+import warnings
 
 import pytest
 import torch
@@ -148,3 +149,23 @@ def test_tied_lm_head_trains_as_on_cpu():
             opt.step()
     assert_close_cpu(tpu.transformer.wte.weight, cpu.transformer.wte.weight, rtol=1e-5,
                      atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.bool, torch.complex64])
+def test_storage_elements_and_slices_read_as_cpu(dtype):
+    """A storage's elements, and a slice of its bytes (UntypedStorage[a:b], a
+    storage of its own whose address is inside its parent's), read as on CPU;
+    the slice used to crash the process (PyTorch's test_storage)."""
+    cpu = torch.arange(15).reshape(3, 5).to(dtype)
+    tpu = cpu.to("tpu")
+    assert tpu.untyped_storage()[8] == cpu.untyped_storage()[8]
+    size = cpu.element_size()
+    for start in (0, size, 3 * size + 1):
+        want = cpu.untyped_storage()[start:start + size]
+        got = tpu.untyped_storage()[start:start + size]
+        assert got.device.type == "tpu" and got.nbytes() == want.nbytes()
+        assert got.tolist() == want.tolist()
+        assert got.cpu().tolist() == want.tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated
+        assert tpu.storage()[14] == cpu.storage()[14]

@@ -12,6 +12,7 @@
 #include "aten/deferred_check.h"
 #include "aten/host_staging.h"
 #include "aten/lowering.h"
+#include "aten/memory.h"
 #include "aten/ops_util.h"
 #include "aten/pinned.h"
 
@@ -372,6 +373,35 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", &copy_from_and_resize);
   m.impl("_local_scalar_dense", &local_scalar_dense);
   m.impl("equal", &equal);
+}
+
+void own_storage_slice(const c10::Storage& storage) {
+  const c10::DataPtr& data = storage.data_ptr();
+  // Storage slicing is the one maker of a tpu DataPtr the tpu allocator did
+  // not make; its context is the parent StorageImpl, checked to be ours.
+  auto* parent = static_cast<c10::StorageImpl*>(data.get_context());
+  TORCH_CHECK(parent != nullptr && parent->allocator() == tpu_allocator() &&
+                  addresses_a_slot(parent->data_ptr()),
+              "tpu: a storage whose memory torchtpu did not allocate");
+  const int64_t offset = static_cast<const char*>(data.get()) -
+                         static_cast<const char*>(parent->data_ptr().get());
+  const int64_t nbytes = static_cast<int64_t>(storage.nbytes());
+  TORCH_CHECK(offset >= 0 && offset + nbytes <= static_cast<int64_t>(parent->nbytes()),
+              "tpu: a storage slice outside its storage");
+  auto& from = *static_cast<runtime::Slot*>(parent->data_ptr().get());
+  const int device = from.device;
+  c10::Storage own = new_storage(nbytes, device);
+  runtime::Slot& slot = slot_of(own);
+  const int64_t size = ir::byte_size(from.dtype);
+  slot.dtype = offset % size == 0 && nbytes % size == 0 ? from.dtype : ir::DType::kU8;
+  slot.producer = "a slice of a storage";
+  if (nbytes > 0) {
+    at::Tensor bytes = download_slot(from).view(at::kByte).narrow(0, offset, nbytes).contiguous();
+    slot.buffer = runtime::Runtime::get().upload(
+        bytes.data_ptr(), slot.dtype, {nbytes / ir::byte_size(slot.dtype)}, device);
+  }
+  c10::DataPtr moved = own.unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr());
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(moved));
 }
 
 }  // namespace ttpu::aten

@@ -22,5 +22,13 @@ void adopt_host(const at::Tensor& dst, const at::Tensor& src);
 // as torch.save/torch.load do with byte storages) by a host round trip.
 void reinterpret_slot(runtime::Slot& slot, ir::DType dtype);
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+// A slice of a tpu storage (UntypedStorage[a:b], torch/csrc/Storage.cpp) made
+// a storage of its own: its DataPtr addresses its parent's slot plus a byte
+// offset, which is not a slot. Replaces that DataPtr with a new slot holding
+// a copy of those bytes (a host round trip), so reads see the parent's
+// values; a later write to the slice does not reach the parent (CUDA's
+// slices share memory; docs/limitations.md). Raises RuntimeError for a
+// storage whose memory torchtpu did not allocate.
+void own_storage_slice(const c10::Storage& storage);
 
 }  // namespace ttpu::aten

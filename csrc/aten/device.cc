@@ -1,5 +1,6 @@
 #include "aten/device.h"
 
+#include "aten/copy.h"
 #include "aten/pinned.h"
 #include "aten/memory.h"
 #include "runtime/fusion.h"
@@ -116,6 +117,7 @@ namespace {
 runtime::Slot& slot_at(const c10::Storage& s, bool write) {
   TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1,
               "expected a tpu storage, got one on ", s.device());
+  if (!addresses_a_slot(s.data_ptr()) && s.data_ptr().get() != nullptr) own_storage_slice(s);
   auto* slot = static_cast<runtime::Slot*>(write ? s.mutable_data_ptr().get() : s.data_ptr().get());
   TORCH_CHECK(slot != nullptr, "tpu storage without a slot");
   return *slot;

@@ -8,6 +8,8 @@
 // memory functions reach it.
 #include "aten/memory.h"
 
+#include <c10/core/impl/COW.h>
+
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
 
@@ -77,6 +79,14 @@ int64_t meminfo_bytes(const std::string& key) {
   }
   return -1;
 }
+
+}  // namespace
+
+bool addresses_a_slot(const c10::DataPtr& data) {
+  return data.get_deleter() == &delete_slot || c10::impl::cow::is_cow_data_ptr(data);
+}
+
+namespace {
 
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
