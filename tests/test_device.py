@@ -169,3 +169,19 @@ def test_storage_elements_and_slices_read_as_cpu(dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated
         assert tpu.storage()[14] == cpu.storage()[14]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16])
+def test_legacy_storage_classes_as_cuda_has_them(dtype):
+    """Tensor.storage_type() is torch.tpu.<Name>Storage (as torch.cuda.<Name>Storage
+    on CUDA; it was None), and such a class makes tpu storages."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated
+        t = torch.ones(3, dtype=dtype, device="tpu")
+        cls = t.storage_type()
+        cpu_cls = t.cpu().storage_type()
+        assert cls.__module__ == "torch.tpu" and cls.__name__ == cpu_cls.__name__
+        assert cls is getattr(torch.tpu, cpu_cls.__name__)
+        assert isinstance(t.storage(), cls) and not isinstance(t.cpu().storage(), cls)
+        s = cls(4)
+        assert s.device.type == "tpu" and s.dtype == dtype and s.size() == 4

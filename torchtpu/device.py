@@ -195,3 +195,7 @@ from torchtpu._device_extra import (  # noqa: E402,F401  (part of this module's 
     temperature,
     utilization,
 )
+# The legacy typed storage classes (torch.tpu.FloatStorage, ...), as torch.cuda's.
+from torchtpu._device_storages import _CLASSES as _STORAGE_CLASSES  # noqa: E402
+
+globals().update(_STORAGE_CLASSES)
