@@ -201,3 +201,38 @@ def test_lazy_clone_every_kind_of_write_leaves_the_source():
         c = a._lazy_clone()  # the source written while a clone holds the data
         write(a)
         assert_close_cpu(c, src)
+
+
+def test_bool_storage_viewed_as_bytes_and_back():
+    """x.view(uint8/int8) of a bool tensor and back (XLA cannot bitcast i1):
+    values as CPU's, writes through the byte view reach the bool tensor, and
+    a deterministic resize_ of a bool tensor fills as CPU's (it raised)."""
+    a = torch.tensor([True, False, True])
+    b = torch.tensor([0, 1, 2], dtype=torch.uint8)
+    with no_fallback():
+        ta, tb = a.to("tpu"), b.to("tpu")
+        assert torch.equal(ta.view(torch.uint8).cpu(), a.view(torch.uint8))
+        assert torch.equal(ta.view(torch.int8).cpu(), a.view(torch.int8))
+        assert torch.equal(tb.view(torch.bool).cpu(), b.view(torch.bool))
+        c = torch.zeros(3, dtype=torch.bool, device="tpu")
+        c.view(torch.uint8).fill_(1)
+        assert c.cpu().tolist() == [True, True, True]
+    torch.use_deterministic_algorithms(True)
+    try:
+        d, e = torch.zeros(2, 3, dtype=torch.bool, device="tpu"), torch.zeros(2, 3, dtype=torch.bool)
+        d.resize_(3, 4)
+        e.resize_(3, 4)
+        assert torch.equal(d.cpu(), e)
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_is_set_to_compares_storage_and_geometry():
+    """is_set_to is metadata (ATen's kernel is CPU/CUDA/MPS-only; tpu took
+    the CPU fallback's copies and always answered False)."""
+    with no_fallback():
+        t1, t2 = torch.empty(3, 4, 9, device="tpu"), torch.empty(3, 4, 9, device="tpu")
+        t3 = torch.tensor([], device="tpu").set_(t1)
+        t4 = t3.clone().resize_(12, 9)
+        assert not t1.is_set_to(t2) and t1.is_set_to(t3) and t3.is_set_to(t1)
+        assert not t1.is_set_to(t4) and not t1.is_set_to(t1.transpose(0, 1))

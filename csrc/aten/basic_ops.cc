@@ -5,6 +5,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/ResizeCommon.h>
 #include <ATen/native/TensorFactories.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -231,6 +232,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", &set_source_storage);
   m.impl("set_.source_Tensor", &set_source_tensor);
   m.impl("set_", &set_empty);
+  // Metadata only (same StorageImpl, offset, sizes, strides): ATen's kernel,
+  // registered for CPU/CUDA/MPS alone (it took the CPU fallback's copies).
+  m.impl("is_set_to", &at::native::is_set_to);
   m.impl("record_stream", &record_stream);
 }
 

@@ -317,6 +317,18 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
   return v;
 }
 
+namespace {
+
+// A storage's elements read as another dtype of the same size (x.view(dtype)).
+// XLA cannot bitcast i1: a bool storage read as uint8/int8 holds 0 or 1 (as
+// its bytes do on CPU), and bytes read as bool are true when nonzero.
+ir::Value reinterpret(ir::Graph& g, ir::Value v, ir::DType to) {
+  if (g.type(v).dtype == ir::DType::kBool || to == ir::DType::kBool) return g.convert(v, to);
+  return g.bitcast_convert(v, to);
+}
+
+}  // namespace
+
 ir::Value LoweringContext::storage_value(const at::Tensor& t, runtime::Slot& slot,
                                          ir::DType dtype) {
   // Held for this context's life, pending or not: slots_ knows a storage by its
@@ -329,7 +341,7 @@ ir::Value LoweringContext::storage_value(const at::Tensor& t, runtime::Slot& slo
   TORCH_CHECK(ir::byte_size(slot.dtype) == ir::byte_size(dtype), op_,
               ": reading a tpu storage of one element size as another (", t.scalar_type(),
               ") is not supported yet");
-  return graph_.bitcast_convert(u.flat, dtype);
+  return reinterpret(graph_, u.flat, dtype);
 }
 
 ir::Value LoweringContext::storage_offset(int64_t offset) {
@@ -391,7 +403,7 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
   if (slot.dtype != dtype) {
     TORCH_CHECK(ir::byte_size(slot.dtype) == ir::byte_size(dtype), op_,
                 ": writing a tpu storage of one element size as another is not supported");
-    value = graph_.bitcast_convert(value, slot.dtype);
+    value = reinterpret(graph_, value, slot.dtype);
   }
   std::vector<int64_t> sizes, strides;
   for (int64_t i = 0; i < dst.dim(); ++i) {
