@@ -215,6 +215,63 @@ def test_partially_overlapping_inplace_and_out_raise_as_on_cpu(expr):
     assert_close_cpu(dev, t)   # nothing was written
 
 
+def _index():
+    return torch.tensor([0, 1, 2])
+
+
+@pytest.mark.parametrize("expr", [
+    # index/scatter ops: self overlapping its index or source, or itself (ATen's meta checks)
+    lambda t: t.view(-1)[:3].index_add_(0, _index(), t.view(-1)[1:4]),
+    lambda t: t.view(-1)[:3].index_copy_(0, _index(), t.view(-1)[1:4]),
+    lambda t: t.view(-1)[:3].put_(_index(), t.view(-1)[2:5]),
+    lambda t: t[0].scatter_(0, _index(), t[0]),
+    lambda t: t[0].expand(3, 3).scatter_add_(0, _index().expand(3, 3), t),
+    # copy_: a source sharing some of dst's elements (TensorIterator)
+    lambda t: t.view(-1)[0:8].copy_(t.view(-1)[1:9]), lambda t: t.t().copy_(t),
+    # shifts: Python's in-place operators (float: the overlap is reported first)
+    lambda t: t[:-1].__ilshift__(t[1:]), lambda t: t[:-1].__irshift__(t[1:]),
+])
+def test_index_copy_and_shift_overlaps_raise_as_on_cpu(expr):
+    t = torch.arange(9.0).reshape(3, 3)
+    _, cpu_err = cpu_or_error(lambda: expr(t.clone()))
+    assert cpu_err is not None
+    dev = t.to("tpu")
+    with pytest.raises(type(cpu_err), match="single memory location|unsupported operation"):
+        expr(dev)
+    assert_close_cpu(dev, t)   # nothing was written
+
+
+@pytest.mark.parametrize("expr,start", [
+    (lambda i: i.index_fill_(0, i, 0), [0, 1, 2]),
+    (lambda m: m[1:].masked_fill_(m[:-1], False), [True, False, True, True]),
+    (lambda i: i.index_put_((i,), torch.tensor(0)), [0, 1, 2]),
+])
+def test_fills_overlapping_their_index_or_mask_raise_as_on_cpu(expr, start):
+    t = torch.tensor(start)
+    _, cpu_err = cpu_or_error(lambda: expr(t.clone()))
+    with pytest.raises(type(cpu_err), match="unsupported operation"):
+        expr(t.to("tpu"))
+
+
+def test_put_without_accumulate_alerts_under_deterministic_algorithms():
+    t = torch.zeros(4, device="tpu")
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="put_ does not have a deterministic implementation"):
+            t.put_(torch.tensor([0, 0], device="tpu"), torch.tensor([1.0, 2.0], device="tpu"))
+        t.put_(torch.tensor([0, 0], device="tpu"), torch.tensor([1.0, 2.0], device="tpu"),
+               accumulate=True)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert t.cpu().tolist() == [3.0, 0.0, 0.0, 0.0]
+
+
+def test_a_tpu_index_of_a_cpu_tensor_names_both_devices():
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same "
+                                           r"device as the indexed tensor \(cpu\)"):
+        torch.arange(4.0)[torch.tensor([1], device="tpu")]
+
+
 def test_full_overlap_inplace_is_allowed():
     t = torch.arange(9.0).reshape(3, 3)
     dev = t.to("tpu")

@@ -83,7 +83,9 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
   // As CPU's resize_: an unchanged shape keeps its strides (resize_as_ of a
-  // transposed or channels-last tensor to its own shape is no restride).
+  // transposed or channels-last tensor to its own shape is no restride) and
+  // its storage (an expanded tensor's stays small).
+  if (self.sizes() == size && !memory_format.has_value()) return self;
   if (self.sizes() != size) impl->set_sizes_contiguous(size);
   int64_t needed = (impl->numel() + impl->storage_offset()) *
                    static_cast<int64_t>(self.element_size());

@@ -2,6 +2,7 @@
 // copy_, .to() and .cpu() reach), _copy_from_and_resize, _local_scalar_dense
 // (.item()). Reading a value is the only place the host waits in strict mode.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -290,6 +291,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     // From pageable memory the copy is done on return, as CUDA's is.
     if (!non_blocking || !from_pinned_async(dst, self)) from_host(dst, self);
   } else if (dst.numel() > 0) {
+    // TensorIterator's check: a source sharing some (not all) of dst's
+    // elements (d[0:9].copy_(d[1:10]), x.t().copy_(x)) is refused, as on CPU.
+    if (self.device() == dst.device()) at::assert_no_partial_overlap(dst, self);
     at::Tensor src = self;
     if (self.device() != dst.device()) {
       // Only the source's elements cross, then the copy below runs on dst's

@@ -83,13 +83,56 @@ bool any_complex(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> a
 // TensorIterator's overlap check for an in-place or out= pointwise op: an
 // input sharing only some elements with the written tensor (t.t().mul_(t)) is
 // refused, as on CPU, since the result would depend on the write order.
-void check_partial_overlap(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs,
+void check_partial_overlap(bool pointwise, c10::ArrayRef<c10::IValue> inputs,
                            const at::Tensor& dst) {
-  if (!op.hasTag(at::Tag::pointwise)) return;
+  if (!pointwise) return;
   for (const auto& a : inputs) {
     if (!a.isTensor()) continue;
     const at::Tensor& t = a.toTensor();
     if (t.defined() && t.device() == dst.device()) at::assert_no_partial_overlap(dst, t);
+  }
+}
+
+// ATen's overlap checks of the indexing ops, which are not pointwise (their
+// meta functions and CPU kernels): the written tensor may not have elements
+// that share memory, nor overlap its index or source. The fill family
+// (index_fill_, masked_fill_, index_put_) may not overlap its index / mask /
+// values either; on an expanded tensor CPU warns and writes only the selected
+// elements, which tpu's write of the whole result cannot do (the unselected
+// copies of a shared element would win): LoweringContext::write refuses it.
+void check_index_overlap(const std::string& key, c10::ArrayRef<c10::IValue> inputs,
+                         const at::Tensor& dst) {
+  static const std::unordered_set<std::string> kNoOverlap = {
+      "index_add", "index_copy", "index_reduce", "put", "scatter.src", "scatter.value",
+      "scatter.reduce", "scatter.value_reduce", "scatter_add", "scatter_reduce.two"};
+  static const std::unordered_map<std::string, std::string> kFills = {
+      {"index_fill.int_Scalar", "index_fill_"}, {"index_fill.int_Tensor", "index_fill_"},
+      {"masked_fill.Scalar", "masked_fill_"}, {"masked_fill.Tensor", "masked_fill_"},
+      {"index_put", "index_put_"}, {"_index_put_impl", "index_put_"}};
+  auto each_tensor = [&](auto&& f) {
+    for (const auto& a : inputs) {
+      if (a.isTensor() && a.toTensor().defined() && a.toTensor().device() == dst.device()) {
+        f(a.toTensor());
+      } else if (a.isList()) {  // index_put's indices
+        for (const c10::IValue& e : a.toListRef()) {
+          if (e.isTensor() && e.toTensor().defined() && e.toTensor().device() == dst.device()) {
+            f(e.toTensor());
+          }
+        }
+      }
+    }
+  };
+  if (kNoOverlap.count(key) != 0) {
+    at::assert_no_internal_overlap(dst);
+    each_tensor([&](const at::Tensor& t) { at::assert_no_overlap(dst, t); });
+    return;
+  }
+  auto fill = kFills.find(key);
+  if (fill == kFills.end()) return;
+  if (fill->second == "masked_fill_") {
+    each_tensor([&](const at::Tensor& t) { at::assert_no_partial_overlap(dst, t); });
+  } else {
+    each_tensor([&](const at::Tensor& t) { at::assert_no_overlap(dst, t); });
   }
 }
 
@@ -155,6 +198,16 @@ void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Ten
   }
 }
 
+// Whether the functional op of table name `key` ("foo.overload") is tagged
+// pointwise. Its in-place and out= forms are checked as it is: PyTorch's tags
+// miss some of them (__irshift__ has no pointwise tag, __ilshift__ has).
+bool is_pointwise(const std::string& key) {
+  const auto dot = key.find('.');
+  auto handle = c10::Dispatcher::singleton().findSchema(
+      {"aten::" + key.substr(0, dot), dot == std::string::npos ? "" : key.substr(dot + 1)});
+  return handle.has_value() && handle->hasTag(at::Tag::pointwise);
+}
+
 class LoweringKernel final : public c10::OperatorKernel {
  public:
   // `complex_rule`: the rule for calls with complex tensors (complex_table()),
@@ -167,7 +220,8 @@ class LoweringKernel final : public c10::OperatorKernel {
         unsigned_native_(barebones_unsigned_native(key_)), float8_native_(float8_native(key_)),
         // ATen's abs_ refuses complex self before computing (a real result
         // would cast back into it).
-        refuses_complex_self_(variant == Variant::kInplace && key_ == "abs") {
+        refuses_complex_self_(variant == Variant::kInplace && key_ == "abs"),
+        pointwise_(is_pointwise(key_)) {
     if (variant_ != Variant::kOutOnly && DispatchCache::allowed(key_)) {
       cache_ = std::make_unique<DispatchCache>();
     }
@@ -327,7 +381,8 @@ class LoweringKernel final : public c10::OperatorKernel {
         at::Tensor self = args[0].toTensor();
         TORCH_CHECK(!refuses_complex_self_ || !self.is_complex(),
                     "In-place abs is not supported for complex tensors.");
-        check_partial_overlap(op, args.slice(1), self);
+        check_partial_overlap(pointwise_, args.slice(1), self);
+        check_index_overlap(key_, args.slice(1), self);
         auto values = (*rule)(ctx, Args(args));
         TORCH_CHECK(!values.empty(), name_, ": the rule returned no value");
         if (unsigned_gated && !all_floating(ctx, values)) {
@@ -359,7 +414,10 @@ class LoweringKernel final : public c10::OperatorKernel {
             outs.push_back(args[i].toTensor());
           }
         }
-        for (const auto& o : outs) check_partial_overlap(op, args.slice(0, first_out), o);
+        for (const auto& o : outs) {
+          check_partial_overlap(pointwise_, args.slice(0, first_out), o);
+          check_index_overlap(key_, args.slice(1, first_out - 1), o);
+        }
         auto values = (*rule)(ctx, Args(args.slice(0, first_out)));
         TORCH_CHECK(values.size() >= outs.size(), name_, ": rule returned ", values.size(),
                     " values for ", outs.size(), " outputs");
@@ -483,6 +541,7 @@ class LoweringKernel final : public c10::OperatorKernel {
   bool unsigned_native_;  // barebones_unsigned_native(key_)
   bool float8_native_;    // float8_native(key_)
   bool refuses_complex_self_;  // abs_
+  bool pointwise_;  // the functional op is tagged pointwise (check_partial_overlap)
   std::once_flag layout_once_;
   LayoutRule layout_;
   std::unique_ptr<DispatchCache> cache_;  // null: calls of this kernel are not cached
@@ -595,11 +654,16 @@ void register_lowerings() {
                 "torchtpu: aten::", name, " is CompositeImplicitAutograd; lower what it "
                 "decomposes into instead");
     impl(name, &rule, complex_rule, Variant::kFunctional, name);
-    if (auto inplace = dispatcher.findSchema({"aten::" + base + "_", overload})) {
+    // The in-place overload: foo_ for foo, and Python's operator names
+    // __iX__ for the dunder ops (__lshift__ -> __ilshift__).
+    const bool dunder = base.size() > 4 && base.rfind("__", 0) == 0 &&
+                        base.compare(base.size() - 2, 2, "__") == 0;
+    const std::string inplace_base = dunder ? "__i" + base.substr(2) : base + "_";
+    if (auto inplace = dispatcher.findSchema({"aten::" + inplace_base, overload})) {
       const auto& args = inplace->schema().arguments();
       if (!args.empty() && args[0].alias_info() && args[0].alias_info()->isWrite() &&
           !inplace->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
-        impl(base + "_" + (overload.empty() ? "" : "." + overload), &rule, complex_rule,
+        impl(inplace_base + (overload.empty() ? "" : "." + overload), &rule, complex_rule,
              Variant::kInplace, name);
       }
     }

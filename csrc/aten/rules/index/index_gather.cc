@@ -86,6 +86,13 @@ std::vector<ir::Value> gather(LoweringContext& ctx, const Args& a) {
 std::vector<ir::Value> index_tensor(LoweringContext& ctx, const Args& a, bool check_bounds) {
   const at::Tensor& self = a.tensor(0);
   TORCH_CHECK_INDEX(!a[1].toListRef().empty(), "at least one index must be provided");
+  // ATen's index meta function: a tpu index of a CPU tensor reaches this kernel.
+  for (const c10::IValue& i : a[1].toListRef()) {
+    if (!i.isTensor() || !i.toTensor().defined()) continue;
+    const at::Tensor& index = i.toTensor();
+    TORCH_CHECK(index.device() == self.device() || index.is_cpu(), "indices should be either on ",
+                c10::kCPU, " or on the same device as the indexed tensor (", self.device(), ")");
+  }
   AdvancedIndex ai = advanced_index(ctx, self, a[1], check_bounds);
   auto& g = ctx.g();
   ir::Value x = ctx.tensor(self);

@@ -128,6 +128,9 @@ ValueList put(LoweringContext& ctx, const Args& a) {
   const at::Tensor& index = a.tensor(1);
   const at::Tensor& source = a.tensor(2);
   const bool accumulate = a.boolean(3);
+  // Duplicate indices without accumulate leave which value lands unspecified:
+  // ATen alerts under use_deterministic_algorithms on every device.
+  if (!accumulate) at::globalContext().alertNotDeterministic("put_");
   // ATen's checks and messages (TensorAdvancedIndexing.cpp, put_).
   TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but "
               "got ", index.scalar_type());
