@@ -83,7 +83,14 @@ int64_t meminfo_bytes(const std::string& key) {
 }  // namespace
 
 bool addresses_a_slot(const c10::DataPtr& data) {
-  return data.get_deleter() == &delete_slot || c10::impl::cow::is_cow_data_ptr(data);
+  // from_blob's DataPtrs (DLPack import of a tpu tensor: its data_ptr, the
+  // slot's address) carry c10's std::function context, whose deleter is
+  // private to c10: taken once from a DataPtr of that kind.
+  static const c10::DeleterFnPtr kFromBlob =
+      c10::InefficientStdFunctionContext::makeDataPtr(nullptr, [](void*) {}, c10::Device(c10::kCPU))
+          .get_deleter();
+  const c10::DeleterFnPtr deleter = data.get_deleter();
+  return deleter == &delete_slot || deleter == kFromBlob || c10::impl::cow::is_cow_data_ptr(data);
 }
 
 namespace {

@@ -18,9 +18,10 @@ c10::Allocator* tpu_allocator();
 c10::DeviceAllocator* tpu_device_allocator();
 
 // Whether a tpu DataPtr's address is a runtime::Slot: made by the tpu
-// allocator, or c10's copy-on-write wrapper of one (its address is the
-// slot's). False for a slice of a storage (UntypedStorage[a:b]), whose
-// address is its parent's plus an offset (copy.h, own_storage_slice).
+// allocator, c10's copy-on-write wrapper of one, or from_blob of a tpu
+// tensor's data_ptr (DLPack import), all at the slot's address. False for a
+// slice of a storage (UntypedStorage[a:b]), whose address is its parent's
+// plus an offset (copy.h, own_storage_slice).
 bool addresses_a_slot(const c10::DataPtr& data);
 
 // Changes a tpu storage's size (storage and slot), keeping the accounting right.
