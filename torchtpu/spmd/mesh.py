@@ -43,7 +43,8 @@ class Mesh:
                              f"{len(ids)} ids given")
         names = tuple(axis_names) if axis_names is not None else tuple("xyzwuv"[: len(shape)])
         if len(names) != len(shape) or len(set(names)) != len(names):
-            raise ValueError(f"Mesh: axis names {names} must be {len(shape)} distinct names")
+            raise ValueError(f"Mesh: axis names {names} for {len(shape)} axes: give one distinct "
+                             "name per axis")
         self.device_ids = ids
         self.shape = shape
         self.axis_names = names

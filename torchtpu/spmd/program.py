@@ -162,7 +162,7 @@ class _Program:
             if not whole:
                 raise ValueError(f"{self.name}: an output that is not a whole program result "
                                  "(a view, or an input returned) cannot take an out_spec yet")
-            axes = _normalize_spec(spec, len(sizes), self.mesh)
+            axes = _normalize_spec(spec, len(sizes), self.mesh, f"{self.name}: out_specs")
             for s, ax in zip(sizes, axes):
                 if s % math.prod(self.mesh.shape[a] for a in ax):
                     raise ValueError(f"{self.name}: out_spec {spec} does not divide shape {sizes}")
@@ -173,7 +173,14 @@ class _Program:
         shards = []
         for source, value in self.param_sources:
             shards.append(args[value]._shards if source == "input" else value)
-        outs = _C._spmd_run(self.text, self.mesh.device_ids, shards, self.out_dtypes, self.name)
+        try:
+            outs = _C._spmd_run(self.text, self.mesh.device_ids, shards, self.out_dtypes,
+                                self.name)
+        except RuntimeError as e:
+            if "PJRT_Client_Compile" not in str(e):
+                raise
+            raise _NotPartitioned(f"{self.name}: XLA could not partition the program over the "
+                                  f"mesh (docs/spmd.md, 'Not built yet'): {e}") from None
         return self._wrap(outs, args)
 
     def _wrap(self, outs, args):
@@ -241,6 +248,11 @@ def _assemble(text, mesh, sig, results, lines, prog_outs, out_axes):
 
 class _NotOneProgram(RuntimeError):
     """The function could not be captured as one program."""
+
+
+class _NotPartitioned(_NotOneProgram):
+    """XLA refused to partition the captured program over the mesh (a
+    NaN-propagating max/min reduction over a sharded dim, on the CPU plugin)."""
 
 
 def _capture(fn, full, name):

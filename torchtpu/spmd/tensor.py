@@ -11,13 +11,13 @@ from torchtpu.spmd.mesh import Mesh
 __all__ = ["ShardedTensor", "mark_sharding", "clear_sharding"]
 
 
-def _normalize_spec(spec, ndim, mesh):
+def _normalize_spec(spec, ndim, mesh, who="mark_sharding"):
     """``spec`` (one entry per dim: None, an axis name or index, or a tuple of
     them) as a tuple of axis-index tuples. ValueError on a wrong length, an
     unknown axis, an axis used twice."""
     spec = tuple(spec)
     if len(spec) != ndim:
-        raise ValueError(f"mark_sharding: the partition spec {spec} has {len(spec)} entries "
+        raise ValueError(f"{who}: the partition spec {spec} has {len(spec)} entries "
                          f"for a tensor of {ndim} dims")
     out, used = [], set()
     for entry in spec:
@@ -25,7 +25,7 @@ def _normalize_spec(spec, ndim, mesh):
         axes = tuple(mesh.axis(n) for n in names)
         for a in axes:
             if a in used:
-                raise ValueError(f"mark_sharding: mesh axis {mesh.axis_names[a]!r} shards "
+                raise ValueError(f"{who}: mesh axis {mesh.axis_names[a]!r} shards "
                                  f"two dims of {spec}")
             used.add(a)
         out.append(axes)
@@ -76,10 +76,31 @@ class ShardedTensor(torch.Tensor):
     def __new__(cls, shards, mesh, axes_per_dim, shape, dtype):
         r = torch.Tensor._make_wrapper_subclass(
             cls, shape, dtype=dtype, device=torch.device("tpu", mesh.device_ids[0]))
-        r._shards = list(shards)
+        r._own_shards = list(shards)
+        r._view = None  # (base ShardedTensor, function of base's full value) for a view
         r.mesh = mesh
         r.axes = axes_per_dim
         return r
+
+    @property
+    def _shards(self):
+        if self._view is None:
+            return self._own_shards
+        # A view's value is always its base's, read afresh (a write to the
+        # base shows through it, as through a view of a plain tensor).
+        base, view_fn = self._view
+        return _split(view_fn(base.full_tensor()), self.mesh, self.axes)
+
+    def _store(self, value):
+        """Makes ``value`` (full, on the mesh's first device) this tensor's
+        value: its shards, or for a view, the viewed elements of its base."""
+        if self._view is None:
+            self._own_shards = _split(value, self.mesh, self.axes)
+            return
+        base, view_fn = self._view
+        full = base.full_tensor()
+        view_fn(full).copy_(value)
+        base._store(full)
 
     @property
     def spec(self):
@@ -96,6 +117,9 @@ class ShardedTensor(torch.Tensor):
     def full_tensor(self):
         """The full value on the mesh's first device (a new tensor)."""
         dev = torch.device("tpu", self.mesh.device_ids[0])
+        if self._view is not None:
+            base, view_fn = self._view
+            return view_fn(base.full_tensor()).clone()
         if not any(self.axes):
             return self._shards[0].clone()
         out = torch.empty(self.shape, dtype=self.dtype, device=dev)
@@ -111,6 +135,9 @@ class ShardedTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents=None):
         return (f"ShardedTensor({self.full_tensor().cpu()}, mesh={self.mesh}, "
                 f"spec={self.spec})")
+
+    def __format__(self, format_spec):
+        return self.full_tensor().__format__(format_spec)
 
     def __reduce_ex__(self, proto):
         return self.full_tensor().__reduce_ex__(proto)
@@ -147,9 +174,35 @@ def _gathered(func, args, kwargs):
     # the new value back as shards, so the write is not lost.
     for arg, value in full.values():
         if func._schema.is_mutable and _written(func, args, kwargs, arg):
-            arg._shards = [s for s in _split(value, arg.mesh, arg.axes)]
+            arg._store(value)
             out = tree_map(lambda o: arg if o is value else o, out)
+    if _is_view(func) and full:
+        # A view (x[0], x.t(), x.split(...)) of a sharded tensor: a replicated
+        # ShardedTensor tied to its base, so writes through it (x[0] = 1,
+        # x[:, 1].zero_()) reach the base and the base's writes show in it.
+        base = next(iter(full.values()))[0]
+        if isinstance(out, torch.Tensor):
+            return _view_of(base, func, args, kwargs, out, None)
+        if isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out):
+            return type(out)(_view_of(base, func, args, kwargs, o, i) for i, o in enumerate(out))
     return out
+
+
+def _is_view(func):
+    schema = func._schema
+    return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
+
+
+def _view_of(base, func, args, kwargs, value, index):
+    def view_fn(full_base):
+        swap = lambda x: full_base if x is base else x  # noqa: E731
+        result = func(*tree_map(swap, args), **tree_map(swap, kwargs))
+        return result if index is None else result[index]
+
+    axes = ((),) * value.dim()
+    view = ShardedTensor([], base.mesh, axes, value.shape, value.dtype)
+    view._view = (base, view_fn)
+    return view
 
 
 def _written(func, args, kwargs, tensor):
