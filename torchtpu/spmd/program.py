@@ -6,7 +6,8 @@ How a program is made, once per input layout (shapes, dtypes, specs):
 1. The function runs once in fused mode on the full values, gathered onto
    the mesh's first device, under the same capture as ``torch.compile``'s
    replay (csrc/aten/compiled_call.h): its ops become one program over
-   global shapes. That first call's results are the call's results.
+   global shapes. That run's results are dropped: every call, the first
+   too, returns what the partitioned program computes.
 2. The captured program is compiled again over the mesh with Shardy
    (``sdy.mesh``, ``sdy.sharding``; csrc/pjrt/compile_options.h): each
    parameter becomes a flat value laid out device-major (shard ``p`` of the
@@ -58,46 +59,55 @@ def _sharding(mesh, dims_axes):
     return f"#sdy.sharding<@mesh, [{body}]>"
 
 
+def _relayout(shape, axes, mesh):
+    """How the device-major flat value of a tensor and its logical shape meet:
+    ``split`` = [groups..., local...] (the flat value reshaped), ``inter`` =
+    [g0, l0, g1, l1, ...] (reshapes to ``shape``), ``perm`` transposes
+    ``split`` to ``inter`` and ``inverse`` back."""
+    groups, local, _ = _layout(shape, axes, mesh)
+    r = len(shape)
+    split = groups + local
+    perm = [i for d in range(r) for i in (d, r + d)]
+    inverse = [perm.index(i) for i in range(2 * r)]
+    return split, [split[i] for i in perm], perm, inverse
+
+
+def _constraint(name, src, shape, axes, mesh, dtype):
+    return (f"    %{name} = sdy.sharding_constraint %{src} "
+            f"{_sharding(mesh, axes)[len('#sdy.sharding'):]} : {_type(shape, dtype)}")
+
+
 def _to_logical(name, src, shape, axes, mesh, dtype, lines):
     """Lines defining %name (logical ``shape``, constrained to ``axes``) from
     the device-major flat %src."""
-    groups, local, _ = _layout(shape, axes, mesh)
-    r = len(shape)
     flat = _type([math.prod(shape)], dtype)
-    if r == 0:
+    if not shape:
         lines.append(f"    %{name} = stablehlo.reshape %{src} : ({flat}) -> {_type([], dtype)}")
         return
-    split = groups + local
-    perm = [i for d in range(r) for i in (d, r + d)]
-    inter = [split[i] for i in perm]
+    split, inter, perm, _ = _relayout(shape, axes, mesh)
     lines += [
         f"    %{name}_s = stablehlo.reshape %{src} : ({flat}) -> {_type(split, dtype)}",
         f"    %{name}_t = stablehlo.transpose %{name}_s, dims = {perm} : "
         f"({_type(split, dtype)}) -> {_type(inter, dtype)}",
         f"    %{name}_l = stablehlo.reshape %{name}_t : ({_type(inter, dtype)}) -> "
         f"{_type(shape, dtype)}",
-        f"    %{name} = sdy.sharding_constraint %{name}_l "
-        f"{_sharding(mesh, axes)[len('#sdy.sharding'):]} : {_type(shape, dtype)}",
+        _constraint(name, f"{name}_l", shape, axes, mesh, dtype),
     ]
 
 
 def _to_device_major(name, src, shape, axes, mesh, dtype, lines):
-    """Lines defining the device-major flat %name from logical %src."""
-    groups, local, _ = _layout(shape, axes, mesh)
-    r = len(shape)
+    """Lines defining the device-major flat %name from logical %src (the
+    inverse of :func:`_to_logical`)."""
     flat = _type([math.prod(shape)], dtype)
-    if r == 0:
+    if not shape:
         lines.append(f"    %{name} = stablehlo.reshape %{src} : ({_type([], dtype)}) -> {flat}")
         return
-    inter = [x for d in range(r) for x in (groups[d], local[d])]
-    perm = [2 * d for d in range(r)] + [2 * d + 1 for d in range(r)]
-    split = [inter[i] for i in perm]
+    split, inter, _, inverse = _relayout(shape, axes, mesh)
     lines += [
-        f"    %{name}_c = sdy.sharding_constraint %{src} "
-        f"{_sharding(mesh, axes)[len('#sdy.sharding'):]} : {_type(shape, dtype)}",
+        _constraint(f"{name}_c", src, shape, axes, mesh, dtype),
         f"    %{name}_i = stablehlo.reshape %{name}_c : ({_type(shape, dtype)}) -> "
         f"{_type(inter, dtype)}",
-        f"    %{name}_t = stablehlo.transpose %{name}_i, dims = {perm} : "
+        f"    %{name}_t = stablehlo.transpose %{name}_i, dims = {inverse} : "
         f"({_type(inter, dtype)}) -> {_type(split, dtype)}",
         f"    %{name} = stablehlo.reshape %{name}_t : ({_type(split, dtype)}) -> {flat}",
     ]
@@ -108,8 +118,7 @@ class _Program:
         self.mesh = mesh
         self.name = name
         full = [a.full_tensor() for a in args]
-        outs, single, call = _capture(fn, full, self.name)
-        self.first = outs
+        _, single, call = _capture(fn, full, self.name)
         self.single = single
         text, _, params, prog_outs, call_outs = _C._compiled_describe(call)
         self.call_outs = call_outs
@@ -146,7 +155,6 @@ class _Program:
 
     def _out_axes(self, out_specs, call_outs, prog_outs):
         """Per program output: (logical shape, axes) it is returned in."""
-        per_prog = [((math.prod(dims),), ((),)) if dims else ((), ()) for _, dims in prog_outs]
         per_prog = [(tuple(dims), ((),) * len(dims)) for _, dims in prog_outs]
         if out_specs is None:
             return per_prog
