@@ -100,39 +100,46 @@ void check_partial_overlap(bool pointwise, c10::ArrayRef<c10::IValue> inputs,
 // values either; on an expanded tensor CPU warns and writes only the selected
 // elements, which tpu's write of the whole result cannot do (the unselected
 // copies of a shared element would win): LoweringContext::write refuses it.
-void check_index_overlap(const std::string& key, c10::ArrayRef<c10::IValue> inputs,
-                         const at::Tensor& dst) {
+enum class IndexOverlap {
+  kNone,
+  kNoOverlap,           // index_add_, index_copy_, put_, scatter_...: no internal overlap either
+  kInputs,              // index_fill_, index_put_: none with the index / values
+  kNoPartialWithInputs  // masked_fill_: none partial with the mask
+};
+
+// The rule of table name `key`, decided once per kernel.
+IndexOverlap index_overlap_rule(const std::string& key) {
   static const std::unordered_set<std::string> kNoOverlap = {
       "index_add", "index_copy", "index_reduce", "put", "scatter.src", "scatter.value",
       "scatter.reduce", "scatter.value_reduce", "scatter_add", "scatter_reduce.two"};
-  static const std::unordered_map<std::string, std::string> kFills = {
-      {"index_fill.int_Scalar", "index_fill_"}, {"index_fill.int_Tensor", "index_fill_"},
-      {"masked_fill.Scalar", "masked_fill_"}, {"masked_fill.Tensor", "masked_fill_"},
-      {"index_put", "index_put_"}, {"_index_put_impl", "index_put_"}};
-  auto each_tensor = [&](auto&& f) {
-    for (const auto& a : inputs) {
-      if (a.isTensor() && a.toTensor().defined() && a.toTensor().device() == dst.device()) {
-        f(a.toTensor());
-      } else if (a.isList()) {  // index_put's indices
-        for (const c10::IValue& e : a.toListRef()) {
-          if (e.isTensor() && e.toTensor().defined() && e.toTensor().device() == dst.device()) {
-            f(e.toTensor());
-          }
-        }
-      }
+  static const std::unordered_set<std::string> kInputs = {
+      "index_fill.int_Scalar", "index_fill.int_Tensor", "index_put", "_index_put_impl"};
+  if (kNoOverlap.count(key) != 0) return IndexOverlap::kNoOverlap;
+  if (kInputs.count(key) != 0) return IndexOverlap::kInputs;
+  if (key == "masked_fill.Scalar" || key == "masked_fill.Tensor") {
+    return IndexOverlap::kNoPartialWithInputs;
+  }
+  return IndexOverlap::kNone;
+}
+
+void check_index_overlap(IndexOverlap rule, c10::ArrayRef<c10::IValue> inputs,
+                         const at::Tensor& dst) {
+  if (rule == IndexOverlap::kNone) return;
+  if (rule == IndexOverlap::kNoOverlap) at::assert_no_internal_overlap(dst);
+  auto check = [&](const c10::IValue& v) {
+    if (!v.isTensor() || !v.toTensor().defined() || v.toTensor().device() != dst.device()) return;
+    if (rule == IndexOverlap::kNoPartialWithInputs) {
+      at::assert_no_partial_overlap(dst, v.toTensor());
+    } else {
+      at::assert_no_overlap(dst, v.toTensor());
     }
   };
-  if (kNoOverlap.count(key) != 0) {
-    at::assert_no_internal_overlap(dst);
-    each_tensor([&](const at::Tensor& t) { at::assert_no_overlap(dst, t); });
-    return;
-  }
-  auto fill = kFills.find(key);
-  if (fill == kFills.end()) return;
-  if (fill->second == "masked_fill_") {
-    each_tensor([&](const at::Tensor& t) { at::assert_no_partial_overlap(dst, t); });
-  } else {
-    each_tensor([&](const at::Tensor& t) { at::assert_no_overlap(dst, t); });
+  for (const auto& a : inputs) {
+    if (a.isList()) {  // index_put's indices
+      for (const c10::IValue& e : a.toListRef()) check(e);
+    } else {
+      check(a);
+    }
   }
 }
 
@@ -221,7 +228,7 @@ class LoweringKernel final : public c10::OperatorKernel {
         // ATen's abs_ refuses complex self before computing (a real result
         // would cast back into it).
         refuses_complex_self_(variant == Variant::kInplace && key_ == "abs"),
-        pointwise_(is_pointwise(key_)) {
+        pointwise_(is_pointwise(key_)), index_overlap_(index_overlap_rule(key_)) {
     if (variant_ != Variant::kOutOnly && DispatchCache::allowed(key_)) {
       cache_ = std::make_unique<DispatchCache>();
     }
@@ -382,7 +389,7 @@ class LoweringKernel final : public c10::OperatorKernel {
         TORCH_CHECK(!refuses_complex_self_ || !self.is_complex(),
                     "In-place abs is not supported for complex tensors.");
         check_partial_overlap(pointwise_, args.slice(1), self);
-        check_index_overlap(key_, args.slice(1), self);
+        check_index_overlap(index_overlap_, args.slice(1), self);
         auto values = (*rule)(ctx, Args(args));
         TORCH_CHECK(!values.empty(), name_, ": the rule returned no value");
         if (unsigned_gated && !all_floating(ctx, values)) {
@@ -416,7 +423,7 @@ class LoweringKernel final : public c10::OperatorKernel {
         }
         for (const auto& o : outs) {
           check_partial_overlap(pointwise_, args.slice(0, first_out), o);
-          check_index_overlap(key_, args.slice(1, first_out - 1), o);
+          check_index_overlap(index_overlap_, args.slice(1, first_out - 1), o);
         }
         auto values = (*rule)(ctx, Args(args.slice(0, first_out)));
         TORCH_CHECK(values.size() >= outs.size(), name_, ": rule returned ", values.size(),
@@ -542,6 +549,7 @@ class LoweringKernel final : public c10::OperatorKernel {
   bool float8_native_;    // float8_native(key_)
   bool refuses_complex_self_;  // abs_
   bool pointwise_;  // the functional op is tagged pointwise (check_partial_overlap)
+  IndexOverlap index_overlap_;  // check_index_overlap's rule for this op
   std::once_flag layout_once_;
   LayoutRule layout_;
   std::unique_ptr<DispatchCache> cache_;  // null: calls of this kernel are not cached
