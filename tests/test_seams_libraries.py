@@ -263,7 +263,9 @@ def test_peft_lorafa_still_autocasts_on_cpu_only(monkeypatch):
     pytest.importorskip("peft")
     import peft.optimizers.lorafa as lorafa
 
+    cpu_with_fix = _lorafa_lora_b("cpu")
     monkeypatch.setattr(lorafa, "autocast", lorafa.autocast._torchtpu_original)
+    assert _max_diff(_lorafa_lora_b("cpu"), cpu_with_fix) == 0  # the fix leaves CPU alone
     tpu = _lorafa_lora_b("tpu")
     monkeypatch.setattr(lorafa, "is_bf16_available", lambda: False)
     assert _max_diff(tpu, _lorafa_lora_b("cpu")) < 1e-6
