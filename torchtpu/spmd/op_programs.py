@@ -27,6 +27,10 @@ _NOT_TAKEN = {torch.ops.aten._to_copy.default, torch.ops.aten.copy.default,
 # (op, argument structure, non-tensor values, layouts) -> SpmdFunction, or
 # None for an op found not to make one program.
 _programs = {}
+# Python scalar values are part of the key: a loop with a changing scalar
+# would grow the table without end, so it is emptied past this size (the
+# compiled programs stay in the runtime's cache).
+_MAX_PROGRAMS = 256
 
 
 def _eligible(func):
@@ -54,6 +58,8 @@ def run(func, args, kwargs):
     others = tuple(repr(x) for i, x in enumerate(leaves) if i not in tensor_at)
     key = (func, str(spec), tuple(tensor_at), others, layout)
     if key not in _programs:
+        if len(_programs) >= _MAX_PROGRAMS:
+            _programs.clear()
         _programs[key] = _make(func, leaves, spec, tensor_at, sharded)
     program = _programs[key]
     if program is None:
