@@ -6,7 +6,6 @@ import os
 
 import pytest
 import torch
-
 import torchtpu
 
 
@@ -216,7 +215,10 @@ def run_checks_subprocess(path, devices, extra_env=None, names=(), timeout=600):
     import subprocess
     import sys
 
-    env = dict(os.environ, TORCHTPU_CPU_DEVICES=str(devices), **(extra_env or {}))
+    here = os.path.dirname(os.path.abspath(__file__))  # checks files import this module
+    pythonpath = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, TORCHTPU_CPU_DEVICES=str(devices), PYTHONPATH=pythonpath)
+    env.update(extra_env or {})
     proc = subprocess.run([sys.executable, path, *names], env=env, capture_output=True,
                           text=True, timeout=timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS ")]
@@ -225,3 +227,17 @@ def run_checks_subprocess(path, devices, extra_env=None, names=(), timeout=600):
         f"{proc.stderr[-3000:]}")
     return json.loads(lines[-1][len("RESULTS "):])
 
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def floats(shape=(4, 5)):
+    """A float32 tensor of `shape` drawn by randn * 3 whose first five elements
+    (when it has 8 or more) are nan, inf, -inf, 0.0 and -0.0."""
+    x = torch.randn(shape) * 3
+    if x.numel() >= 8:
+        flat = x.view(-1)
+        flat[0], flat[1], flat[2], flat[3] = NAN, INF, -INF, 0.0
+        flat[4] = -0.0
+    return x

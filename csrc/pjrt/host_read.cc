@@ -115,7 +115,7 @@ bool read_in_place(Client& client, const Buffer& buffer, void* dst, int64_t nbyt
   // No PJRT_Buffer_IncreaseExternalReferenceCount around the read: on the
   // CPU plugin it corrupted the heap when it overlapped a collective's
   // write-back replacing the tensor's buffer on another thread (measured:
-  // "malloc(): unaligned tcache chunk detected" in tests/test_distributed.py's
+  // "malloc(): unaligned tcache chunk detected" in tests/distributed/test_distributed.py's
   // read_output_while_in_flight; without it, none in 5 runs of 200 rounds). The
   // memory stays put without it: the CPU plugin never moves a buffer, and
   // the caller holds `buffer` (torchtpu never donates a held buffer).

@@ -1,7 +1,7 @@
 // torchtpu's environment variables, parsed by one set of rules. Every
 // TORCHTPU_* variable the C++ core reads goes through these functions (callers
 // keep the value in a static where it must not change within a process); the
-// list with defaults is docs/environment.md, which tests/test_docs.py checks
+// list with defaults is docs/environment.md, which tests/project/test_docs.py checks
 // against the code.
 //
 // Rules, the same for every variable:

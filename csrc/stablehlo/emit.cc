@@ -583,7 +583,7 @@ bool Emitter::emit_dot_with_rhs_transposed(int32_t id, const Node& n) {
 // vector lanes, as accurately as CPU. So each run of adjacent reduced dims is
 // merged into one dim by a reshape, and the runs are reduced one at a time,
 // innermost first, with an optimization barrier between (XLA merges a reduce
-// of a reduce back into one). Measured by tests/test_ops_reduce.py::
+// of a reduce back into one). Measured by tests/ops/test_reduce.py::
 // test_float32_sum_accuracy_equals_cpu.
 bool Emitter::emit_staged_sum(int32_t id, const Node& n) {
   if (n.operands.size() != 2 || n.attrs.reducer != ir::Reducer::kAdd) return false;

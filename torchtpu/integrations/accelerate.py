@@ -13,7 +13,7 @@ models (``torchtpu.integrations.transformers.enable()`` calls it too)::
     tpu_accelerate.enable()
 
 What changes (no accelerate file is edited; docs/device-seams.md,
-section "Libraries", has the call sites, tests/test_seams_accelerate.py the
+section "Libraries", has the call sites, tests/integration/test_seams_accelerate.py the
 tests, including ones that turn red the day accelerate changes them):
 
 1. ``PartialState.default_device`` (state.py:718): MPS, MLU, SDAA, MUSA, NPU,

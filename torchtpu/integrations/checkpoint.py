@@ -20,7 +20,7 @@ inputs with the tpu kernel: it puts a function in front of PyTorch's table
 closure cell through which run_and_save_rng_state's fake and proxy kernels
 call it); every other device still goes to PyTorch's.
 
-Measured (tests/test_seams_checkpoint.py): gradients equal the compiled
+Measured (tests/integration/test_seams_checkpoint.py): gradients equal the compiled
 function's without checkpointing, bit for bit, on every step, and the masks
 change from step to step (the state is read at each call, not frozen into the
 compiled program).

@@ -14,7 +14,7 @@ is, and this applies the same changes by hand, once, before loading models::
     tpu_transformers.enable()
 
 What changes (no transformers file is edited; docs/device-seams.md, section
-"Libraries", has the call sites, and tests/test_seams_transformers.py tests
+"Libraries", has the call sites, and tests/integration/test_seams_transformers.py tests
 that turn red the day transformers changes them):
 
 1. ``attn_implementation="flex_attention"``. transformers reads device "tpu" as

@@ -1,6 +1,6 @@
 """Runs one OpInfo of PyTorch's ``op_db`` on tpu and on CPU and classifies it.
 
-Shared by :mod:`torchtpu.tools.coverage` (the sweep) and ``tests/test_opinfo.py``.
+Shared by :mod:`torchtpu.tools.coverage` (the sweep) and ``tests/ops/test_opinfo.py``.
 ``op_db`` (``torch.testing._internal.common_methods_invocations``) is the
 specification: its sample inputs, PyTorch's default tolerances per dtype
 (``torch.testing.assert_close``) and CPU PyTorch's results are the reference.

@@ -154,7 +154,7 @@ def run_program(pseed, on_step=None):
 def _worker(seeds):
     import torch  # noqa: F401
     import torchtpu  # noqa: F401
-    # Test hooks of the harness itself (tests/test_fuzz.py): die or stall on one seed.
+    # Test hooks of the harness itself (tests/ops/test_fuzz.py): die or stall on one seed.
     abort_on = os.environ.get("_TORCHTPU_FUZZ_ABORT_SEED")
     stall_on = os.environ.get("_TORCHTPU_FUZZ_STALL_SEED")
     for pseed in seeds:

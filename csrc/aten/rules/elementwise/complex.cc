@@ -5,7 +5,7 @@
 // The kernel sends every call with a complex tensor to the CPU fallback unless
 // its op is listed in complex_table() (lowering.h). The RegisterComplex lines at
 // the end are that list: each names a rule checked against CPU with complex64
-// and complex128 inputs (tests/test_complex.py). A null rule there means the
+// and complex128 inputs (tests/device/test_complex.py). A null rule there means the
 // op's ordinary rule already handles complex values (it only moves, selects or
 // adds/multiplies elements, which StableHLO defines for complex types).
 //
@@ -248,7 +248,7 @@ RegisterComplex c_mean("mean", [](LoweringContext& c, const Args& a) {
 // Ops whose own rules handle complex values: they move, select or fill
 // elements, or use only add/multiply/negate/compare-for-equality, all defined
 // on StableHLO complex types; each is checked against CPU in
-// tests/test_complex.py.
+// tests/device/test_complex.py.
 RegisterComplex c_complex("complex");
 RegisterComplex c_polar("polar");
 RegisterComplex c_conj_physical("_conj_physical");

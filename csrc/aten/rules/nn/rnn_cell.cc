@@ -5,7 +5,7 @@
 // to _thnn_fused_lstm_cell / _thnn_fused_gru_cell. Those have no CPU kernel, so
 // the CPU fallback cannot run them: without these rules every LSTM or GRU on
 // tpu failed. The math is the cell's definition (torch.nn.LSTMCell/GRUCell
-// docs); it is checked against CPU's unfused path in tests/test_rnn_cell.py.
+// docs); it is checked against CPU's unfused path in tests/ops/test_rnn_cell.py.
 //
 // The workspace is private to a forward/backward pair (autograd passes the
 // forward's to the backward): LSTM keeps its four activated gates [i, f, g, o]

@@ -7,7 +7,7 @@
 // once, as on CUDA, to decide whether to call optimizer.step()).
 //
 // Semantics follow ATen's CPU kernels (aten/src/ATen/native/cpu/
-// AmpGradScalerKernels.cpp), checked against them in tests/test_amp.py.
+// AmpGradScalerKernels.cpp), checked against them in tests/device/test_amp.py.
 #include "aten/rules/reduce/reduce_util.h"
 
 namespace ttpu::aten {

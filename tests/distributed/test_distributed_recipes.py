@@ -1,0 +1,62 @@
+"""Training recipes across 2 processes on tpu equal to gloo-CPU's (or, for
+SyncBatchNorm, which has no CPU form, to batch norm over the ranks' batches in
+one process): every DDP comm hook (PowerSGD's hook waits inside its callbacks
+for collectives it issues: it used to hang), SyncBatchNorm, a GPT-2 with a tied
+LM head under DDP, and FSDP2's fully_shard of a model still on CPU with a tpu
+mesh; and tpu:{rank} in a per-rank process with no TORCHTPU_CPU_DEVICES. One launch of 2 processes (tests/distributed/_dist_recipes.py), bounded by a timeout.
+"""
+
+import pytest
+
+from test_distributed import _assert_check, launch
+
+pytestmark = pytest.mark.alone  # scripts/run_tests.sh passes: tests/README.md
+
+
+@pytest.fixture(scope="module")
+def recipes():
+    return launch("recipes", worker="_dist_recipes.py")
+
+
+CHECKS = ([f"comm_hook_{h}" for h in ("allreduce", "fp16_compress", "bf16_compress",
+                                      "quantize_per_tensor", "quantize_per_channel",
+                                      "powersgd", "batched_powersgd")]
+          + ["sync_batch_norm", "tied_gpt2_ddp_10_steps", "fully_shard_cpu_model_tpu_mesh"])
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_recipe(recipes, name):
+    _assert_check(recipes, name)
+
+
+def test_tpu_rank_device_per_local_rank():
+    # TORCHTPU_CPU_DEVICES empty: as if unset (launch() sets 1 otherwise).
+    results = launch("local_ranks", worker="_dist_recipes.py", TORCHTPU_CPU_DEVICES="")
+    _assert_check(results, "tpu_rank_device_per_local_rank")
+
+
+def _values(results_logs):
+    results, logs = results_logs
+    values = {}
+    for r, log in logs.items():
+        for line in log.splitlines():
+            if line.startswith("VALUE "):
+                _, name, value = line.split(" ", 2)
+                values[(r, name)] = float(value)
+    return values
+
+
+def test_cpu_only_scripts_with_and_without_torchtpu():
+    # What installing torchtpu changes for code that never names tpu is what a
+    # GPU host changes: gloo serves the accelerator's tensors too, so FSDP2's
+    # default mesh (the accelerator's) moves the model to tpu and trains as on
+    # CPU; DDP and an explicit CPU mesh stay on CPU. Same values both ways.
+    runs = {}
+    for autoload in ("1", "0"):
+        run = launch("scripts", worker="_dist_cpu_only.py", TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
+        for name in ("ddp", "fsdp2", "dtensor"):
+            _assert_check(run, name)
+        runs[autoload] = _values(run)
+    assert runs["1"].keys() == runs["0"].keys() and len(runs["1"]) == 6
+    for key, value in runs["0"].items():
+        assert abs(runs["1"][key] - value) < 1e-5, (key, runs["1"][key], value)

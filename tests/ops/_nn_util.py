@@ -1,0 +1,36 @@
+"""Helpers shared by the op tests of tests/ops/ (conv, pool, resize, nn, ...): an op and its
+gradients on tpu against CPU PyTorch with no CPU fallback."""
+
+import torch
+
+from _util import assert_close_cpu, no_fallback, to_tpu
+
+# float32 results within 1e-5, relative for large values.
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def close(fn, *inputs, **tol):
+    """fn on tpu copies of `inputs` (no fallback) equals fn on CPU."""
+    expected = fn(*inputs)
+    with no_fallback():
+        actual = fn(*to_tpu(inputs))
+    assert_close_cpu(actual, expected, **(tol or TOL))
+    return actual
+
+
+def grads_close(fn, *inputs, **tol):
+    """fn's output and the gradients of every float input match CPU's, for the
+    same random output gradient; forward and backward run with no fallback."""
+    tol = tol or TOL
+    cpu = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    out = fn(*cpu)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    tpu = [x.to("tpu").requires_grad_(x.is_floating_point()) for x in inputs]
+    with no_fallback():
+        out_t = fn(*tpu)
+        out_t.backward(grad_out.to("tpu"))
+    assert_close_cpu(out_t.detach(), out.detach(), **tol)
+    for c, t in zip(cpu, tpu):
+        if c.requires_grad:
+            assert_close_cpu(t.grad, c.grad, **tol)

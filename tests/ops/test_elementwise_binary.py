@@ -1,0 +1,118 @@
+"""Binary pointwise ops on tpu compared with CPU PyTorch (values, dtype, shape,
+type promotion) with no CPU fallback: logaddexp, hypot, copysign, xlogy, fmax,
+heaviside, the shifts, gcd/lcm, torch.equal, and CPU's errors for bad input."""
+
+import pytest
+import torch
+
+from _util import assert_close_cpu, floats, no_fallback, run_both, same_error
+
+pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # scripts/run_tests.sh passes: tests/README.md
+
+BINARY_FLOAT = [torch.logaddexp, torch.logaddexp2, torch.hypot]
+
+
+BINARY_PROMOTING = [torch.copysign, torch.xlogy, torch.special.xlog1py]
+
+
+BINARY_ANY = [torch.fmax, torch.fmin]
+
+
+@pytest.mark.parametrize("fn", BINARY_FLOAT + BINARY_PROMOTING + BINARY_ANY)
+def test_binary_float(fn):
+    x, y = floats(), floats().flip(0)
+    run_both(fn, x, y)
+    run_both(fn, x, y[0])  # broadcast
+    run_both(fn, x.t(), y.t())  # non-contiguous
+    run_both(fn, torch.tensor(2.0), torch.tensor(-3.0))
+    run_both(fn, torch.empty(0, 3), torch.empty(0, 3))
+    run_both(fn, x.bfloat16(), y.bfloat16())
+
+
+@pytest.mark.parametrize("fn", BINARY_PROMOTING + BINARY_ANY)
+def test_binary_int_bool(fn):
+    i = torch.randint(-4, 5, (3, 4))
+    b = torch.rand(3, 4) > 0.5
+    run_both(fn, i, i.flip(1))
+    run_both(fn, b, b.flip(0))
+    run_both(fn, i, b)
+
+
+@pytest.mark.parametrize("fn", BINARY_FLOAT)
+def test_binary_float_rejects_int(fn):
+    same_error(fn, torch.tensor([1, 2]), torch.tensor([3, 4]))
+
+
+def test_binary_scalar_overloads():
+    x = floats().abs()
+    run_both(lambda t: torch.xlogy(t, 2.0), x)
+    run_both(lambda t: torch.xlogy(2, t), x)
+    run_both(lambda t: torch.special.xlog1py(t, 2.0), x)
+    run_both(lambda t: torch.copysign(t, -1.0), x)
+
+
+def test_heaviside():
+    x = floats()
+    run_both(torch.heaviside, x, torch.full_like(x, 0.5))
+    run_both(torch.heaviside, torch.randint(-2, 3, (4,)), torch.tensor([7, 8, 9, 10]))
+    run_both(torch.heaviside, torch.tensor([True, False]), torch.tensor([False, True]))
+    same_error(torch.heaviside, torch.tensor([1, 0]), torch.tensor([0.5, 0.5]))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_shifts(dtype):
+    x = torch.randint(0 if dtype == torch.uint8 else -100, 100, (20,)).to(dtype)
+    s = torch.randint(0 if dtype == torch.uint8 else -3, 70, (20,)).to(dtype)
+    run_both(lambda a, b: a << b, x, s)
+    run_both(lambda a, b: a >> b, x, s)
+    run_both(torch.bitwise_left_shift, x, s)
+    run_both(torch.bitwise_right_shift, x, s)
+    run_both(lambda a: a << 2, x)
+    run_both(lambda a: a >> 1, x)
+    same_error(lambda a, b: a << b, x.float(), s)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_gcd_lcm(dtype):
+    lo = 0 if dtype == torch.uint8 else -60
+    a = torch.randint(lo, 60, (40,)).to(dtype)
+    b = torch.randint(lo, 60, (40,)).to(dtype)
+    a[0], b[0] = 0, 0
+    run_both(torch.gcd, a, b)
+    run_both(torch.lcm, a[:10], b[:10])
+    run_both(torch.gcd, a.reshape(4, 10), b[:10])
+    same_error(torch.gcd, torch.tensor([1.0]), torch.tensor([2.0]))
+
+
+def test_gcd_large():
+    run_both(torch.gcd, torch.tensor([2**62, 2**40 * 3, 6765]), torch.tensor([2**61, 2**35 * 9, 4181]))
+
+
+@pytest.mark.parametrize("a,b", [
+    (torch.tensor([1, 2]), torch.tensor([1.0, 2.0])),  # promoted, as on CPU
+    (torch.ones(2, 3), torch.ones(3, 2)),
+    (torch.tensor([float("nan")]), torch.tensor([float("nan")])),
+    (torch.ones(0), torch.ones(0)),
+    (torch.arange(6.0).reshape(2, 3).t(), torch.arange(6.0).reshape(2, 3).t().contiguous()),
+    (torch.tensor([True, False]), torch.tensor([True, True])),
+])
+def test_equal_matches_cpu(a, b):
+    with no_fallback():
+        assert torch.equal(a.to("tpu"), b.to("tpu")) == torch.equal(a, b)
+
+
+def test_efficientzerotensor_and_sgn_backward():
+    # Autograd's zero gradients (sgn of a real tensor) come from
+    # _efficientzerotensor, a dense zero tensor on tpu.
+    for dtype in (None, torch.int32):
+        with no_fallback():
+            zeros = torch._efficientzerotensor([2, 3], dtype=dtype, device="tpu")
+        assert_close_cpu(zeros, torch._efficientzerotensor([2, 3], dtype=dtype))
+    x = torch.randn(5)
+    for dev in ("cpu", "tpu"):
+        leaf = x.to(dev).detach().requires_grad_()
+        with no_fallback():
+            (torch.sgn(leaf) * leaf).sum().backward()
+        if dev == "cpu":
+            expected = leaf.grad
+    assert_close_cpu(leaf.grad, expected)
