@@ -34,10 +34,14 @@ def _eager_mode_and_seed():
     torch.manual_seed(0)
     yield
     try:
-        torchtpu.sync()  # a check a test left failing must not reach the next test
-    except Exception:
-        pass
-    torchtpu.set_eager_mode("strict")
+        # An error still pending (a deferred check, a failed fused graph) belongs
+        # to this test: it fails here, not inside the next test that syncs.
+        torchtpu.sync()
+    except Exception as error:  # noqa: BLE001  (any pending error fails the test)
+        pytest.fail(f"the test left an error pending, raised at teardown's sync: "
+                    f"{type(error).__name__}: {error}", pytrace=False)
+    finally:
+        torchtpu.set_eager_mode("strict")
 
 
 @pytest.fixture(scope="module")
