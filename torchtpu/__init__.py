@@ -2,9 +2,12 @@
 
 ``import torchtpu`` (or plain ``import torch``, through the ``torch.backends``
 entry point) registers the device. Tensors created with ``device="tpu"`` live in
-PJRT buffers; each ATen op is lowered to StableHLO, compiled by XLA once per
-(op, dtypes, shapes, attributes) and executed asynchronously (strict mode) or
-synchronously (debug mode).
+PJRT buffers; each ATen op is lowered to StableHLO and compiled by XLA. Three
+eager modes (:func:`set_eager_mode`): strict (the default) runs each op as its
+own program, compiled once per (op, dtypes, shapes, attributes), asynchronously;
+debug runs the same programs synchronously; fused records ops into one graph
+per device and runs it as one program when a value is read. ``torch.compile``
+with ``backend="tpu"`` compiles whole graphs.
 
 The plugin is OpenXLA's CPU plugin (package ``xla-cpu-pjrt``) unless
 ``TORCHTPU_PLUGIN`` names another PJRT plugin ``.so`` or :func:`init` is called.
@@ -48,6 +51,9 @@ torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 torch.set_autocast_dtype("tpu", torch.bfloat16)
 
 __version__ = "0.1.0"
+__all__ = ["init", "sync", "set_eager_mode", "get_eager_mode", "fused_hybrid",
+           "background_compile", "jax_kernel", "stablehlo_op", "RecompileError",
+           "RecompileWarning", "cache", "config", "metrics"]
 
 
 def _at_exit():
