@@ -2,7 +2,7 @@
 // lowering table every mode uses.
 //
 // A rule receives the arguments of the FUNCTIONAL overload ("add.Tensor") and
-// returns IR values, one per returned tensor. The generic kernel (kernel.cc)
+// returns IR values, one per returned tensor. The generic kernel (lowered_kernel.cc)
 // derives the in-place ("add_.Tensor") and out= ("add.out") variants from the
 // same rule: it writes the values into `self` or the `out` tensors, through any
 // view, so an op is lowered once for all three.
