@@ -1,6 +1,6 @@
 // Lowerings of the ATen ops that move data into a new shape: cat, flip, roll,
 // repeat, constant_pad_nd, tril/triu. (Views such as permute or slice are
-// metadata on the same storage and need no lowering; see basic_ops.cc.)
+// metadata on the same storage and need no lowering; see metadata_ops.cc.)
 #include <ATen/WrapDimUtils.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/TypeProperties.h>
