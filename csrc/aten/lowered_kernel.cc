@@ -20,7 +20,7 @@
 #include "aten/fallback.h"
 #include "aten/lowering.h"
 #include "aten/result_layout.h"
-#include "aten/unsigned_gate.h"
+#include "aten/barebones_dtypes.h"
 
 namespace ttpu::aten {
 namespace {
@@ -259,7 +259,7 @@ class LoweringKernel final : public c10::OperatorKernel {
       run_cpu_fallback(op, stack, " for conjugated or negated views (x.conj(), x.conj().imag)");
       return;
     }
-    // uint16/32/64 (unsigned_gate.h): ops CPU computes in these dtypes run
+    // uint16/32/64 (barebones_dtypes.h): ops CPU computes in these dtypes run
     // natively; the others only when every result is floating (the op computes
     // in a float type, as CPU does), else on CPU, which raises what CPU raises.
     const bool unsigned_gated = !unsigned_native_ && any_barebones_unsigned(schema, args);
@@ -267,7 +267,7 @@ class LoweringKernel final : public c10::OperatorKernel {
       run_cpu_fallback(op, stack, kUnsignedWhy);
       return;
     }
-    // float8 (unsigned_gate.h): only the ops that move, select or compare
+    // float8 (barebones_dtypes.h): only the ops that move, select or compare
     // values, which CPU implements for float8, run natively; the rest on CPU,
     // which computes or raises as CPU does.
     if (!float8_native_ && any_float8(schema, args)) {

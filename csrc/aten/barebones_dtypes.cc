@@ -1,4 +1,4 @@
-#include "aten/unsigned_gate.h"
+#include "aten/barebones_dtypes.h"
 
 #include <unordered_set>
 
