@@ -12,7 +12,7 @@ after a barrier) so that their ratios are comparable on a noisy machine
 - gloo: all_reduce of that host tensor on the CPU gloo group;
 - h2d: host tensor -> the tpu tensor in place (``t.copy_(h)`` then sync);
 - staged_by_hand: the three above in a row from Python (the host path's floor);
-- signature: what the tpu backend checks calls with on 2 ranks (agree.h): one
+- signature: what the tpu backend checks calls with on 2 ranks (signature_check.h): one
   8-byte gloo send/recv with the peer (signature_all_gather: the 64-byte
   all_gather it used before, for comparison);
 - tpu: ``all_reduce(t, async_op=True)`` (tpu_issue, until it returns), then

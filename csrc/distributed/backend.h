@@ -125,7 +125,7 @@ struct GroupChannels {
   // their own, their order never interleaves with the data collectives', so
   // an exchange need not queue behind the collectives before it.
   c10::intrusive_ptr<c10d::Backend> control;
-  // Or, in small groups, through the store's queues (agree.h; nullptr: the
+  // Or, in small groups, through the store's queues (signature_check.h; nullptr: the
   // all_reduce on `control`).
   std::shared_ptr<SignatureStore> signatures;
 };
@@ -133,7 +133,7 @@ struct GroupChannels {
 class TpuBackend : public c10d::Backend {
  public:
   // `inner` runs the host collectives, `control` (another gloo group on the
-  // same ranks) the signature exchanges (agree.h); `timeout` bounds every wait.
+  // same ranks) the signature exchanges (signature_check.h); `timeout` bounds every wait.
   TpuBackend(c10::intrusive_ptr<c10d::Backend> inner, c10::intrusive_ptr<c10d::Backend> control,
              std::shared_ptr<SignatureStore> signatures, int rank, int size,
              std::chrono::milliseconds timeout);

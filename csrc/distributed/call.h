@@ -13,7 +13,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "distributed/agree.h"
+#include "distributed/signature_check.h"
 #include "distributed/backend.h"
 #include "distributed/issue.h"
 
@@ -41,7 +41,7 @@ Tensors to_host(const Tensors& ts, Pending* pending);
 // kept; see staging.cc).
 void copy_back(const Tensors& dst, const Tensors& src);
 
-// TORCHTPU_DIST_CHECK=0 skips the cross-rank signature check (agree.h): a
+// TORCHTPU_DIST_CHECK=0 skips the cross-rank signature check (signature_check.h): a
 // mismatch then aborts inside gloo, as it does for CPU tensors.
 bool signature_checks_enabled();
 

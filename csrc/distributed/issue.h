@@ -2,7 +2,7 @@
 //
 // Gloo pairs the collectives of the ranks by the order they are issued in, so
 // every rank must issue them in the same order. The tpu backend issues its
-// data collective only after the signature check (agree.h; the exchange
+// data collective only after the signature check (signature_check.h; the exchange
 // itself goes out at the call, on a group of its own), which takes a round
 // trip: done on the caller's thread, that round trip blocks it (DDP's
 // autograd thread, at every bucket). Instead each

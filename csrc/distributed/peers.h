@@ -1,4 +1,4 @@
-// The store form of the signature exchange (agree.h): each rank pushes its
+// The store form of the signature exchange (signature_check.h): each rank pushes its
 // call's hash to every peer through a queue in the group's c10d store, and
 // pops the peers' hashes from its own queues.
 //

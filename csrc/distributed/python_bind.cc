@@ -6,7 +6,7 @@
 
 #include <torch/csrc/utils/pybind.h>
 
-#include "distributed/agree.h"
+#include "distributed/signature_check.h"
 #include "distributed/backend.h"
 #include "distributed/kv_store.h"
 #include "distributed/trace.h"

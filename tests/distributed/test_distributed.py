@@ -111,7 +111,7 @@ def test_failure(failure_group, name):
 
 @pytest.fixture(scope="module", params=["store", "all_reduce"])
 def mismatch_group(request):
-    # Both forms of the signature exchange (csrc/distributed/agree.h): through
+    # Both forms of the signature exchange (csrc/distributed/signature_check.h): through
     # the store's queues, or one all_reduce on the signature group.
     env = {"TORCHTPU_DIST_STORE_RANKS": "8" if request.param == "store" else "0"}
     return launch("mismatch", TORCH_DISTRIBUTED_DEBUG="OFF", **env)

@@ -1,6 +1,6 @@
-// The signature exchange of agree.h: a MAX all_reduce of [h, ~h] on gloo or
+// The signature exchange of signature_check.h: a MAX all_reduce of [h, ~h] on gloo or
 // each rank's h through the store's queues, and on a mismatch the 8-int64 signatures all-gathered for the message.
-#include "distributed/agree.h"
+#include "distributed/signature_check.h"
 
 #include "distributed/trace.h"
 
