@@ -115,7 +115,7 @@ class TpuWork : public c10d::Work {
   bool issued_ = true;
 };
 
-class SignatureStore;  // peers.h
+class SignatureStore;  // signature_exchange.h
 
 // What every queued call of one tpu group goes through (call.h).
 struct GroupChannels {

@@ -36,7 +36,7 @@ void bind(py::module& m,
         auto control = signatures.cast<c10::intrusive_ptr<c10d::Backend>>();
         double ms = timeout.attr("total_seconds")().cast<double>() * 1000.0;
         const std::chrono::milliseconds limit(static_cast<int64_t>(ms));
-        // Or, in small groups, its queues in the same store (peers.h).
+        // Or, in small groups, its queues in the same store (signature_exchange.h).
         py::object queues = dist.attr("PrefixStore")("ttpu_signature_queues", store);
         auto base = c10::intrusive_ptr<c10d::Store>::unsafe_reclaim_from_nonowning(
             queues.cast<c10d::Store*>());

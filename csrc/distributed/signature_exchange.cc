@@ -1,5 +1,5 @@
-// The store form of the signature exchange and its watch on the peers (peers.h).
-#include "distributed/peers.h"
+// The store form of the signature exchange and its watch on the peers (signature_exchange.h).
+#include "distributed/signature_exchange.h"
 #include "settings/settings.h"
 
 #include <ATen/ATen.h>
