@@ -5,7 +5,7 @@
 // which DDP's bucket views and FSDP's padded buffers rely on).
 #include "distributed/backend.h"
 
-#include "distributed/call.h"
+#include "distributed/host_collective.h"
 #include "distributed/trace.h"
 
 #include <ATen/ATen.h>

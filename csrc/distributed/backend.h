@@ -117,7 +117,7 @@ class TpuWork : public c10d::Work {
 
 class SignatureStore;  // signature_exchange.h
 
-// What every queued call of one tpu group goes through (call.h).
+// What every queued call of one tpu group goes through (host_collective.h).
 struct GroupChannels {
   std::shared_ptr<Issuer> issuer;             // the data collectives' issue order
   c10::intrusive_ptr<c10d::Backend> inner;    // the data collectives (gloo)

@@ -1,7 +1,7 @@
-// Host staging of TpuBackend's collectives (call.h): the reused host buffers,
+// Host staging of TpuBackend's collectives (host_collective.h): the reused host buffers,
 // the two transfers (installed by torchtpu's core through bind()) and the
 // device buffers that write-backs replace, kept until no read can use them.
-#include "distributed/call.h"
+#include "distributed/host_collective.h"
 
 #include <ATen/ATen.h>
 

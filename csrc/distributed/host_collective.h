@@ -1,6 +1,6 @@
 // What every host-staged collective of TpuBackend shares (backend.cc): the host
 // staging buffers and transfers (staging.cc) and the call through the group's
-// issue queue with its signature exchange (call.cc).
+// issue queue with its signature exchange (host_collective.cc).
 #pragma once
 
 #include <chrono>

@@ -1,6 +1,6 @@
-// QueuedCall (call.h): one collective through the group's issue queue, its
+// QueuedCall (host_collective.h): one collective through the group's issue queue, its
 // signature exchange first.
-#include "distributed/call.h"
+#include "distributed/host_collective.h"
 
 #include <cstdlib>
 #include <string>
