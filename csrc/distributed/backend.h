@@ -16,7 +16,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "distributed/issue.h"
+#include "distributed/issue_order.h"
 
 namespace ttpu::distributed {
 
@@ -66,7 +66,7 @@ class TpuWork : public c10d::Work {
   // Chains completion on the inner futures; call once, right after creation
   // (the callbacks hold a reference to the work until they run).
   void start();
-  // A queued call (issue.h): the inner works come later, from issued() or
+  // A queued call (issue_order.h): the inner works come later, from issued() or
   // issue_failed() on the issuing thread; wait() first drains `issuer` (runs
   // the queue) on its own thread; getFuture() before the call is issued hurries
   // it (the caller will not wait: the queue's thread starts it now). Weak: a

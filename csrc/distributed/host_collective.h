@@ -15,14 +15,14 @@
 
 #include "distributed/signature_check.h"
 #include "distributed/backend.h"
-#include "distributed/issue.h"
+#include "distributed/issue_order.h"
 
 namespace ttpu::distributed {
 
 using Tensors = std::vector<at::Tensor>;
 
 // The device-to-host copies a queued call still has to make: they run on the
-// issue queue (issue.h) ahead of its collective, not on the caller's thread.
+// issue queue (issue_order.h) ahead of its collective, not on the caller's thread.
 using Pending = std::vector<std::function<void()>>;
 
 // A host buffer for a result: same shape and dtype, contiguous (pooled from
@@ -95,7 +95,7 @@ class Staging {
 
 using IssueFn = std::function<std::vector<c10::intrusive_ptr<c10d::Work>>()>;
 
-// One call through the group's issue queue (issue.h). The constructor issues
+// One call through the group's issue queue (issue_order.h). The constructor issues
 // the signature exchange at once, on the control group (its own gloo group,
 // so it need not wait for the collectives queued before it to be issued), so
 // its round trip runs while earlier calls and this call's staging copies do;

@@ -9,7 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include "distributed/backend.h"
-#include "distributed/issue.h"
+#include "distributed/issue_order.h"
 #include "distributed/trace.h"
 
 namespace ttpu::distributed {

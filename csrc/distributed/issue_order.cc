@@ -1,6 +1,6 @@
-// Issuer (issue.h): one thread per tpu group runs the queued issue steps in
+// Issuer (issue_order.h): one thread per tpu group runs the queued issue steps in
 // order; waiters run them too.
-#include "distributed/issue.h"
+#include "distributed/issue_order.h"
 #include "settings/settings.h"
 
 #include <cstdlib>
