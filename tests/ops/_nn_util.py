@@ -34,3 +34,10 @@ def grads_close(fn, *inputs, **tol):
     for c, t in zip(cpu, tpu):
         if c.requires_grad:
             assert_close_cpu(t.grad, c.grad, **tol)
+
+
+def make(shape, dtype=torch.float32):
+    """A tensor of `shape`: randn for floating dtypes, integers in [-5, 5] otherwise."""
+    if dtype.is_floating_point:
+        return torch.randn(shape, dtype=dtype)
+    return torch.randint(-5, 6, shape, dtype=dtype)

@@ -6,16 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _nn_util import close, grads_close
+from _nn_util import close, grads_close, make
 from _util import same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # scripts/run_tests.sh passes: tests/README.md
-
-
-def make(shape, dtype=torch.float32):
-    if dtype.is_floating_point:
-        return torch.randn(shape, dtype=dtype)
-    return torch.randint(-5, 6, shape, dtype=dtype)
 
 
 # (input shape, weight shape, kwargs); weight [O, C/groups, k...].
