@@ -318,73 +318,84 @@ void Fusion::flush() {
   }
   if (!deferred_) ++Runtime::get().metrics().fused_flushes;
   drop_settled_donations();
-  std::vector<ir::Value> outs;
-  outs.reserve(live_.size());
-  for (Slot* s : live_) outs.push_back(s->pending_value);
-  graph_.set_outputs(outs);
-  std::string name = (deferred_ ? "strict ops waiting for their compiles (" : "fused graph of ") +
-                     std::to_string(ops_) + " ops (first: " + first_op_ + ")" +
-                     (deferred_ ? ")" : "");
-  ir::Graph graph = std::move(graph_);
-  std::vector<std::shared_ptr<pjrt::Buffer>> args = std::move(args_);
-  std::vector<SlotParam> slot_params = std::move(slot_params_);
-  std::vector<Slot*> live = std::move(live_);
-  std::string start = std::move(start_);
-  GraphSummary summary{std::move(summary_), {}, {}};
-  std::vector<OpProgram> per_op = std::move(per_op_ops_);
-  auto producers = std::move(producers_);
-  const bool can_run_per_op = per_op_ && per_op.size() == ops_;
-  const bool hybrid = hybrid_;
-  const bool region = region_;
-  const bool deferred = deferred_;
-  reset();
-  // Listed while this frame runs, so that forget() can reach `live`.
+  Taken t = take_pending();
+  // Listed while this frame runs, so that forget() can reach `t.live`.
   struct Flushing {
     std::vector<std::vector<Slot*>*>& stack;
     ~Flushing() { stack.pop_back(); }
   } flushing{flushing_};
-  flushing_.push_back(&live);
+  flushing_.push_back(&t.live);
   // A captured program runs again on other buffers: nothing may be consumed.
   const Donated donated =
-      capture_.active || deferred ? Donated{} : donate(graph, args, slot_params, live);
-  std::vector<pjrt::Buffer*> raw;
-  raw.reserve(args.size());
-  for (auto& a : args) raw.push_back(a.get());
-  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
-  Runtime& rt = Runtime::get();
-  auto fail = [&](const std::string& message) { fail_slots(live, message); };
-  // A graph new to this process is shown to the recompile guard first, once.
-  bool shown = false;
-  auto guard_new_graph = [&] {
-    if (shown || region || deferred) return;
-    shown = true;
-    for (int32_t p : graph.parameters()) summary.parameters.push_back(graph.type({p, 0}));
-    summary.donations = graph.donations();
-    try {
-      recompile_guard().on_new_graph(start, std::move(summary), !capture_.active);
-    } catch (const std::exception& e) {
-      // The handler refused the graph (TORCHTPU_RECOMPILE=error): its own
-      // exception goes on unchanged, so Python sees a RecompileError.
-      fail(name + " was not compiled: " + e.what());
-      throw;
-    }
-  };
+      capture_.active || t.deferred ? Donated{} : donate(t.graph, t.args, t.slot_params, t.live);
+  if (t.deferred && t.can_run_per_op) {
+    // (its slots take their values or errors op by op)
+    const std::string error = run_deferred(t.per_op, t.producers, t.outs, t.live, t.name);
+    if (!error.empty()) throw pjrt::PjrtError("fused execution", t.name + ": " + error, -1);
+    return;
+  }
   // (a deferred strict graph that could not keep its ops compiles whole)
-  const bool per_op_deferred = deferred && can_run_per_op;
-  const std::string key = per_op_deferred ? std::string() : graph.fingerprint();
+  const std::string key = t.graph.fingerprint();
+  if (choose_per_op(t, key)) {
+    run_ops_one_by_one(t);
+  } else {
+    run_fused(t, key, donated);
+  }
+}
+
+Fusion::Taken Fusion::take_pending() {
+  Taken t;
+  t.outs.reserve(live_.size());
+  for (Slot* s : live_) t.outs.push_back(s->pending_value);
+  graph_.set_outputs(t.outs);
+  t.name = (deferred_ ? "strict ops waiting for their compiles (" : "fused graph of ") +
+           std::to_string(ops_) + " ops (first: " + first_op_ + ")" + (deferred_ ? ")" : "");
+  t.graph = std::move(graph_);
+  t.args = std::move(args_);
+  t.slot_params = std::move(slot_params_);
+  t.live = std::move(live_);
+  t.start = std::move(start_);
+  t.summary = GraphSummary{std::move(summary_), {}, {}};
+  t.per_op = std::move(per_op_ops_);
+  t.producers = std::move(producers_);
+  t.can_run_per_op = per_op_ && t.per_op.size() == ops_;
+  t.hybrid = hybrid_;
+  t.region = region_;
+  t.deferred = deferred_;
+  reset();
+  return t;
+}
+
+void Fusion::show_new_graph(Taken& t) {
+  if (t.shown || t.region || t.deferred) return;
+  t.shown = true;
+  for (int32_t p : t.graph.parameters()) t.summary.parameters.push_back(t.graph.type({p, 0}));
+  t.summary.donations = t.graph.donations();
+  try {
+    recompile_guard().on_new_graph(t.start, std::move(t.summary), !capture_.active);
+  } catch (const std::exception& e) {
+    // The handler refused the graph (TORCHTPU_RECOMPILE=error): its own
+    // exception goes on unchanged, so Python sees a RecompileError.
+    fail_slots(t.live, t.name + " was not compiled: " + e.what());
+    throw;
+  }
+}
+
+bool Fusion::choose_per_op(Taken& t, const std::string& key) {
+  Runtime& rt = Runtime::get();
   // Hybrid (fusion.h): a new program compiles in the background, and the ops
   // run one by one until it is ready.
-  bool per_op_now = per_op_deferred;
-  if (deferred) {
+  bool per_op_now = false;
+  if (t.deferred) {
     // (strict: no storms, no hybrid)
-  } else if (can_run_per_op && hybrid) {
+  } else if (t.can_run_per_op && t.hybrid) {
     const Background state = background_state(key);
     if (state == Background::kCompiling) {
       per_op_now = true;
     } else if (state == Background::kNone && !rt.has_program(key)) {
       bool at_hand = false;
       try {
-        at_hand = per_op_at_hand(per_op);
+        at_hand = per_op_at_hand(t.per_op);
       } catch (const std::exception&) {
         // (emitting an op's text failed: the graph compiles in the open
         // below, where a failure marks its slots and reaches the user)
@@ -392,69 +403,70 @@ void Fusion::flush() {
       if (at_hand && background_busy()) {
         per_op_now = true;  // its compile starts at a later flush
       } else if (at_hand) {
-        guard_new_graph();
-        per_op_now = compile_in_background(graph, key, name);
+        show_new_graph(t);
+        per_op_now = compile_in_background(t.graph, key, t.name);
       }
     }
-  } else if (can_run_per_op) {
+  } else if (t.can_run_per_op) {
     per_op_now = !rt.has_program(key);  // a storm: not compiled (see fusion.h)
   }
-  if (fused_hybrid() && !region && !deferred) {
-    set_line_warm(start, !per_op_now && rt.has_program(key));
+  if (fused_hybrid() && !t.region && !t.deferred) {
+    set_line_warm(t.start, !per_op_now && rt.has_program(key));
   }
-  if (per_op_deferred) {
-    // (its slots take their values or errors op by op)
-    const std::string error = run_deferred(per_op, producers, outs, live, name);
-    if (!error.empty()) throw pjrt::PjrtError("fused execution", name + ": " + error, -1);
-    return;
-  }
-  if (per_op_now) {
-    try {
-      run_per_op(start, per_op, producers, outs, live, /*segments=*/!hybrid && !deferred);
-      if (!deferred) rt.metrics().fused_strict_ops += static_cast<int64_t>(per_op.size());
-    } catch (const std::runtime_error& e) {
-      std::string message = name + " (run op by op) failed: " + e.what();
-      fail(message);
-      throw pjrt::PjrtError("fused execution", message, -1);
-    } catch (...) {
-      fail(name + " was interrupted before it ran; its values are lost");
-      throw;  // KeyboardInterrupt from an interruptible wait goes on unchanged
-    }
-    return;
-  }
-  // (a failed background compile's graph was shown when that compile began)
-  if (!rt.has_program(key) && background_state(key) != Background::kFailed) {
-    guard_new_graph();
-  }
+  return per_op_now;
+}
+
+void Fusion::run_ops_one_by_one(Taken& t) {
   try {
-    buffers = rt.run(graph, raw, device_, name, &key);
+    run_per_op(t.start, t.per_op, t.producers, t.outs, t.live, /*segments=*/!t.hybrid);
+    Runtime::get().metrics().fused_strict_ops += static_cast<int64_t>(t.per_op.size());
   } catch (const std::runtime_error& e) {
-    std::string message = name + " failed: " + e.what();
-    fail(message);
+    std::string message = t.name + " (run op by op) failed: " + e.what();
+    fail_slots(t.live, message);
+    throw pjrt::PjrtError("fused execution", message, -1);
+  } catch (...) {
+    fail_slots(t.live, t.name + " was interrupted before it ran; its values are lost");
+    throw;  // KeyboardInterrupt from an interruptible wait goes on unchanged
+  }
+}
+
+void Fusion::run_fused(Taken& t, const std::string& key, const Donated& donated) {
+  Runtime& rt = Runtime::get();
+  // (a failed background compile's graph was shown when that compile began)
+  if (!rt.has_program(key) && background_state(key) != Background::kFailed) show_new_graph(t);
+  std::vector<pjrt::Buffer*> raw;
+  raw.reserve(t.args.size());
+  for (auto& a : t.args) raw.push_back(a.get());
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  try {
+    buffers = rt.run(t.graph, raw, device_, t.name, &key);
+  } catch (const std::runtime_error& e) {
+    std::string message = t.name + " failed: " + e.what();
+    fail_slots(t.live, message);
     throw pjrt::PjrtError("fused execution", message, -1);
   } catch (...) {
     // Ctrl-C during the compile (the bindings' poll throws a Python error, not
     // a runtime_error): the compile goes on into the caches, the values are lost.
-    fail(name + " was interrupted before it ran; its values are lost");
+    fail_slots(t.live, t.name + " was interrupted before it ran; its values are lost");
     throw;
   }
   // From here on the donated buffers are consumed: the slots drop them for
-  // their outputs, and `args` holds the last reference; it is kept until the
+  // their outputs, and `t.args` holds the last reference; it is kept until the
   // program has run (see keep_donated_until_run).
-  for (size_t i = 0; i < live.size(); ++i) {
-    if (live[i] == nullptr) continue;
-    live[i]->buffer = buffers[i];
-    live[i]->pending = false;
-    live[i]->producer = name;
+  for (size_t i = 0; i < t.live.size(); ++i) {
+    if (t.live[i] == nullptr) continue;
+    t.live[i]->buffer = buffers[i];
+    t.live[i]->pending = false;
+    t.live[i]->producer = t.name;
   }
   if (donated.buffers > 0 && !buffers.empty()) {
     std::vector<std::unique_ptr<pjrt::Buffer>> consumed;
-    const auto& to = graph.donations();
-    for (size_t p = 0; p < to.size() && p < args.size(); ++p) {
+    const auto& to = t.graph.donations();
+    for (size_t p = 0; p < to.size() && p < t.args.size(); ++p) {
       // (another owner left, e.g. a read holding it: it dies with that one)
-      if (to[p] >= 0 && args[p].use_count() == 1) {
-        consumed.push_back(args[p]->release());
-        args[p].reset();
+      if (to[p] >= 0 && t.args[p].use_count() == 1) {
+        consumed.push_back(t.args[p]->release());
+        t.args[p].reset();
       }
     }
     try {
@@ -465,7 +477,7 @@ void Fusion::flush() {
     }
   }
   if (capture_.active && capture_.ending && !capture_.broken) {
-    take_capture(graph, key, name, args, live);
+    take_capture(t.graph, key, t.name, t.args, t.live);
   }
   rt.metrics().donations += donated.buffers;
   rt.metrics().donated_bytes += donated.bytes;

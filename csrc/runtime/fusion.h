@@ -204,6 +204,33 @@ class Fusion {
   // a graph computes: forget() clears its entry so the flush skips it.
   std::vector<std::vector<Slot*>*> flushing_;
   CaptureState capture_;
+  // flush()'s steps. The pending graph, taken out of the recorder (reset()
+  // then starts the next one), with what each step reads and updates.
+  struct Taken {
+    ir::Graph graph;
+    std::vector<std::shared_ptr<pjrt::Buffer>> args;
+    std::vector<SlotParam> slot_params;
+    std::vector<Slot*> live;
+    std::vector<ir::Value> outs;  // the pending value of each of `live`
+    std::string start, name;
+    GraphSummary summary;
+    std::vector<OpProgram> per_op;
+    std::map<std::pair<int32_t, int32_t>, Producer> producers;
+    bool can_run_per_op = false, hybrid = false, region = false, deferred = false;
+    bool shown = false;  // shown to the recompile guard (once per flush)
+  };
+  Taken take_pending();
+  // A graph new to this process is shown to the recompile guard first, once;
+  // a refusal (TORCHTPU_RECOMPILE=error) fails its slots and goes on.
+  void show_new_graph(Taken& t);
+  // Whether `t` runs op by op now: a storm (its line stopped fusing and its
+  // program is not compiled), or hybrid mode while its program compiles in
+  // the background (started here when its ops' programs are at hand).
+  bool choose_per_op(Taken& t, const std::string& key);
+  void run_ops_one_by_one(Taken& t);
+  // Runs `t` as one program (compiling it in the open if it is new), gives
+  // the slots their buffers and keeps the donated ones until it has run.
+  void run_fused(Taken& t, const std::string& key, const Donated& donated);
   // Fills capture_.result from the program end_capture's flush just ran.
   void take_capture(const ir::Graph& graph, const std::string& key, const std::string& name,
                     const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
