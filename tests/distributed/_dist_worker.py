@@ -68,359 +68,387 @@ def check_all_reduce(rank, tpu_pg, cpu_pg, dtype, op):
     close(t, ref, atol=tol, rtol=tol)
 
 
+def staging_adopted(rank, world, tpu_pg, cpu_pg):
+    # Results above the staging pool's 64 KB floor come back as the host
+    # buffer itself (the device buffer adopts it): a second all_reduce of
+    # the same size must not reuse the first one's memory, an in-place op
+    # (which may donate the buffer) and a later all_reduce must see the
+    # right values, and views fall back to a copy.
+    for dtype, shape in ((torch.float32, (200, 201)), (torch.int64, (300, 70)),
+                         (torch.bfloat16, (300, 131))):
+        xs = [data(rank, shape, dtype, salt=i) for i in range(2)]
+        refs = [x.clone() for x in xs]
+        for r in refs:
+            dist.all_reduce(r, group=cpu_pg)
+        ts = [x.to("tpu") for x in xs]
+        ptrs = [t.data_ptr() for t in ts]
+        for t in ts:
+            dist.all_reduce(t, group=tpu_pg)
+        for t, ptr, ref in zip(ts, ptrs, refs):
+            assert t.data_ptr() == ptr, "all_reduce must work in place"
+            close(t, ref)
+        ts[0].mul_(3)
+        dist.all_reduce(ts[0], group=tpu_pg)
+        ref = refs[0] * 3
+        dist.all_reduce(ref, group=cpu_pg)
+        close(ts[0], ref)
+        close(ts[1], refs[1])
+        big = xs[1].to("tpu").t()  # non-contiguous, and a view of a bigger storage
+        view = torch.zeros(2 * shape[0], shape[1], dtype=dtype, device="tpu")[1::2]
+        view.copy_(xs[0].to("tpu"))
+        dist.all_reduce(big, group=tpu_pg)
+        dist.all_reduce(view, group=tpu_pg)
+        close(big, refs[1].t())
+        close(view, refs[0])
+
+
+def staging_same_bits_every_dtype(rank, world, tpu_pg, cpu_pg):
+    # The device-to-host staging copy (a memcpy from the buffer's own
+    # memory on the CPU plugin, PJRT_Buffer_ToHostBuffer elsewhere) sends
+    # exactly the bits the tensor holds: all_gather of every dtype gloo
+    # carries equals the CPU group's bit for bit, for a whole buffer above
+    # and below the staging pool's 64 KB floor, for a value still being
+    # computed when the call starts (the product of a fresh matmul chain)
+    # and for a strided view.
+    a = torch.randn(160, 160, device="tpu") / 8
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                  torch.int8, torch.uint8, torch.int32, torch.int64,
+                  torch.bool):
+        for n in (37, 70_000):
+            if dtype == torch.bool:
+                x = data(rank, (n,), torch.int64) > 0
+            elif dtype == torch.uint8:
+                x = data(rank, (n,), torch.int64).abs().to(dtype)
+            else:
+                x = data(rank, (n,), dtype)
+            ref = [torch.empty_like(x) for _ in range(world)]
+            dist.all_gather(ref, x, group=cpu_pg)
+            outs = [torch.empty(n, dtype=dtype, device="tpu") for _ in range(world)]
+            dist.all_gather(outs, x.to("tpu"), group=tpu_pg)
+            for o, r in zip(outs, ref):
+                assert torch.equal(o.cpu(), r), (dtype, n)
+        # Still being computed at the call, then a view of a bigger storage.
+        prod = (a @ a @ a @ a).to(dtype) if dtype != torch.bool else (a @ a @ a) > 0
+        view = prod[::3, 1::2]
+        for src in (prod, view):
+            ref = [torch.empty_like(src.cpu()) for _ in range(world)]
+            outs = [torch.empty(src.shape, dtype=dtype, device="tpu") for _ in range(world)]
+            dist.all_gather(outs, src, group=tpu_pg)
+            dist.all_gather(ref, src.cpu(), group=cpu_pg)
+            for o, r in zip(outs, ref):
+                assert torch.equal(o.cpu(), r), (dtype, tuple(src.shape))
+
+
+def broadcast(rank, world, tpu_pg, cpu_pg):
+    for dtype in (torch.float32, torch.int64, torch.bfloat16):
+        x = data(rank, (3, 4), dtype)
+        ref = x.clone()
+        dist.broadcast(ref, src=1, group=cpu_pg)
+        t = x.to("tpu")
+        dist.broadcast(t, src=1, group=tpu_pg)
+        close(t, ref)
+
+
+def all_gather_even(rank, world, tpu_pg, cpu_pg):
+    x = data(rank, (4, 3), torch.float32)
+    ref = [torch.empty(4, 3) for _ in range(world)]
+    dist.all_gather(ref, x, group=cpu_pg)
+    out = [torch.empty(4, 3, device="tpu") for _ in range(world)]
+    dist.all_gather(out, x.to("tpu"), group=tpu_pg)
+    for o, r in zip(out, ref):
+        close(o, r)
+
+
+def all_gather_uneven(rank, world, tpu_pg, cpu_pg):
+    sizes = [3, 5]
+    x = data(rank, (sizes[rank], 2), torch.float32)
+    out = [torch.empty(s, 2, device="tpu") for s in sizes]
+    dist.all_gather(out, x.to("tpu"), group=tpu_pg)
+    for r, o in enumerate(out):
+        close(o, data(r, (sizes[r], 2), torch.float32))
+
+
+def all_gather_into_tensor(rank, world, tpu_pg, cpu_pg):
+    x = data(rank, (3, 2), torch.float32)
+    ref = torch.empty(6, 2)
+    dist.all_gather_into_tensor(ref, x, group=cpu_pg)
+    out = torch.empty(6, 2, device="tpu")
+    dist.all_gather_into_tensor(out, x.to("tpu"), group=tpu_pg)
+    close(out, ref)
+
+
+def reduce_scatter(rank, world, tpu_pg, cpu_pg):
+    ins = [data(rank, (4,), torch.float32, salt=i) for i in range(world)]
+    ref = torch.empty(4)
+    dist.reduce_scatter(ref, ins, group=cpu_pg)
+    out = torch.empty(4, device="tpu")
+    dist.reduce_scatter(out, [i.to("tpu") for i in ins], group=tpu_pg)
+    close(out, ref, atol=1e-6, rtol=1e-6)
+
+
+def reduce_scatter_tensor(rank, world, tpu_pg, cpu_pg):
+    for op in ("sum", "avg"):
+        x = data(rank, (world * 3, 2), torch.float32)
+        ref = torch.empty(3, 2)
+        dist.reduce_scatter_tensor(ref, x, group=cpu_pg)
+        if op == "avg":
+            ref = ref / world
+        out = torch.empty(3, 2, device="tpu")
+        dist.reduce_scatter_tensor(out, x.to("tpu"), OPS[op], group=tpu_pg)
+        close(out, ref, atol=1e-6, rtol=1e-6)
+    # MAX: gloo's own reduce_scatter_tensor sums whatever the op (CPU
+    # tensors too), so the reference is an all_reduce MAX and our chunk.
+    x = data(rank, (world * 3, 2), torch.float32, salt=5)
+    ref = x.clone()
+    dist.all_reduce(ref, dist.ReduceOp.MAX, group=cpu_pg)
+    out = torch.empty(3, 2, device="tpu")
+    dist.reduce_scatter_tensor(out, x.to("tpu"), dist.ReduceOp.MAX, group=tpu_pg)
+    close(out, ref.chunk(world)[rank], atol=0, rtol=0)
+
+
+def all_to_all_single(rank, world, tpu_pg, cpu_pg):
+    # uneven splits: rank r sends r+1 rows to rank 0 and 2 rows to rank 1
+    in_splits = [rank + 1, 2]
+    out_splits = [[1, 2][rank], 2] if rank == 0 else [2, 2]
+    x = data(rank, (sum(in_splits), 3), torch.float32)
+    ref = torch.empty(sum(out_splits), 3)
+    dist.all_to_all_single(ref, x, out_splits, in_splits, group=cpu_pg)
+    out = torch.empty(sum(out_splits), 3, device="tpu")
+    dist.all_to_all_single(out, x.to("tpu"), out_splits, in_splits, group=tpu_pg)
+    close(out, ref)
+
+
+def scatter_gather_reduce(rank, world, tpu_pg, cpu_pg):
+    src = [data(0, (2, 2), torch.float32, salt=i) for i in range(world)]
+    ref = torch.empty(2, 2)
+    dist.scatter(ref, src if rank == 0 else None, src=0, group=cpu_pg)
+    out = torch.empty(2, 2, device="tpu")
+    dist.scatter(out, [s.to("tpu") for s in src] if rank == 0 else None, src=0,
+                 group=tpu_pg)
+    close(out, ref)
+    x = data(rank, (3,), torch.float32)
+    gref = [torch.empty(3) for _ in range(world)] if rank == 1 else None
+    dist.gather(x, gref, dst=1, group=cpu_pg)
+    gout = [torch.empty(3, device="tpu") for _ in range(world)] if rank == 1 else None
+    dist.gather(x.to("tpu"), gout, dst=1, group=tpu_pg)
+    if rank == 1:
+        for o, r in zip(gout, gref):
+            close(o, r)
+    rref = x.clone()
+    dist.reduce(rref, dst=0, op=dist.ReduceOp.MAX, group=cpu_pg)
+    rt = x.to("tpu")
+    dist.reduce(rt, dst=0, op=dist.ReduceOp.MAX, group=tpu_pg)
+    if rank == 0:
+        close(rt, rref)
+
+
+def send_recv_barrier(rank, world, tpu_pg, cpu_pg):
+    x = data(0, (6,), torch.float32)
+    if rank == 0:
+        dist.send(x.to("tpu"), dst=1, group=tpu_pg)
+        buf = torch.empty(6, device="tpu")
+        dist.recv(buf, src=1, group=tpu_pg)
+        close(buf, x * 2)
+    else:
+        buf = torch.empty(6, device="tpu")
+        dist.recv(buf, src=0, group=tpu_pg)
+        dist.send(buf * 2, dst=0, group=tpu_pg)
+    ops = [dist.P2POp(dist.isend, torch.full((2,), float(rank), device="tpu"),
+                      1 - rank, group=tpu_pg)]
+    got = torch.empty(2, device="tpu")
+    ops.append(dist.P2POp(dist.irecv, got, 1 - rank, group=tpu_pg))
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    close(got, torch.full((2,), float(1 - rank)))
+    dist.barrier(group=tpu_pg)
+
+
+def non_contiguous(rank, world, tpu_pg, cpu_pg):
+    base = data(rank, (4, 6), torch.float32)
+    ref = base.t().clone()
+    dist.all_reduce(ref, group=cpu_pg)
+    tb = base.to("tpu")
+    view = tb.t()
+    assert not view.is_contiguous()
+    dist.all_reduce(view, group=tpu_pg)
+    close(view, ref, atol=1e-6, rtol=1e-6)
+    close(tb, ref.t(), atol=1e-6, rtol=1e-6)  # written through the view
+
+
+def async_ops(rank, world, tpu_pg, cpu_pg):
+    xs = [data(rank, (8,), torch.float32, salt=i) for i in range(3)]
+    refs = [x.clone() for x in xs]
+    for r in refs:
+        dist.all_reduce(r, group=cpu_pg)
+    ts = [x.to("tpu") for x in xs]
+    works = [dist.all_reduce(t, group=tpu_pg, async_op=True) for t in ts]
+    fut = works[0].get_future()
+    for w in works:
+        assert w.wait(timeout=TIMEOUT)
+    assert w.is_completed()
+    fut.wait()
+    for t, r in zip(ts, refs):
+        close(t, r, atol=1e-6, rtol=1e-6)
+
+
+def async_issue_does_not_wait_for_peer(rank, world, tpu_pg, cpu_pg):
+    # With the signature check on, its round trip runs on the group's
+    # issuing thread: an async all_reduce returns before the peer joins.
+    t = torch.full((64, 64), float(rank + 1), device="tpu")
+    torchtpu.sync()
+    dist.barrier(group=cpu_pg)
+    if rank == 1:
+        time.sleep(1.5)
+    start = time.monotonic()
+    work = dist.all_reduce(t, group=tpu_pg, async_op=True)
+    fut = work.get_future()
+    issued = time.monotonic() - start
+    if rank == 0:
+        assert issued < 0.75, f"all_reduce + get_future took {issued:.2f} s"
+        assert not fut.done(), "completed before the peer joined"
+    assert work.wait(timeout=TIMEOUT)
+    close(fut.value()[0], torch.full((64, 64), 3.0))
+
+
+def async_mixed_in_order(rank, world, tpu_pg, cpu_pg):
+    # Many collectives of different kinds in flight at once, none waited
+    # until the end: they reach gloo in call order on both ranks.
+    a = [torch.full((5 + i,), float(rank + i), device="tpu") for i in range(4)]
+    b = torch.full((3,), float(10 * (rank + 1)), device="tpu")
+    g_in = torch.full((4,), float(rank), device="tpu")
+    g_out = torch.empty(8, device="tpu")
+    works = [dist.all_reduce(x, group=tpu_pg, async_op=True) for x in a[:2]]
+    works.append(dist.broadcast(b, 1, group=tpu_pg, async_op=True))
+    works.append(dist.all_gather_into_tensor(g_out, g_in, group=tpu_pg, async_op=True))
+    works.append(dist.barrier(group=tpu_pg, async_op=True))
+    works += [dist.all_reduce(x, dist.ReduceOp.MAX, group=tpu_pg, async_op=True)
+              for x in a[2:]]
+    futs = [w.get_future() for w in works]
+    for f in futs:
+        f.wait()
+    for i in range(2):
+        close(a[i], torch.full((5 + i,), float(2 * i + 1)))
+    for i in range(2, 4):
+        close(a[i], torch.full((5 + i,), float(1 + i)))
+    close(b, torch.full((3,), 20.0))
+    close(g_out, torch.tensor([0.0] * 4 + [1.0] * 4))
+
+
+def async_issue_does_not_wait_for_producer(rank, world, tpu_pg, cpu_pg):
+    # The staging copy runs on the group's issuing thread: an async
+    # all_reduce of a tensor whose producing ops are still running returns
+    # before they finish (the caller did wait for them before).
+    x = torch.full((1024, 1024), 1.0 / 1024, device="tpu")
+    torchtpu.sync()
+    dist.barrier(group=cpu_pg)
+    y = x
+    for _ in range(6):  # ~0.1-0.5 s of device work on this machine
+        y = y @ x
+    done = torch.tpu.Event()
+    done.record()
+    work = dist.all_reduce(y, group=tpu_pg, async_op=True)
+    fut = work.get_future()
+    pending = not done.query()
+    assert work.wait(timeout=TIMEOUT)
+    assert pending, "all_reduce waited for the ops producing its input"
+    close(fut.value()[0], torch.full((1024, 1024), 2.0 / 1024), rtol=1e-4)
+
+
+def async_input_read_at_call(rank, world, tpu_pg, cpu_pg):
+    # What is sent is the input's value at the call: later writes to it
+    # (before wait) do not reach the peers.
+    g_in = torch.full((4,), float(rank), device="tpu")
+    g_out = torch.empty(8, device="tpu")
+    work = dist.all_gather_into_tensor(g_out, g_in, group=tpu_pg, async_op=True)
+    g_in.add_(100)
+    assert work.wait(timeout=TIMEOUT)
+    close(g_out, torch.tensor([0.0] * 4 + [1.0] * 4))
+
+
+def read_output_while_in_flight(rank, world, tpu_pg, cpu_pg):
+    # Touching an output before wait() is a race (as on CUDA), but it must
+    # stay memory-safe while the write-back swaps its device buffer from
+    # gloo's thread: each read sees the old or the new value, never a
+    # crash. 64K floats take the adopting write-back.
+    seen_old = seen_new = 0
+    for i in range(40):
+        t = torch.full((256, 256), float(rank + 1 + i), device="tpu")
+        old, new = float(rank + 1 + i), float(3 + 2 * i)
+        work = dist.all_reduce(t, group=tpu_pg, async_op=True)
+        reads = 0
+        while not work.is_completed() or reads == 0:
+            v = t.cpu()
+            s = (t * 2).sum().item()
+            assert v.eq(old).all() or v.eq(new).all(), f"mixed values {v.unique()}"
+            assert s in (2 * old * v.numel(), 2 * new * v.numel()), s
+            seen_old += int(v[0, 0].item() == old)
+            reads += 1
+        assert work.wait(timeout=TIMEOUT)
+        seen_new += 1
+        close(t, torch.full((256, 256), new))
+    assert seen_new == 40
+
+
+def cpu_tensor_rejected(rank, world, tpu_pg, cpu_pg):
+    # A CPU tensor alone: the group has no CPU backend, torch's ProcessGroup
+    # refuses it (as for a CUDA tensor on a gloo-less NCCL group).
+    try:
+        dist.all_reduce(torch.ones(2), group=tpu_pg)
+    except RuntimeError as e:
+        assert "cpu" in str(e), str(e)
+    else:
+        raise AssertionError("a CPU tensor on the tpu-only group did not raise")
+    # A CPU output beside a tpu input reaches the tpu backend: ValueError.
+    try:
+        dist.all_gather([torch.empty(2), torch.empty(2)], torch.ones(2, device="tpu"),
+                        group=tpu_pg)
+    except ValueError as e:
+        assert "tpu" in str(e) and "cpu" in str(e), str(e)
+    else:
+        raise AssertionError("a CPU output tensor did not raise")
+
+
+def group_name_kept(rank, world, tpu_pg, cpu_pg):
+    from torch.distributed.distributed_c10d import _get_process_group_name
+    name = _get_process_group_name(tpu_pg)
+    backend = tpu_pg._get_backend(torch.device("tpu"))
+    assert backend.name() == "tpu", backend.name()
+    assert tpu_pg.group_name == name
+
+
+# check_collectives' checks after all_reduce: (reported name, function of
+# rank, world and the tpu and gloo groups), run in this order.
+COLLECTIVE_CHECKS = [
+    ("staging_adopted", staging_adopted),
+    ("staging_same_bits_every_dtype", staging_same_bits_every_dtype),
+    ("broadcast", broadcast),
+    ("all_gather", all_gather_even),
+    ("all_gather_uneven", all_gather_uneven),
+    ("all_gather_into_tensor", all_gather_into_tensor),
+    ("reduce_scatter", reduce_scatter),
+    ("reduce_scatter_tensor", reduce_scatter_tensor),
+    ("all_to_all_single_uneven", all_to_all_single),
+    ("scatter_gather_reduce", scatter_gather_reduce),
+    ("send_recv_barrier", send_recv_barrier),
+    ("non_contiguous", non_contiguous),
+    ("async_wait_future", async_ops),
+    ("async_issue_does_not_wait_for_peer", async_issue_does_not_wait_for_peer),
+    ("async_mixed_in_order", async_mixed_in_order),
+    ("async_issue_does_not_wait_for_producer", async_issue_does_not_wait_for_producer),
+    ("async_input_read_at_call", async_input_read_at_call),
+    ("read_output_while_in_flight", read_output_while_in_flight),
+    ("cpu_tensor_rejected", cpu_tensor_rejected),
+    ("group_name_kept", group_name_kept),
+]
+
+
 def check_collectives(rank, world, tpu_pg, cpu_pg):
     for dtype in (torch.float32, torch.int64, torch.bfloat16):
         for op in OPS:
             report(f"all_reduce_{op}_{str(dtype)[6:]}",
                    lambda: check_all_reduce(rank, tpu_pg, cpu_pg, dtype, op))
-
-    def staging_adopted():
-        # Results above the staging pool's 64 KB floor come back as the host
-        # buffer itself (the device buffer adopts it): a second all_reduce of
-        # the same size must not reuse the first one's memory, an in-place op
-        # (which may donate the buffer) and a later all_reduce must see the
-        # right values, and views fall back to a copy.
-        for dtype, shape in ((torch.float32, (200, 201)), (torch.int64, (300, 70)),
-                             (torch.bfloat16, (300, 131))):
-            xs = [data(rank, shape, dtype, salt=i) for i in range(2)]
-            refs = [x.clone() for x in xs]
-            for r in refs:
-                dist.all_reduce(r, group=cpu_pg)
-            ts = [x.to("tpu") for x in xs]
-            ptrs = [t.data_ptr() for t in ts]
-            for t in ts:
-                dist.all_reduce(t, group=tpu_pg)
-            for t, ptr, ref in zip(ts, ptrs, refs):
-                assert t.data_ptr() == ptr, "all_reduce must work in place"
-                close(t, ref)
-            ts[0].mul_(3)
-            dist.all_reduce(ts[0], group=tpu_pg)
-            ref = refs[0] * 3
-            dist.all_reduce(ref, group=cpu_pg)
-            close(ts[0], ref)
-            close(ts[1], refs[1])
-            big = xs[1].to("tpu").t()  # non-contiguous, and a view of a bigger storage
-            view = torch.zeros(2 * shape[0], shape[1], dtype=dtype, device="tpu")[1::2]
-            view.copy_(xs[0].to("tpu"))
-            dist.all_reduce(big, group=tpu_pg)
-            dist.all_reduce(view, group=tpu_pg)
-            close(big, refs[1].t())
-            close(view, refs[0])
-    report("staging_adopted", staging_adopted)
-
-    def staging_same_bits_every_dtype():
-        # The device-to-host staging copy (a memcpy from the buffer's own
-        # memory on the CPU plugin, PJRT_Buffer_ToHostBuffer elsewhere) sends
-        # exactly the bits the tensor holds: all_gather of every dtype gloo
-        # carries equals the CPU group's bit for bit, for a whole buffer above
-        # and below the staging pool's 64 KB floor, for a value still being
-        # computed when the call starts (the product of a fresh matmul chain)
-        # and for a strided view.
-        a = torch.randn(160, 160, device="tpu") / 8
-        for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
-                      torch.int8, torch.uint8, torch.int32, torch.int64,
-                      torch.bool):
-            for n in (37, 70_000):
-                if dtype == torch.bool:
-                    x = data(rank, (n,), torch.int64) > 0
-                elif dtype == torch.uint8:
-                    x = data(rank, (n,), torch.int64).abs().to(dtype)
-                else:
-                    x = data(rank, (n,), dtype)
-                ref = [torch.empty_like(x) for _ in range(world)]
-                dist.all_gather(ref, x, group=cpu_pg)
-                outs = [torch.empty(n, dtype=dtype, device="tpu") for _ in range(world)]
-                dist.all_gather(outs, x.to("tpu"), group=tpu_pg)
-                for o, r in zip(outs, ref):
-                    assert torch.equal(o.cpu(), r), (dtype, n)
-            # Still being computed at the call, then a view of a bigger storage.
-            prod = (a @ a @ a @ a).to(dtype) if dtype != torch.bool else (a @ a @ a) > 0
-            view = prod[::3, 1::2]
-            for src in (prod, view):
-                ref = [torch.empty_like(src.cpu()) for _ in range(world)]
-                outs = [torch.empty(src.shape, dtype=dtype, device="tpu") for _ in range(world)]
-                dist.all_gather(outs, src, group=tpu_pg)
-                dist.all_gather(ref, src.cpu(), group=cpu_pg)
-                for o, r in zip(outs, ref):
-                    assert torch.equal(o.cpu(), r), (dtype, tuple(src.shape))
-    report("staging_same_bits_every_dtype", staging_same_bits_every_dtype)
-
-    def broadcast():
-        for dtype in (torch.float32, torch.int64, torch.bfloat16):
-            x = data(rank, (3, 4), dtype)
-            ref = x.clone()
-            dist.broadcast(ref, src=1, group=cpu_pg)
-            t = x.to("tpu")
-            dist.broadcast(t, src=1, group=tpu_pg)
-            close(t, ref)
-    report("broadcast", broadcast)
-
-    def all_gather_even():
-        x = data(rank, (4, 3), torch.float32)
-        ref = [torch.empty(4, 3) for _ in range(world)]
-        dist.all_gather(ref, x, group=cpu_pg)
-        out = [torch.empty(4, 3, device="tpu") for _ in range(world)]
-        dist.all_gather(out, x.to("tpu"), group=tpu_pg)
-        for o, r in zip(out, ref):
-            close(o, r)
-    report("all_gather", all_gather_even)
-
-    def all_gather_uneven():
-        sizes = [3, 5]
-        x = data(rank, (sizes[rank], 2), torch.float32)
-        out = [torch.empty(s, 2, device="tpu") for s in sizes]
-        dist.all_gather(out, x.to("tpu"), group=tpu_pg)
-        for r, o in enumerate(out):
-            close(o, data(r, (sizes[r], 2), torch.float32))
-    report("all_gather_uneven", all_gather_uneven)
-
-    def all_gather_into_tensor():
-        x = data(rank, (3, 2), torch.float32)
-        ref = torch.empty(6, 2)
-        dist.all_gather_into_tensor(ref, x, group=cpu_pg)
-        out = torch.empty(6, 2, device="tpu")
-        dist.all_gather_into_tensor(out, x.to("tpu"), group=tpu_pg)
-        close(out, ref)
-    report("all_gather_into_tensor", all_gather_into_tensor)
-
-    def reduce_scatter():
-        ins = [data(rank, (4,), torch.float32, salt=i) for i in range(world)]
-        ref = torch.empty(4)
-        dist.reduce_scatter(ref, ins, group=cpu_pg)
-        out = torch.empty(4, device="tpu")
-        dist.reduce_scatter(out, [i.to("tpu") for i in ins], group=tpu_pg)
-        close(out, ref, atol=1e-6, rtol=1e-6)
-    report("reduce_scatter", reduce_scatter)
-
-    def reduce_scatter_tensor():
-        for op in ("sum", "avg"):
-            x = data(rank, (world * 3, 2), torch.float32)
-            ref = torch.empty(3, 2)
-            dist.reduce_scatter_tensor(ref, x, group=cpu_pg)
-            if op == "avg":
-                ref = ref / world
-            out = torch.empty(3, 2, device="tpu")
-            dist.reduce_scatter_tensor(out, x.to("tpu"), OPS[op], group=tpu_pg)
-            close(out, ref, atol=1e-6, rtol=1e-6)
-        # MAX: gloo's own reduce_scatter_tensor sums whatever the op (CPU
-        # tensors too), so the reference is an all_reduce MAX and our chunk.
-        x = data(rank, (world * 3, 2), torch.float32, salt=5)
-        ref = x.clone()
-        dist.all_reduce(ref, dist.ReduceOp.MAX, group=cpu_pg)
-        out = torch.empty(3, 2, device="tpu")
-        dist.reduce_scatter_tensor(out, x.to("tpu"), dist.ReduceOp.MAX, group=tpu_pg)
-        close(out, ref.chunk(world)[rank], atol=0, rtol=0)
-    report("reduce_scatter_tensor", reduce_scatter_tensor)
-
-    def all_to_all_single():
-        # uneven splits: rank r sends r+1 rows to rank 0 and 2 rows to rank 1
-        in_splits = [rank + 1, 2]
-        out_splits = [[1, 2][rank], 2] if rank == 0 else [2, 2]
-        x = data(rank, (sum(in_splits), 3), torch.float32)
-        ref = torch.empty(sum(out_splits), 3)
-        dist.all_to_all_single(ref, x, out_splits, in_splits, group=cpu_pg)
-        out = torch.empty(sum(out_splits), 3, device="tpu")
-        dist.all_to_all_single(out, x.to("tpu"), out_splits, in_splits, group=tpu_pg)
-        close(out, ref)
-    report("all_to_all_single_uneven", all_to_all_single)
-
-    def scatter_gather_reduce():
-        src = [data(0, (2, 2), torch.float32, salt=i) for i in range(world)]
-        ref = torch.empty(2, 2)
-        dist.scatter(ref, src if rank == 0 else None, src=0, group=cpu_pg)
-        out = torch.empty(2, 2, device="tpu")
-        dist.scatter(out, [s.to("tpu") for s in src] if rank == 0 else None, src=0,
-                     group=tpu_pg)
-        close(out, ref)
-        x = data(rank, (3,), torch.float32)
-        gref = [torch.empty(3) for _ in range(world)] if rank == 1 else None
-        dist.gather(x, gref, dst=1, group=cpu_pg)
-        gout = [torch.empty(3, device="tpu") for _ in range(world)] if rank == 1 else None
-        dist.gather(x.to("tpu"), gout, dst=1, group=tpu_pg)
-        if rank == 1:
-            for o, r in zip(gout, gref):
-                close(o, r)
-        rref = x.clone()
-        dist.reduce(rref, dst=0, op=dist.ReduceOp.MAX, group=cpu_pg)
-        rt = x.to("tpu")
-        dist.reduce(rt, dst=0, op=dist.ReduceOp.MAX, group=tpu_pg)
-        if rank == 0:
-            close(rt, rref)
-    report("scatter_gather_reduce", scatter_gather_reduce)
-
-    def send_recv_barrier():
-        x = data(0, (6,), torch.float32)
-        if rank == 0:
-            dist.send(x.to("tpu"), dst=1, group=tpu_pg)
-            buf = torch.empty(6, device="tpu")
-            dist.recv(buf, src=1, group=tpu_pg)
-            close(buf, x * 2)
-        else:
-            buf = torch.empty(6, device="tpu")
-            dist.recv(buf, src=0, group=tpu_pg)
-            dist.send(buf * 2, dst=0, group=tpu_pg)
-        ops = [dist.P2POp(dist.isend, torch.full((2,), float(rank), device="tpu"),
-                          1 - rank, group=tpu_pg)]
-        got = torch.empty(2, device="tpu")
-        ops.append(dist.P2POp(dist.irecv, got, 1 - rank, group=tpu_pg))
-        for w in dist.batch_isend_irecv(ops):
-            w.wait()
-        close(got, torch.full((2,), float(1 - rank)))
-        dist.barrier(group=tpu_pg)
-    report("send_recv_barrier", send_recv_barrier)
-
-    def non_contiguous():
-        base = data(rank, (4, 6), torch.float32)
-        ref = base.t().clone()
-        dist.all_reduce(ref, group=cpu_pg)
-        tb = base.to("tpu")
-        view = tb.t()
-        assert not view.is_contiguous()
-        dist.all_reduce(view, group=tpu_pg)
-        close(view, ref, atol=1e-6, rtol=1e-6)
-        close(tb, ref.t(), atol=1e-6, rtol=1e-6)  # written through the view
-    report("non_contiguous", non_contiguous)
-
-    def async_ops():
-        xs = [data(rank, (8,), torch.float32, salt=i) for i in range(3)]
-        refs = [x.clone() for x in xs]
-        for r in refs:
-            dist.all_reduce(r, group=cpu_pg)
-        ts = [x.to("tpu") for x in xs]
-        works = [dist.all_reduce(t, group=tpu_pg, async_op=True) for t in ts]
-        fut = works[0].get_future()
-        for w in works:
-            assert w.wait(timeout=TIMEOUT)
-        assert w.is_completed()
-        fut.wait()
-        for t, r in zip(ts, refs):
-            close(t, r, atol=1e-6, rtol=1e-6)
-    report("async_wait_future", async_ops)
-
-    def async_issue_does_not_wait_for_peer():
-        # With the signature check on, its round trip runs on the group's
-        # issuing thread: an async all_reduce returns before the peer joins.
-        t = torch.full((64, 64), float(rank + 1), device="tpu")
-        torchtpu.sync()
-        dist.barrier(group=cpu_pg)
-        if rank == 1:
-            time.sleep(1.5)
-        start = time.monotonic()
-        work = dist.all_reduce(t, group=tpu_pg, async_op=True)
-        fut = work.get_future()
-        issued = time.monotonic() - start
-        if rank == 0:
-            assert issued < 0.75, f"all_reduce + get_future took {issued:.2f} s"
-            assert not fut.done(), "completed before the peer joined"
-        assert work.wait(timeout=TIMEOUT)
-        close(fut.value()[0], torch.full((64, 64), 3.0))
-    report("async_issue_does_not_wait_for_peer", async_issue_does_not_wait_for_peer)
-
-    def async_mixed_in_order():
-        # Many collectives of different kinds in flight at once, none waited
-        # until the end: they reach gloo in call order on both ranks.
-        a = [torch.full((5 + i,), float(rank + i), device="tpu") for i in range(4)]
-        b = torch.full((3,), float(10 * (rank + 1)), device="tpu")
-        g_in = torch.full((4,), float(rank), device="tpu")
-        g_out = torch.empty(8, device="tpu")
-        works = [dist.all_reduce(x, group=tpu_pg, async_op=True) for x in a[:2]]
-        works.append(dist.broadcast(b, 1, group=tpu_pg, async_op=True))
-        works.append(dist.all_gather_into_tensor(g_out, g_in, group=tpu_pg, async_op=True))
-        works.append(dist.barrier(group=tpu_pg, async_op=True))
-        works += [dist.all_reduce(x, dist.ReduceOp.MAX, group=tpu_pg, async_op=True)
-                  for x in a[2:]]
-        futs = [w.get_future() for w in works]
-        for f in futs:
-            f.wait()
-        for i in range(2):
-            close(a[i], torch.full((5 + i,), float(2 * i + 1)))
-        for i in range(2, 4):
-            close(a[i], torch.full((5 + i,), float(1 + i)))
-        close(b, torch.full((3,), 20.0))
-        close(g_out, torch.tensor([0.0] * 4 + [1.0] * 4))
-    report("async_mixed_in_order", async_mixed_in_order)
-
-    def async_issue_does_not_wait_for_producer():
-        # The staging copy runs on the group's issuing thread: an async
-        # all_reduce of a tensor whose producing ops are still running returns
-        # before they finish (the caller did wait for them before).
-        x = torch.full((1024, 1024), 1.0 / 1024, device="tpu")
-        torchtpu.sync()
-        dist.barrier(group=cpu_pg)
-        y = x
-        for _ in range(6):  # ~0.1-0.5 s of device work on this machine
-            y = y @ x
-        done = torch.tpu.Event()
-        done.record()
-        work = dist.all_reduce(y, group=tpu_pg, async_op=True)
-        fut = work.get_future()
-        pending = not done.query()
-        assert work.wait(timeout=TIMEOUT)
-        assert pending, "all_reduce waited for the ops producing its input"
-        close(fut.value()[0], torch.full((1024, 1024), 2.0 / 1024), rtol=1e-4)
-    report("async_issue_does_not_wait_for_producer", async_issue_does_not_wait_for_producer)
-
-    def async_input_read_at_call():
-        # What is sent is the input's value at the call: later writes to it
-        # (before wait) do not reach the peers.
-        g_in = torch.full((4,), float(rank), device="tpu")
-        g_out = torch.empty(8, device="tpu")
-        work = dist.all_gather_into_tensor(g_out, g_in, group=tpu_pg, async_op=True)
-        g_in.add_(100)
-        assert work.wait(timeout=TIMEOUT)
-        close(g_out, torch.tensor([0.0] * 4 + [1.0] * 4))
-    report("async_input_read_at_call", async_input_read_at_call)
-
-    def read_output_while_in_flight():
-        # Touching an output before wait() is a race (as on CUDA), but it must
-        # stay memory-safe while the write-back swaps its device buffer from
-        # gloo's thread: each read sees the old or the new value, never a
-        # crash. 64K floats take the adopting write-back.
-        seen_old = seen_new = 0
-        for i in range(40):
-            t = torch.full((256, 256), float(rank + 1 + i), device="tpu")
-            old, new = float(rank + 1 + i), float(3 + 2 * i)
-            work = dist.all_reduce(t, group=tpu_pg, async_op=True)
-            reads = 0
-            while not work.is_completed() or reads == 0:
-                v = t.cpu()
-                s = (t * 2).sum().item()
-                assert v.eq(old).all() or v.eq(new).all(), f"mixed values {v.unique()}"
-                assert s in (2 * old * v.numel(), 2 * new * v.numel()), s
-                seen_old += int(v[0, 0].item() == old)
-                reads += 1
-            assert work.wait(timeout=TIMEOUT)
-            seen_new += 1
-            close(t, torch.full((256, 256), new))
-        assert seen_new == 40
-    report("read_output_while_in_flight", read_output_while_in_flight)
-
-    def cpu_tensor_rejected():
-        # A CPU tensor alone: the group has no CPU backend, torch's ProcessGroup
-        # refuses it (as for a CUDA tensor on a gloo-less NCCL group).
-        try:
-            dist.all_reduce(torch.ones(2), group=tpu_pg)
-        except RuntimeError as e:
-            assert "cpu" in str(e), str(e)
-        else:
-            raise AssertionError("a CPU tensor on the tpu-only group did not raise")
-        # A CPU output beside a tpu input reaches the tpu backend: ValueError.
-        try:
-            dist.all_gather([torch.empty(2), torch.empty(2)], torch.ones(2, device="tpu"),
-                            group=tpu_pg)
-        except ValueError as e:
-            assert "tpu" in str(e) and "cpu" in str(e), str(e)
-        else:
-            raise AssertionError("a CPU output tensor did not raise")
-    report("cpu_tensor_rejected", cpu_tensor_rejected)
-
-    def group_name_kept():
-        from torch.distributed.distributed_c10d import _get_process_group_name
-        name = _get_process_group_name(tpu_pg)
-        backend = tpu_pg._get_backend(torch.device("tpu"))
-        assert backend.name() == "tpu", backend.name()
-        assert tpu_pg.group_name == name
-    report("group_name_kept", group_name_kept)
+    for name, check in COLLECTIVE_CHECKS:
+        report(name, lambda: check(rank, world, tpu_pg, cpu_pg))
 
 
 # ---- DDP: 2 ranks with half a batch each == one process with the full batch ----
