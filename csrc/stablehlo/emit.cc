@@ -71,6 +71,66 @@ bool is_elementwise(Op op) {
          op == Op::kClamp || op == Op::kConvert || op == Op::kBitcastConvert;
 }
 
+// "#stablehlo.<kind><name = [...], ..., index_vector_dim = N>": gather's and
+// scatter's dimension numbers, the empty lists left out.
+std::string index_dimension_numbers(
+    const char* kind,
+    std::initializer_list<std::pair<const char*, const std::vector<int64_t>*>> fields,
+    int64_t index_vector_dim) {
+  std::string dn = std::string("#stablehlo.") + kind + "<";
+  for (const auto& [name, v] : fields) {
+    if (!v->empty()) dn += std::string(name) + " = " + int_list(*v) + ", ";
+  }
+  return dn + "index_vector_dim = " + std::to_string(index_vector_dim) + ">";
+}
+
+// dot_general's dimension numbers from its four int attributes (lhs/rhs
+// batching, lhs/rhs contracting), the empty lists left out.
+std::string dot_dimension_numbers(const std::vector<std::vector<int64_t>>& ints) {
+  static const char* names[] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
+                                "lhs_contracting_dimensions", "rhs_contracting_dimensions"};
+  std::string dn = "#stablehlo.dot<";
+  std::string sep;
+  for (int i = 0; i < 4; ++i) {
+    if (ints[i].empty()) continue;
+    dn += sep + names[i] + " = " + int_list(ints[i]);
+    sep = ", ";
+  }
+  return dn + ">";
+}
+
+// convolution's attributes: [b, f, spatial...] layouts for input, kernel
+// ([o, i, spatial...]) and output, group counts, and the window (node `id`'s
+// ConvDims must have one entry per spatial dim).
+std::string convolution_attrs(int32_t id, const ir::ConvDims& c, size_t spatial) {
+  std::string s;
+  for (size_t i = 0; i < spatial; ++i) s += ", " + std::to_string(i);
+  std::string attrs = "dimension_numbers = #stablehlo.conv<[b, f" + s + "]x[o, i" + s +
+                      "]->[b, f" + s + "]>, feature_group_count = " +
+                      std::to_string(c.feature_group_count) +
+                      " : i64, batch_group_count = " + std::to_string(c.batch_group_count) +
+                      " : i64";
+  if (spatial == 0) return attrs;
+  if (c.window_strides.size() != spatial || c.padding_low.size() != spatial ||
+      c.padding_high.size() != spatial || c.lhs_dilation.size() != spatial ||
+      c.rhs_dilation.size() != spatial) {
+    throw IrError("stablehlo emit: convolution node " + std::to_string(id) +
+                  " has ConvDims of the wrong length");
+  }
+  return attrs + ", window_strides = " + i64_array(c.window_strides) +
+         ", padding = " + padding_attr(c.padding_low, c.padding_high) +
+         ", lhs_dilation = " + i64_array(c.lhs_dilation) +
+         ", rhs_dilation = " + i64_array(c.rhs_dilation);
+}
+
+// triangular_solve's attributes.
+std::string triangular_solve_attrs(const ir::LinalgFlags& f) {
+  auto flag = [](bool b) { return b ? "true" : "false"; };
+  return std::string("left_side = ") + flag(f.left_side) + ", lower = " + flag(f.lower) +
+         ", unit_diagonal = " + flag(f.unit_diagonal) + ", transpose_a = " +
+         (f.transpose_a ? "#stablehlo<transpose TRANSPOSE>" : "#stablehlo<transpose NO_TRANSPOSE>");
+}
+
 class Emitter {
  public:
   Emitter(const ir::Graph& g, const EmitOptions& options)
@@ -370,17 +430,11 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
   switch (n.op) {
     case Op::kGather: {
       const auto& d = a.gather;
-      std::string dn = "#stablehlo.gather<";
-      std::string sep;
-      auto field = [&](const char* name, const std::vector<int64_t>& v) {
-        if (v.empty()) return;
-        dn += sep + name + " = " + int_list(v);
-        sep = ", ";
-      };
-      field("offset_dims", d.offset_dims);
-      field("collapsed_slice_dims", d.collapsed_slice_dims);
-      field("start_index_map", d.start_index_map);
-      dn += sep + "index_vector_dim = " + std::to_string(d.index_vector_dim) + ">";
+      const std::string dn = index_dimension_numbers(
+          "gather", {{"offset_dims", &d.offset_dims},
+                     {"collapsed_slice_dims", &d.collapsed_slice_dims},
+                     {"start_index_map", &d.start_index_map}},
+          d.index_vector_dim);
       line(id, "stablehlo.gather", n.operands,
            "dimension_numbers = " + dn + ", slice_sizes = " + i64_array(d.slice_sizes) +
                ", indices_are_sorted = false");
@@ -388,17 +442,11 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
     }
     case Op::kScatter: {
       const auto& d = a.scatter;
-      std::string dn = "#stablehlo.scatter<";
-      std::string sep;
-      auto field = [&](const char* name, const std::vector<int64_t>& v) {
-        if (v.empty()) return;
-        dn += sep + name + " = " + int_list(v);
-        sep = ", ";
-      };
-      field("update_window_dims", d.update_window_dims);
-      field("inserted_window_dims", d.inserted_window_dims);
-      field("scatter_dims_to_operand_dims", d.scatter_dims_to_operand_dims);
-      dn += sep + "index_vector_dim = " + std::to_string(d.index_vector_dim) + ">";
+      const std::string dn = index_dimension_numbers(
+          "scatter", {{"update_window_dims", &d.update_window_dims},
+                      {"inserted_window_dims", &d.inserted_window_dims},
+                      {"scatter_dims_to_operand_dims", &d.scatter_dims_to_operand_dims}},
+          d.index_vector_dim);
       const DType t = n.results[0].dtype;
       line(id, "stablehlo.scatter", n.operands,
            "scatter_dimension_numbers = " + dn +
@@ -443,60 +491,23 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
            "dimension = " + std::to_string(a.dim) + " : i64, is_stable = true",
            sort_region(a.cmp, dtypes(n.operands), rc, kRegionIndent));
       return;
-    case Op::kDotGeneral: {
+    case Op::kDotGeneral:
       need_ints(4);
       if (options_.materialize_transposed_rhs && emit_dot_with_rhs_transposed(id, n)) return;
-      std::string dn = "#stablehlo.dot<";
-      std::string sep;
-      const char* names[] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
-                             "lhs_contracting_dimensions", "rhs_contracting_dimensions"};
-      for (int i = 0; i < 4; ++i) {
-        if (ints[i].empty()) continue;
-        dn += sep + names[i] + " = " + int_list(ints[i]);
-        sep = ", ";
-      }
-      line(id, "stablehlo.dot_general", n.operands, "dot_dimension_numbers = " + dn + ">");
+      line(id, "stablehlo.dot_general", n.operands,
+           "dot_dimension_numbers = " + dot_dimension_numbers(ints));
       return;
-    }
-    case Op::kConvolution: {
-      const auto& c = a.conv;
-      const size_t spatial = static_cast<size_t>(n.results[0].rank() - 2);
-      std::string s;
-      for (size_t i = 0; i < spatial; ++i) s += ", " + std::to_string(i);
-      std::string attrs = "dimension_numbers = #stablehlo.conv<[b, f" + s + "]x[o, i" + s +
-                          "]->[b, f" + s + "]>, feature_group_count = " +
-                          std::to_string(c.feature_group_count) +
-                          " : i64, batch_group_count = " + std::to_string(c.batch_group_count) +
-                          " : i64";
-      if (spatial > 0) {
-        if (c.window_strides.size() != spatial || c.padding_low.size() != spatial ||
-            c.padding_high.size() != spatial || c.lhs_dilation.size() != spatial ||
-            c.rhs_dilation.size() != spatial) {
-          throw IrError("stablehlo emit: convolution node " + std::to_string(id) +
-                        " has ConvDims of the wrong length");
-        }
-        attrs += ", window_strides = " + i64_array(c.window_strides) +
-                 ", padding = " + padding_attr(c.padding_low, c.padding_high) +
-                 ", lhs_dilation = " + i64_array(c.lhs_dilation) +
-                 ", rhs_dilation = " + i64_array(c.rhs_dilation);
-      }
-      line(id, "stablehlo.convolution", n.operands, attrs);
+    case Op::kConvolution:
+      line(id, "stablehlo.convolution", n.operands,
+           convolution_attrs(id, a.conv, static_cast<size_t>(n.results[0].rank() - 2)));
       return;
-    }
     case Op::kCholesky:
       line(id, "stablehlo.cholesky", n.operands,
            std::string("lower = ") + (a.linalg.lower ? "true" : "false"));
       return;
-    case Op::kTriangularSolve: {
-      const auto& f = a.linalg;
-      auto flag = [](bool b) { return b ? "true" : "false"; };
-      line(id, "stablehlo.triangular_solve", n.operands,
-           std::string("left_side = ") + flag(f.left_side) + ", lower = " + flag(f.lower) +
-               ", unit_diagonal = " + flag(f.unit_diagonal) + ", transpose_a = " +
-               (f.transpose_a ? "#stablehlo<transpose TRANSPOSE>"
-                              : "#stablehlo<transpose NO_TRANSPOSE>"));
+    case Op::kTriangularSolve:
+      line(id, "stablehlo.triangular_solve", n.operands, triangular_solve_attrs(a.linalg));
       return;
-    }
     case Op::kCustomCall:
       // api_version 1 (original): the targets XLA expands are matched by name
       // before any calling convention matters.
