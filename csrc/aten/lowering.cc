@@ -471,77 +471,69 @@ std::optional<std::vector<int64_t>> padded_extents(const std::vector<int64_t>& i
 
 }  // namespace
 
-std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& results) {
-  std::vector<ir::Value> outs;
-  std::vector<at::Tensor> tensors;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const ir::Value r = results[i];
-    if (!r.valid()) {
-      tensors.emplace_back();
-      continue;
-    }
-    const ir::TensorType t = graph_.type(r);  // a copy: adding nodes moves it
-    if (auto sized = result_sizes_.find(i); sized != result_sizes_.end()) {
-      // A flat value filling a storage larger than the tensor (a bucketed
-      // cat's result): the tensor is contiguous at its start.
-      TORCH_CHECK(makes_new_results_ && t.dims.size() == 1 &&
-                  t.numel() >= numel_of(sized->second) && numel_of(sized->second) > 0,
-                  "tpu: internal error lowering ", op_, ": a result of ", t.numel(),
-                  " elements for sizes ", c10::IntArrayRef(sized->second));
-      at::Tensor out = new_tensor(t.dims, to_aten(t.dtype), device_);
-      out.unsafeGetTensorImpl()->set_sizes_contiguous(sized->second);
-      tensors.push_back(out);
-      outs.push_back(r);
-      continue;
-    }
-    auto layout = result_strides_.find(i);
-    if (layout == result_strides_.end() || layout->second.size() != t.dims.size()) {
-      tensors.push_back(new_tensor(t.dims, to_aten(t.dtype), device_));
-      if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
-      continue;
-    }
-    // The buffer holds the value in memory order: dims by decreasing stride
-    // (size-1 dims anywhere), i.e. the value transposed to that order.
-    const std::vector<int64_t>& strides = layout->second;
-    std::vector<int64_t> order(t.dims.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-    std::vector<int64_t> in_memory;
-    for (int64_t d : order) in_memory.push_back(t.dims[d]);
-    // Strides with gaps (lstsq's solution: the first rows of a taller
-    // buffer) name a padded buffer; the value fills its leading part.
-    // (no elements: any strides, e.g. nonzero's (1, 0) for a [0, 2] result)
-    const std::optional<std::vector<int64_t>> extents =
-        t.numel() == 0 ? std::vector<int64_t>{} : padded_extents(in_memory, order, strides);
-    if (!extents) {
-      tensors.push_back(new_tensor(t.dims, to_aten(t.dtype), device_));
-      if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
-      continue;
-    }
-    const std::vector<int64_t>& padded = *extents;
-    at::Tensor out = new_tensor(padded.empty() ? in_memory : padded, to_aten(t.dtype), device_);
-    out.unsafeGetTensorImpl()->set_sizes_and_strides(t.dims, strides);
-    tensors.push_back(out);
-    if (t.numel() == 0) continue;
-    ir::Value v = graph_.transpose(r, order);
-    int64_t flat = t.numel();
-    if (!padded.empty()) {
-      std::vector<int64_t> low(padded.size(), 0), high(padded.size()), interior(padded.size(), 0);
-      for (size_t j = 0; j < padded.size(); ++j) high[j] = padded[j] - in_memory[j];
-      v = graph_.pad(v, graph_.constant(0.0, ir::TensorType{t.dtype, {}}), low, high, interior);
-      flat = 1;
-      for (int64_t e : padded) flat *= e;
-    }
-    outs.push_back(graph_.reshape(v, {flat}));
+// run()'s result `i`, value `r`: a new tensor laid out as result_sizes_ /
+// result_strides_ ask, and the flat value its buffer takes appended to `outs`
+// (none for an empty result).
+at::Tensor LoweringContext::make_result(size_t i, ir::Value r, std::vector<ir::Value>& outs) {
+  const ir::TensorType t = graph_.type(r);  // a copy: adding nodes moves it
+  if (auto sized = result_sizes_.find(i); sized != result_sizes_.end()) {
+    // A flat value filling a storage larger than the tensor (a bucketed
+    // cat's result): the tensor is contiguous at its start.
+    TORCH_CHECK(makes_new_results_ && t.dims.size() == 1 &&
+                t.numel() >= numel_of(sized->second) && numel_of(sized->second) > 0,
+                "tpu: internal error lowering ", op_, ": a result of ", t.numel(),
+                " elements for sizes ", c10::IntArrayRef(sized->second));
+    at::Tensor out = new_tensor(t.dims, to_aten(t.dtype), device_);
+    out.unsafeGetTensorImpl()->set_sizes_contiguous(sized->second);
+    outs.push_back(r);
+    return out;
   }
-  for (auto& u : slots_) {
-    if (u.written) outs.push_back(u.flat);
+  auto layout = result_strides_.find(i);
+  if (layout == result_strides_.end() || layout->second.size() != t.dims.size()) {
+    if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
+    return new_tensor(t.dims, to_aten(t.dtype), device_);
   }
-  if (outs.empty()) return tensors;
+  // The buffer holds the value in memory order: dims by decreasing stride
+  // (size-1 dims anywhere), i.e. the value transposed to that order.
+  const std::vector<int64_t>& strides = layout->second;
+  std::vector<int64_t> order(t.dims.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  std::vector<int64_t> in_memory;
+  for (int64_t d : order) in_memory.push_back(t.dims[d]);
+  // Strides with gaps (lstsq's solution: the first rows of a taller
+  // buffer) name a padded buffer; the value fills its leading part.
+  // (no elements: any strides, e.g. nonzero's (1, 0) for a [0, 2] result)
+  const std::optional<std::vector<int64_t>> extents =
+      t.numel() == 0 ? std::vector<int64_t>{} : padded_extents(in_memory, order, strides);
+  if (!extents) {
+    if (t.numel() > 0) outs.push_back(graph_.reshape(r, {t.numel()}));
+    return new_tensor(t.dims, to_aten(t.dtype), device_);
+  }
+  const std::vector<int64_t>& padded = *extents;
+  at::Tensor out = new_tensor(padded.empty() ? in_memory : padded, to_aten(t.dtype), device_);
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.dims, strides);
+  if (t.numel() == 0) return out;
+  ir::Value v = graph_.transpose(r, order);
+  int64_t flat = t.numel();
+  if (!padded.empty()) {
+    std::vector<int64_t> low(padded.size(), 0), high(padded.size()), interior(padded.size(), 0);
+    for (size_t j = 0; j < padded.size(); ++j) high[j] = padded[j] - in_memory[j];
+    v = graph_.pad(v, graph_.constant(0.0, ir::TensorType{t.dtype, {}}), low, high, interior);
+    flat = 1;
+    for (int64_t e : padded) flat *= e;
+  }
+  outs.push_back(graph_.reshape(v, {flat}));
+  return out;
+}
+
+// Strict mode's background compiles: whether the op is recorded to wait for
+// its program (compiling on the pool) instead of running now. Sets `key` and
+// `level` when it has set the graph's outputs to `outs`.
+bool LoweringContext::defer_to_background(const std::vector<ir::Value>& outs, std::string& key,
+                                          pjrt::Optimization& level) {
   auto& rt = runtime::Runtime::get();
-  pjrt::Optimization level = pjrt::Optimization::kFull;
-  std::string key;
   bool deferred = false;
   // A pending input: bound with no buffer by use() (background compiles were
   // on then, whatever they are now).
@@ -573,45 +565,53 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
                                  bytes <= kMaxDeferredBytes);
     if (deferred) rt.compile_ahead(graph_, op_, key, level);
   }
-  if (rt.mode() == runtime::EagerMode::kFused || deferred) {
-    std::vector<runtime::Slot*> out_slots;
-    for (auto& t : tensors) {
-      if (!t.defined() || t.numel() == 0) continue;
-      auto& slot = slot_of(t);
-      slot.dtype = to_ir(t.scalar_type());
-      out_slots.push_back(&slot);
-    }
-    // What the op produced, as the recompile guard reports it: results with
-    // their shapes, then the storages written.
-    std::vector<ir::TensorType> produced;
-    for (ir::Value r : results) {
-      if (r.valid()) produced.push_back(graph_.type(r));
-    }
-    for (auto& u : slots_) {
-      if (!u.written) continue;
-      out_slots.push_back(u.slot);
-      produced.push_back(u.written_as);
-    }
-    try {
-      if (deferred) {
-        replayable_ = false;  // no program yet for the dispatch cache
-        runtime::record_deferred(runtime::fusion(device_), graph_, args_, outs, out_slots, op_,
-                                 std::move(produced));
-      } else {
-        runtime::fusion(device_).record(graph_, args_, outs, out_slots, op_,
-                                        std::move(produced));
-      }
-    } catch (const pjrt::PjrtError& e) {
-      TORCH_CHECK(false, "tpu: ", e.what());
-    } catch (const ir::IrError& e) {
-      TORCH_CHECK(false, "tpu: internal error lowering ", op_, ": ", e.what());
-    }
-    return tensors;
+  return deferred;
+}
+
+// Fused mode, or a deferred strict op: the op's graph joins the device's
+// pending graph (runtime/fusion.h); `tensors` take its values when it runs.
+void LoweringContext::record(const std::vector<ir::Value>& results,
+                             const std::vector<at::Tensor>& tensors,
+                             const std::vector<ir::Value>& outs, bool deferred) {
+  std::vector<runtime::Slot*> out_slots;
+  for (auto& t : tensors) {
+    if (!t.defined() || t.numel() == 0) continue;
+    auto& slot = slot_of(t);
+    slot.dtype = to_ir(t.scalar_type());
+    out_slots.push_back(&slot);
   }
-  if (key.empty()) {
-    graph_.set_outputs(outs);
-    level = runtime::per_op_optimization(graph_);
+  // What the op produced, as the recompile guard reports it: results with
+  // their shapes, then the storages written.
+  std::vector<ir::TensorType> produced;
+  for (ir::Value r : results) {
+    if (r.valid()) produced.push_back(graph_.type(r));
   }
+  for (auto& u : slots_) {
+    if (!u.written) continue;
+    out_slots.push_back(u.slot);
+    produced.push_back(u.written_as);
+  }
+  try {
+    if (deferred) {
+      replayable_ = false;  // no program yet for the dispatch cache
+      runtime::record_deferred(runtime::fusion(device_), graph_, args_, outs, out_slots, op_,
+                               std::move(produced));
+    } else {
+      runtime::fusion(device_).record(graph_, args_, outs, out_slots, op_,
+                                      std::move(produced));
+    }
+  } catch (const pjrt::PjrtError& e) {
+    TORCH_CHECK(false, "tpu: ", e.what());
+  } catch (const ir::IrError& e) {
+    TORCH_CHECK(false, "tpu: internal error lowering ", op_, ": ", e.what());
+  }
+}
+
+// Strict (or debug) mode: compiles (cached) and runs the op's program (its
+// outputs set); `tensors` and the written storages take its buffers.
+void LoweringContext::execute_now(const std::vector<at::Tensor>& tensors, const std::string& key,
+                                  pjrt::Optimization level) {
+  auto& rt = runtime::Runtime::get();
   std::vector<pjrt::Buffer*> raw;
   raw.reserve(args_.size());
   for (auto& a : args_) raw.push_back(a.buffer.get());
@@ -638,6 +638,30 @@ std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& resul
     u.slot->buffer = buffers[k++];
     u.slot->producer = op_;
   }
+}
+
+std::vector<at::Tensor> LoweringContext::run(const std::vector<ir::Value>& results) {
+  std::vector<ir::Value> outs;
+  std::vector<at::Tensor> tensors;
+  for (size_t i = 0; i < results.size(); ++i) {
+    tensors.push_back(results[i].valid() ? make_result(i, results[i], outs) : at::Tensor());
+  }
+  for (auto& u : slots_) {
+    if (u.written) outs.push_back(u.flat);
+  }
+  if (outs.empty()) return tensors;
+  pjrt::Optimization level = pjrt::Optimization::kFull;
+  std::string key;
+  const bool deferred = defer_to_background(outs, key, level);
+  if (runtime::Runtime::get().mode() == runtime::EagerMode::kFused || deferred) {
+    record(results, tensors, outs, deferred);
+    return tensors;
+  }
+  if (key.empty()) {
+    graph_.set_outputs(outs);
+    level = runtime::per_op_optimization(graph_);
+  }
+  execute_now(tensors, key, level);
   return tensors;
 }
 

@@ -143,6 +143,16 @@ class LoweringContext {
   // The whole storage of tpu tensor `t` (its `slot`) as a flat value of
   // `dtype` (its element size must be the storage's).
   ir::Value storage_value(const at::Tensor& t, runtime::Slot& slot, ir::DType dtype);
+  // run()'s steps (lowering.cc): a result tensor and its flat output value;
+  // whether to defer to a background compile; recording (fused mode, or
+  // deferred); compiling and running now.
+  at::Tensor make_result(size_t i, ir::Value r, std::vector<ir::Value>& outs);
+  bool defer_to_background(const std::vector<ir::Value>& outs, std::string& key,
+                           pjrt::Optimization& level);
+  void record(const std::vector<ir::Value>& results, const std::vector<at::Tensor>& tensors,
+              const std::vector<ir::Value>& outs, bool deferred);
+  void execute_now(const std::vector<at::Tensor>& tensors, const std::string& key,
+                   pjrt::Optimization level);
 
   std::string op_;
   int device_;
