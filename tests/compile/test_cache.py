@@ -18,7 +18,7 @@ import torch
 
 import torchtpu
 
-pytestmark = pytest.mark.alone  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.alone  # passes: tests/README.md
 
 # One MLP training step (forward, cross-entropy, backward, SGD update) and a read.
 # Prints one JSON line: the loss, the updated weight's sum, metrics and cache info.

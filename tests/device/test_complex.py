@@ -8,7 +8,7 @@ import torch
 import torchtpu
 from _util import assert_close_cpu, no_fallback, run_both, to_tpu
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 CDTYPES = [torch.complex64, torch.complex128]
 

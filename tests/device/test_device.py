@@ -10,7 +10,7 @@ import torch
 import torchtpu
 from _util import TEST_MODE, assert_close_cpu, no_fallback
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 
 def test_device_module():

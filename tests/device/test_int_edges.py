@@ -12,7 +12,7 @@ import torch
 
 from _util import assert_close_cpu, no_fallback
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from _util import no_fallback
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 N = 1 << 18  # 1 MiB of float32: past the CPU plugin's synchronous small-copy size
 

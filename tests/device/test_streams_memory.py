@@ -11,7 +11,7 @@ import torchtpu
 
 from _util import assert_close_cpu, no_fallback
 
-pytestmark = [pytest.mark.alone, pytest.mark.fused_pass]  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = [pytest.mark.alone, pytest.mark.fused_pass]  # passes: tests/README.md
 
 TPU = torch.device("tpu", 0)
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.alone  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.alone  # passes: tests/README.md
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

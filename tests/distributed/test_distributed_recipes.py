@@ -10,7 +10,7 @@ import pytest
 
 from test_distributed import _assert_check, launch
 
-pytestmark = pytest.mark.alone  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.alone  # passes: tests/README.md
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 import _spmd_checks
 from _util import run_checks_subprocess
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKS = sorted(n for n in vars(_spmd_checks) if n.startswith("check_"))

@@ -12,7 +12,7 @@ import torch
 import torchtpu
 from _util import no_fallback, unlowered
 
-pytestmark = pytest.mark.alone  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.alone  # passes: tests/README.md
 
 
 @pytest.fixture

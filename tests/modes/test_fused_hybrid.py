@@ -17,7 +17,7 @@ import torch
 import torchtpu
 from _util import no_fallback
 
-pytestmark = pytest.mark.alone  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.alone  # passes: tests/README.md
 
 
 def wait_for_background(timeout=120.0):

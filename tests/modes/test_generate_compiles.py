@@ -15,7 +15,7 @@ import torch
 import torchtpu
 from _util import TokenPrograms, greedy_generate, new_programs, no_fallback
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 
 @pytest.fixture

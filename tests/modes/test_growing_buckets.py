@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import torchtpu
 from _util import TokenPrograms, greedy_generate, new_programs, no_fallback
 
-pytestmark = pytest.mark.background_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.background_pass  # passes: tests/README.md
 
 
 @pytest.fixture

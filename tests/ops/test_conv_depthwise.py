@@ -17,7 +17,7 @@ import torchtpu
 from _nn_util import close, grads_close
 from _util import assert_close_cpu, no_fallback
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 

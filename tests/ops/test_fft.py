@@ -7,7 +7,7 @@ import torch
 
 from _util import run_both, same_error
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 NORMS = [None, "forward", "ortho"]
 FLOATS = [torch.float32, torch.float64]

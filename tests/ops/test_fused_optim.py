@@ -12,7 +12,7 @@ from torch import nn
 import torchtpu
 from _util import no_fallback
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 CONFIGS = [
     (torch.optim.Adam, {"lr": 1e-2}),

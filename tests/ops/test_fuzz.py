@@ -11,7 +11,7 @@ import pytest
 
 from torchtpu.tools import fuzz
 
-pytestmark = [pytest.mark.alone, pytest.mark.fused_pass]  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = [pytest.mark.alone, pytest.mark.fused_pass]  # passes: tests/README.md
 
 BUDGET = 600  # about 25 s on 2 cores with a cold compile cache
 MODE = os.environ.get("TORCHTPU_TEST_MODE", os.environ.get("TORCHTPU_EAGER_MODE", "strict"))

@@ -16,7 +16,7 @@ import torchtpu
 
 from _util import assert_close_cpu, no_fallback, run_both, same_error
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 BATCHES = [(), (2,), (2, 3)]
 

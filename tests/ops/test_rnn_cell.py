@@ -11,7 +11,7 @@ from torch import nn
 
 from _util import no_fallback
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 MODULES = {
     "LSTM": lambda: nn.LSTM(6, 5, num_layers=2, batch_first=True),

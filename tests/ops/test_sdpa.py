@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import torchtpu
 from _util import TEST_MODE, assert_close_cpu, no_fallback, same_error
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 OVERRIDEABLE = 4  # at::SDPBackend::overrideable
 MATH = 0

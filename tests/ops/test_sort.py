@@ -11,7 +11,7 @@ import torch
 
 from _util import assert_close_cpu, no_fallback, run_both, same_error
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 SHAPES = [(), (0,), (3, 0), (7,), (4, 5), (2, 3, 4)]
 NAN = float("nan")

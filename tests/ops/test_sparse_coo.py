@@ -12,7 +12,7 @@ import torch
 import torchtpu
 from _util import no_fallback
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 DTYPES = [torch.float32, torch.int64, torch.float16, torch.bool]
 

@@ -18,7 +18,7 @@ import torchtpu
 
 from _util import assert_close_cpu, floats, no_fallback, run_both, same_error
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 NAN, INF = float("nan"), float("inf")
 S = torch.special

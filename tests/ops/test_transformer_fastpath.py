@@ -14,7 +14,7 @@ from torch import nn
 
 from _util import assert_close_cpu, no_fallback, same_error
 
-pytestmark = pytest.mark.fused_pass  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 D, HEADS, FF = 16, 4, 32
 
