@@ -67,10 +67,14 @@ bool is_dtype_arg(const c10::Argument& a) {
   return type->kind() == c10::TypeKind::ScalarTypeType;
 }
 
-// A complex tensor among the arguments (outs included), or a complex dtype
-// argument (torch.zeros(..., dtype=torch.cfloat)).
+// A complex tensor among the arguments, or a complex dtype argument
+// (torch.zeros(..., dtype=torch.cfloat)). Not the outs: as TensorIterator's
+// common dtype, the computation follows the inputs, and a complex `out=` of
+// real inputs takes the real result converted (true_divide(int16, int32,
+// out=complex64) is 2.5, not an integer quotient).
 bool any_complex(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
   for (size_t i = 0; i < args.size(); ++i) {
+    if (i < schema.arguments().size() && schema.arguments()[i].is_out()) continue;
     if (is_complex_arg(args[i])) return true;
     if (i < schema.arguments().size() && is_dtype_arg(schema.arguments()[i]) &&
         args[i].isInt() && c10::isComplexType(static_cast<c10::ScalarType>(args[i].toInt()))) {

@@ -1,20 +1,19 @@
 """Binary pointwise ops on tpu compared with CPU PyTorch (values, dtype, shape,
 type promotion) with no CPU fallback: logaddexp, hypot, copysign, xlogy, fmax,
-heaviside, the shifts, gcd/lcm, torch.equal, and CPU's errors for bad input."""
+heaviside, the shifts, gcd/lcm, torch.equal, and CPU's errors for bad input;
+the computation follows the inputs' dtypes (not a complex out=), a Python
+scalar of a half tensor stays in float as CPU's kernels keep it, and a complex
+alpha times b is always multiplied, as CPU does."""
 
 import pytest
 import torch
 
 from _util import assert_close_cpu, floats, no_fallback, run_both, same_error
 
-pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # scripts/run_tests.sh passes: tests/README.md
+pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # passes: tests/README.md
 
 BINARY_FLOAT = [torch.logaddexp, torch.logaddexp2, torch.hypot]
-
-
 BINARY_PROMOTING = [torch.copysign, torch.xlogy, torch.special.xlog1py]
-
-
 BINARY_ANY = [torch.fmax, torch.fmin]
 
 
@@ -116,3 +115,62 @@ def test_efficientzerotensor_and_sgn_backward():
         if dev == "cpu":
             expected = leaf.grad
     assert_close_cpu(leaf.grad, expected)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b, out: torch.true_divide(a, b, out=out),
+    lambda a, b, out: torch.div(a, b, out=out),
+    lambda a, b, out: torch.mul(a, b, out=out),
+    lambda a, b, out: torch.reciprocal(a.long(), out=out),
+    lambda a, b, out: torch.exp(a.long(), out=out),
+    lambda a, b, out: torch.sin(b.float(), out=out),
+])
+def test_complex_out_of_real_inputs_computes_in_the_inputs_dtype(fn):
+    # A complex out= once chose the complex rules, which divided int16 by int32
+    # as integers (2 for 5 / 2): the inputs decide, as TensorIterator's common
+    # dtype does, and the real result is written converted.
+    a = torch.tensor([5, -7, 3, 0, 9], dtype=torch.int16)
+    b = torch.tensor([2, 2, -4, 5, 3], dtype=torch.int32)
+    run_both(lambda x, y: fn(x, y, torch.empty(5, dtype=torch.complex64, device=x.device)), a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scalar", [1e5, 1e-5, 3.3, -2.9e4, 1 / 3])
+def test_half_times_or_over_a_python_scalar_rounds_once(dtype, scalar):
+    # CPU keeps the scalar in float (100 / 1e5 is 0.001, not 100 / inf = 0).
+    x = (torch.randn(512) * 100).to(dtype)
+    for fn in (lambda t: t * scalar, lambda t: t / scalar, lambda t: t.clone().mul_(scalar),
+               lambda t: torch.div(t, scalar), lambda t: t * torch.tensor(scalar)):
+        want = fn(x)
+        with no_fallback():
+            got = fn(x.to("tpu")).cpu()
+        assert got.dtype == dtype
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got[~got.isnan()], want[~want.isnan()])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("alpha", [0.1 + 0.2j, 2 + 0j])
+def test_complex_alpha_of_real_inputs_raises(dtype, alpha):
+    # 2+0j once computed silently on tpu; CPU refuses any complex alpha.
+    m = torch.tensor([3, 4]).to(dtype)
+    same_error(lambda a: torch.add(a, a, alpha=alpha), m)
+    same_error(lambda a: torch.sub(a, a, alpha=alpha), m)
+
+
+def test_complex_add_sub_of_non_finite_values_as_cpu():
+    # CPU computes a + alpha * b with alpha = 1 too: (1+0j) * (-inf-infj) is nan+nanj.
+    inf = float("inf")
+    a = torch.tensor([complex(inf, inf), complex(1, 2), complex(inf, 0)])
+    b = torch.tensor([complex(-inf, -inf), complex(3, -1), complex(0, inf)])
+    for fn in (torch.add, torch.sub, lambda x, y: torch.add(x, y, alpha=2)):
+        run_both(fn, a, b)
+        run_both(fn, a.to(torch.complex128), b.to(torch.complex128))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16])
+def test_lcm_overflow_keeps_cpus_sign(dtype):
+    # C++ multiplies and takes abs in int, then narrows: lcm(50, 3) in int8 is -106.
+    a = torch.tensor([50, -1113 if dtype == torch.int16 else -60, 7, 0]).to(dtype)
+    b = torch.tensor([3, -10701 if dtype == torch.int16 else 7, 9, 5]).to(dtype)
+    run_both(torch.lcm, a, b)

@@ -36,8 +36,10 @@ std::vector<ir::Value> add_sub(LoweringContext& ctx, const Args& a, Op op) {
     c10::Scalar alpha = a.scalar(2);
     TORCH_CHECK(!alpha.isBoolean() || dt == ir::DType::kBool,
                 "Boolean alpha only supported for Boolean results.");
-    TORCH_CHECK(ir::is_float(dt) || !alpha.isFloatingPoint(),
+    TORCH_CHECK(ir::is_float(dt) || alpha.isIntegral(/*includeBool=*/true),
                 "For integral input tensors, argument alpha must not be a floating point number.");
+    TORCH_CHECK(!alpha.isComplex(),
+                "For non-complex input tensors, argument alpha must not be a complex number.");
     TORCH_CHECK(dt != ir::DType::kBool || !alpha.isIntegral(false) || alpha.toLong() == 1 ||
                     op != Op::kSub,
                 "Subtraction, the `-` operator, with two bool tensors is not supported.");
@@ -52,7 +54,35 @@ std::vector<ir::Value> add_sub(LoweringContext& ctx, const Args& a, Op op) {
   return {ctx.g().binary(op, x, y)};
 }
 
+// CPU's mul and true-division kernels keep a scalar operand of a
+// float16/bfloat16 result in float (TensorIterator's original_scalar_value,
+// in opmath): x * 1e-5 and x / 1e5 compute in float and round once, where the
+// scalar rounded to half first is lost (1e5 is inf in half). A scalar: a
+// Python number or a 0-d CPU tensor (is_cpu_scalar). Its value when `other`
+// is one and `dt` is such a dtype.
+std::optional<double> reduced_float_scalar(const c10::IValue& other, ir::DType dt) {
+  if (dt != ir::DType::kF16 && dt != ir::DType::kBF16) return std::nullopt;
+  if (other.isScalar()) return other.toScalar().toDouble();
+  if (other.isTensor()) {
+    const at::Tensor& t = other.toTensor();
+    if (t.dim() == 0 && t.device().is_cpu() && !t.is_complex()) return t.item<double>();
+  }
+  return std::nullopt;
+}
+
+// self op scalar in float32, rounded once to `dt`.
+ir::Value in_float(LoweringContext& ctx, const c10::IValue& self, double scalar, Op op,
+                   ir::DType dt) {
+  auto [x, y] = broadcast_pair(ctx, operand(ctx, self, ir::DType::kF32),
+                               ctx.scalar(c10::Scalar(scalar), ir::DType::kF32));
+  return ctx.g().convert(ctx.g().binary(op, x, y), dt);
+}
+
 std::vector<ir::Value> mul(LoweringContext& ctx, const Args& a) {
+  const ir::DType common = to_ir(result_type(a[0], a[1]));
+  if (auto s = reduced_float_scalar(a[1], common)) {
+    return {in_float(ctx, a[0], *s, Op::kMul, common)};
+  }
   ir::DType dt;
   auto [x, y] = promoted(ctx, a, &dt);
   return {ctx.g().binary(dt == ir::DType::kBool ? Op::kAnd : Op::kMul, x, y)};
@@ -134,6 +164,7 @@ std::vector<ir::Value> div(LoweringContext& ctx, const Args& a,
   if (!mode.has_value()) {
     // True division: integers promote to the default float dtype.
     ir::DType dt = ir::is_float(common) ? common : to_ir(c10::get_default_dtype_as_scalartype());
+    if (auto s = reduced_float_scalar(a[1], dt)) return {in_float(ctx, a[0], *s, Op::kDiv, dt)};
     auto [x, y] = broadcast_pair(ctx, operand(ctx, a[0], dt), operand(ctx, a[1], dt));
     return {g.binary(Op::kDiv, x, y)};
   }

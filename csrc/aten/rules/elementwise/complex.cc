@@ -146,10 +146,9 @@ ValueList add_sub(LoweringContext& ctx, const Args& a, Op op) {
     const c10::Scalar alpha = a.scalar(2);
     TORCH_CHECK(ir::is_complex(dt) || !alpha.isComplex(),
                 "For non-complex input tensors, argument alpha must not be a complex number.");
-    const bool is_one = scalar_equals(alpha, 1);
-    if (!is_one) {
-      y = ctx.g().binary(Op::kMul, y, broadcast_to(ctx, ctx.scalar(alpha, dt), dims(ctx, y)));
-    }
+    // Always multiplied, 1 included: as CPU's a + alpha * b, a non-finite
+    // b gives nan ((1+0j) * (-inf-infj) is nan+nanj), which NumPy agrees with.
+    y = ctx.g().binary(Op::kMul, y, broadcast_to(ctx, ctx.scalar(alpha, dt), dims(ctx, y)));
   }
   return {ctx.g().binary(op, x, y)};
 }

@@ -44,8 +44,13 @@ ValueList gcd_lcm(LoweringContext& ctx, const Args& a, bool is_lcm) {
   ir::Value zero = full_like(ctx, d, 0);
   ir::Value is_zero = g.compare(Cmp::kEQ, d, zero);
   ir::Value q = g.binary(Op::kDiv, x, g.select(is_zero, full_like(ctx, d, 1), d));
-  ir::Value l = g.binary(Op::kMul, q, y);
+  // int8/int16: C++ multiplies and takes abs in int, then narrows, so an
+  // overflowing lcm keeps the sign its wrap gives (lcm(50, 3) in int8 is -106).
+  const bool narrow = dt == DType::kI8 || dt == DType::kI16;
+  ir::Value l = narrow ? g.binary(Op::kMul, g.convert(q, DType::kI32), g.convert(y, DType::kI32))
+                       : g.binary(Op::kMul, q, y);
   if (!ir::is_unsigned(dt)) l = g.unary(Op::kAbs, l);
+  if (narrow) l = g.convert(l, dt);
   return {g.select(is_zero, zero, l)};
 }
 
