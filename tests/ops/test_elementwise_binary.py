@@ -174,3 +174,22 @@ def test_lcm_overflow_keeps_cpus_sign(dtype):
     a = torch.tensor([50, -1113 if dtype == torch.int16 else -60, 7, 0]).to(dtype)
     b = torch.tensor([3, -10701 if dtype == torch.int16 else 7, 9, 5]).to(dtype)
     run_both(torch.lcm, a, b)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: torch.remainder(t, 70000.0), lambda t: torch.fmod(t, 70000.0),
+    lambda t: t < 70000.0, lambda t: torch.remainder(t.bfloat16(), 1e39),
+    lambda t: torch.remainder(t.to(torch.int8), 300),
+    lambda t: torch.bitwise_and(t.to(torch.int8), 300),
+])
+def test_python_scalar_out_of_the_dtypes_range_casts_as_cpu(fn):
+    # TensorIterator casts a Python scalar into the common dtype unchecked
+    # (70000. in float16 is inf, 300 in int8 is 44); tpu raised "value cannot
+    # be converted to type c10::Half without overflow".
+    run_both(fn, torch.tensor([60000.0, 1.0, -3.0, 100.0], dtype=torch.half))
+
+
+def test_fill_and_clamp_keep_cpus_overflow_error():
+    x = torch.tensor([1.0, 2.0], dtype=torch.half)
+    same_error(lambda t: t.clone().fill_(1e6), x)
+    same_error(lambda t: t.clamp(max=1e6), x)

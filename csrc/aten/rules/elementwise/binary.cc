@@ -8,10 +8,29 @@ namespace {
 
 using ir::Op;
 
+// An operand in dtype `dt`; a Python scalar converted as TensorIterator casts
+// a wrapped number into the common dtype: unchecked (70000. in float16 is
+// inf, 300 in int8 is 44), where c10's checked Scalar::to<T>, which the
+// lowering's scalar parameters use, raises "value cannot be converted to type
+// c10::Half without overflow" (remainder(half, 70000.): CPU gives x).
+ir::Value cast_operand(LoweringContext& ctx, const c10::IValue& v, ir::DType dt) {
+  if (v.isTensor() || ir::is_complex(dt) || v.toScalar().isComplex()) return operand(ctx, v, dt);
+  try {
+    return operand(ctx, v, dt);
+  } catch (const std::runtime_error& e) {  // c10::report_overflow's type
+    if (std::string(e.what()).find("without overflow") == std::string::npos) throw;
+    const c10::Scalar s = v.toScalar();
+    const at::ScalarType from = s.isFloatingPoint() ? at::kDouble
+                                : s.isBoolean()     ? at::kBool
+                                                    : at::kLong;
+    return ctx.scalar(at::scalar_tensor(s, from).to(to_aten(dt)).item(), dt);
+  }
+}
+
 // Both operands promoted to PyTorch's result type and broadcast.
 std::pair<ir::Value, ir::Value> promoted(LoweringContext& ctx, const Args& a, ir::DType* out) {
   *out = to_ir(result_type(a[0], a[1]));
-  return broadcast_pair(ctx, operand(ctx, a[0], *out), operand(ctx, a[1], *out));
+  return broadcast_pair(ctx, cast_operand(ctx, a[0], *out), cast_operand(ctx, a[1], *out));
 }
 
 bool is_bool_operand(const c10::IValue& v) {
