@@ -193,3 +193,33 @@ def test_fill_and_clamp_keep_cpus_overflow_error():
     x = torch.tensor([1.0, 2.0], dtype=torch.half)
     same_error(lambda t: t.clone().fill_(1e6), x)
     same_error(lambda t: t.clamp(max=1e6), x)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: torch.div(a, b, rounding_mode="floor"), torch.floor_divide,
+    lambda a, b: a // 3.0, lambda a, b: torch.floor_divide(a.double(), b.double()),
+])
+def test_floor_division_zero_quotient_takes_the_sign_of_x_over_y(fn):
+    # CPU's div_floor gives copysign(0, a / b) for a zero quotient: -0. // -3.
+    # is 0. (tpu gave -0., so a later atan2 returned -pi for CPU's pi).
+    a = torch.tensor([-0.0, 0.0, -0.0, 0.0, 0.5, -0.5, -1e-30, 1e-30])
+    b = torch.tensor([-3.0, -3.0, 3.0, 3.0, 2.0, -2.0, 5.0, -5.0])
+    actual, expected = run_both(fn, a, b)
+    assert torch.equal(torch.signbit(actual).cpu(), torch.signbit(expected))
+
+
+@pytest.mark.parametrize("exponent", [True, False, 0, 1, 2, 2.5])
+def test_pow_of_bool_tensor_by_scalar(exponent):
+    # ATen fills 1 for an exponent of 0 / False and copies the base for 1 /
+    # True before its kernel; tpu raised "pow" not implemented for 'Bool'.
+    run_both(torch.pow, torch.tensor([[True, False], [False, True]]), exponent)
+
+
+def test_pow_of_bool_tensors_raises_as_cpu():
+    b = torch.tensor([True, False])
+    same_error(lambda t: torch.pow(t, t), b)
+
+
+def test_pow_checks_shapes_before_dtypes():
+    # CPU's TensorIterator raises the size mismatch before "pow" has no bool kernel.
+    same_error(lambda t: torch.pow(t[:3], t.expand(4, 5)), torch.tensor([True, False] * 3)[:5])

@@ -127,6 +127,10 @@ ir::Value floor_divide(LoweringContext& ctx, ir::Value x, ir::Value y) {
                                          full_like(ctx, x, 0.5)),
                                g.binary(Op::kAdd, floored, full_like(ctx, x, 1)), floored);
     ir::Value q = g.binary(Op::kDiv, x, y);
+    // A zero quotient takes the sign of x / y, as CPU's div_floor does
+    // (copysign(0, x / y)): -0. // -3. is 0., not (-0. - -0.) / -3. = -0.
+    // q * 0 is that zero: q is finite there.
+    fixed = g.select(g.compare(ir::Cmp::kEQ, adjust, zero), g.binary(Op::kMul, q, zero), fixed);
     // Division by zero follows true division (inf/nan).
     return g.select(g.compare(ir::Cmp::kEQ, y, zero), q, fixed);
   }
@@ -307,6 +311,15 @@ std::vector<ir::Value> pow_rule(LoweringContext& ctx, const Args& a) {
     }
   }
   if (ir::is_float(dt) || ir::is_complex(dt)) return simple(ctx, a, Op::kPow);
+  if (dt == ir::DType::kBool && a[0].isTensor() && !a[1].isTensor()) {
+    // ATen's pow.Tensor_Scalar_out fills 1 for an exponent of 0 / False and
+    // copies the base for 1 / True before its kernel, which has no bool.
+    const c10::Scalar e = a.scalar(1);
+    if (scalar_equals(e, 0)) return {full_like(ctx, ctx.tensor(a.tensor(0)), 1)};
+    if (scalar_equals(e, 1)) return {ctx.tensor(a.tensor(0))};
+  }
+  // TensorIterator checks the shapes before the kernel's dtype dispatch.
+  if (a[0].isTensor() && a[1].isTensor()) at::infer_size(a.tensor(0).sizes(), a.tensor(1).sizes());
   TORCH_CHECK_NOT_IMPLEMENTED(dt != ir::DType::kBool, "\"pow\" not implemented for 'Bool'");
   // pow.Tensor_Scalar: ATen refuses a negative integral exponent for an
   // integral (or bool) base; a scalar exponent also bounds the bits to visit.
