@@ -37,3 +37,37 @@ def test_tri_indices(fn):
         fn(-1, 3, device="tpu")
     with pytest.raises(NotImplementedError):
         fn(3, 3, dtype=torch.float32, device="tpu")
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.scalar_tensor(1e6, dtype=torch.half, device=d),
+    lambda d: torch.full((1, 1), 1e39, dtype=torch.bfloat16, device=d),
+    lambda d: torch.full((1,), -1, dtype=torch.uint8, device=d),
+    lambda d: torch.scalar_tensor(1e6, dtype=torch.float8_e4m3fn, device=d).float(),
+    lambda d: torch.where(torch.tensor([True, False], device=d),
+                          torch.tensor([1.0, 2.0], dtype=torch.half, device=d), 1e6),
+    lambda d: torch.where(torch.tensor([True, False], device=d), 1e6,
+                          torch.tensor([1.0, 2.0], dtype=torch.half, device=d)),
+])
+def test_one_element_fill_converts_as_cpus_scalar_fill(make):
+    # CPU fills one element with Scalar::to<T> (scalar_tensor, where's scalar
+    # operand): 1e6 in float16 is inf, -1 in uint8 255; tpu raised "value
+    # cannot be converted to type c10::Half without overflow".
+    expected = make("cpu")
+    with no_fallback():
+        actual = make("tpu")
+    assert_close_cpu(actual, expected)
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.full((2,), 1e6, dtype=torch.half, device=d),
+    lambda d: torch.full((1,), 300, dtype=torch.int8, device=d),
+    lambda d: torch.scalar_tensor(1e40, device=d),
+    lambda d: torch.scalar_tensor(float("nan"), dtype=torch.int32, device=d),
+])
+def test_fills_cpu_refuses_stay_refused(make):
+    with pytest.raises(RuntimeError) as cpu:
+        make("cpu")
+    with pytest.raises(RuntimeError, match="without overflow") as tpu:
+        make("tpu")
+    assert str(cpu.value) == str(tpu.value)

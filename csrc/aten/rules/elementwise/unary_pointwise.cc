@@ -68,9 +68,18 @@ std::vector<ir::Value> where_self(LoweringContext& ctx, const Args& a) {
 }
 
 // fill: the value broadcast to self's shape and dtype; self is not read.
+// A one-element self takes ATen's scalar_fill conversion (Scalar::to<T>,
+// what CPU's fill_ of one element and scalar_tensor use): 1e6 into float16
+// is inf there, while a larger fill checks the range (CPU raises "value
+// cannot be converted to type c10::Half without overflow"). where(c, half,
+// 1e6) makes its scalar operand this way.
 std::vector<ir::Value> fill_scalar(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
-  ir::Value v = ctx.scalar(a.scalar(1), to_ir(self.scalar_type()));
+  c10::Scalar s = a.scalar(1);
+  if (self.numel() == 1 && !s.isComplex() && !c10::isComplexType(self.scalar_type())) {
+    s = at::scalar_tensor(s, at::device(at::kCPU).dtype(self.scalar_type())).item();
+  }
+  ir::Value v = ctx.scalar(s, to_ir(self.scalar_type()));
   return {broadcast_to(ctx, v, self.sizes())};
 }
 
