@@ -158,11 +158,12 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 // TensorIterator builds with check_all_same_dtype (neg, floor, ...) take only
 // an out of the result's dtype; structured kernels that allocate their
 // outputs with a dtype (the LAPACK family) take only that dtype; some ops take
-// a fixed out dtype (nonzero: int64; all/any: bool or uint8; isposinf: bool;
-// complex/polar: the complex dtype of their inputs);
+// a fixed out dtype (nonzero: int64; all/any: bool or uint8; isposinf,
+// signbit: bool; complex/polar: the complex dtype of their inputs); abs and
+// nan_to_num compare with `self`, the first input's dtype;
 // cat reports an uncastable out as TypeError; the rest cast safely.
-void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Tensor& dst,
-                     size_t index) {
+void check_out_dtype(const std::string& key, c10::ScalarType from, c10::ScalarType self,
+                     const at::Tensor& dst, size_t index) {
   static const std::unordered_set<std::string> kSameDtype = {
       "neg", "floor", "ceil", "trunc", "round", "round.decimals", "frac", "sign", "sgn",
       "bitwise_not"};
@@ -179,8 +180,18 @@ void check_out_dtype(const std::string& key, c10::ScalarType from, const at::Ten
              starts_with(key, "any.")) {
     TORCH_CHECK(to == c10::kBool || to == c10::kByte, key.substr(0, 3),
                 " only supports bool tensor for result, got: ", to);
-  } else if (key == "isposinf" || key == "isneginf") {
+  } else if (key == "isposinf" || key == "isneginf" || key == "signbit") {
     TORCH_CHECK(to == c10::kBool, key, " does not support non-boolean outputs.");
+  } else if (key == "nan_to_num") {
+    TORCH_CHECK(to == self, "nan_to_num: dtype of out: ", to, " should be same as input: ", self);
+  } else if (key == "abs") {
+    // A real input's out has its dtype; a complex input's may be real (its
+    // absolute value, safely cast) or exactly its own complex dtype.
+    if (c10::isComplexType(self) && !c10::isComplexType(to)) {
+      check_castable(from, dst);
+    } else {
+      TORCH_CHECK(to == self, "Found dtype ", to, " but expected ", self);
+    }
   } else if (key == "mode") {
     // mode_out's check_dtype (Sorting.cpp): values take self's dtype, indices int64.
     TORCH_CHECK(to == from, "expected scalar type '", from, "' but got '", to, "' for ",
@@ -372,9 +383,9 @@ class LoweringKernel final : public c10::OperatorKernel {
         if (layout.kind != ResultLayout::kRowMajor) {
           for (size_t i = 0; i < values.size(); ++i) {
             if (!values[i].valid()) continue;
-            // No node is added while `dims` is read.
-            const std::vector<int64_t>& dims = ctx.g().type(values[i]).dims;
-            auto strides = result_strides(layout, args, dims, i);
+            // No node is added while `type` is read.
+            const ir::TensorType& type = ctx.g().type(values[i]);
+            auto strides = result_strides(layout, args, type.dims, i, to_aten(type.dtype));
             if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
           }
         }
@@ -436,9 +447,11 @@ class LoweringKernel final : public c10::OperatorKernel {
           run_cpu_fallback(op, stack, kUnsignedWhy);
           return;
         }
+        const c10::ScalarType self_dtype = args[0].isTensor() ? args[0].toTensor().scalar_type()
+                                                              : c10::ScalarType::Undefined;
         for (size_t i = 0; i < outs.size(); ++i) {
           const ir::TensorType t = ctx.g().type(values[i]);
-          check_out_dtype(key_, to_aten(t.dtype), outs[i], i);
+          check_out_dtype(key_, to_aten(t.dtype), self_dtype, outs[i], i);
           // A resized out has new metadata (and storage): not replayable
           // under the key of its old sizes.
           if (outs[i].sizes() != c10::IntArrayRef(t.dims)) {
@@ -454,7 +467,8 @@ class LoweringKernel final : public c10::OperatorKernel {
             if (k == ResultLayout::kIterator || k == ResultLayout::kAddr || k == ResultLayout::kGlu ||
                 k == ResultLayout::kCat ||
                 (k == ResultLayout::kPreserveSelf && op.schema().name() == "aten::sort")) {
-              auto strides = result_strides(layout, args.slice(0, first_out), t.dims, i);
+              auto strides = result_strides(layout, args.slice(0, first_out), t.dims, i,
+                                            to_aten(t.dtype));
               if (!strides.empty()) outs[i].as_strided_(t.dims, strides);
             }
           }

@@ -4,6 +4,8 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/MemoryFormat.h>
 #include <c10/core/WrapDimMinimal.h>
 
@@ -97,6 +99,46 @@ std::vector<int64_t> pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::Int
   return strides;
 }
 
+// The inputs as CPU's TensorIterator orders the dims over them: its
+// compute_types replaces (on CPU, before reorder_dimensions) each input whose
+// dtype is not the common one by its .to(common) copy, which keeps a dense
+// input's strides and makes any other (an expanded one) dense in its strides'
+// order (infer_dense_strides). So atan2(int expanded, int transposed) is
+// row-major on CPU, where the transposed input alone would decide. The common
+// dtype is the inputs' result type, or `result`'s for an op that computes
+// integers in floating point (atan2, true division). Cast inputs become meta
+// tensors with the copy's strides.
+std::vector<c10::IValue> as_cast_by_iterator(c10::ArrayRef<c10::IValue> args,
+                                             c10::ScalarType result, int unpromoted) {
+  at::native::ResultTypeState state{};
+  bool any_tensor = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) == unpromoted) continue;
+    if (args[i].isTensor() && args[i].toTensor().defined()) {
+      state = at::native::update_result_type_state(args[i].toTensor(), state);
+      any_tensor = true;
+    }
+  }
+  std::vector<c10::IValue> out(args.begin(), args.end());
+  if (!any_tensor || result == c10::ScalarType::Undefined) return out;
+  c10::ScalarType common = at::native::result_type(state);
+  if ((c10::isFloatingType(result) || c10::isComplexType(result)) &&
+      c10::isIntegralType(common, /*includeBool=*/true)) {
+    common = result;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (static_cast<int>(i) == unpromoted || !out[i].isTensor()) continue;
+    const at::Tensor& t = out[i].toTensor();
+    if (!t.defined() || t.dim() == 0 || t.scalar_type() == common ||
+        t.is_non_overlapping_and_dense()) {
+      continue;
+    }
+    out[i] = at::empty_strided(t.sizes(), at::infer_dense_strides(t.sizes(), t.strides()),
+                               at::TensorOptions().device(at::kMeta).dtype(common));
+  }
+  return out;
+}
+
 // Ops whose layout is not what their `pointwise` tag says (found by comparing
 // result strides with CPU over permuted, transposed and sliced inputs).
 const std::unordered_map<std::string, LayoutRule>& layout_table() {
@@ -117,6 +159,7 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::cat", ResultLayout::kCat},
       {"aten::sort.stable", ResultLayout::kPreserveSelf},
       {"aten::masked_fill.Scalar", ResultLayout::kRowMajor},
+      {"aten::where.self", {ResultLayout::kIterator, ~0u, -1, /*unpromoted=*/0}},
       // LAPACK's in-place results (checked against CPU with row- and
       // column-major inputs; the pivots, info, tau and eigenvalues are
       // row-major, and so are linalg_lu's P, L, U, lu_unpack's and
@@ -480,13 +523,13 @@ c10::MemoryFormat cat_memory_format(c10::ArrayRef<at::Tensor> ts) {
 }
 
 std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::IValue> args,
-                                    c10::IntArrayRef shape, size_t index) {
+                                    c10::IntArrayRef shape, size_t index, c10::ScalarType dtype) {
   if (index >= 32 || !((rule.results >> index) & 1u)) return {};
   switch (rule.kind) {
     case ResultLayout::kRowMajor:
       return {};
     case ResultLayout::kIterator:
-      return pointwise_strides(args, shape);
+      return pointwise_strides(as_cast_by_iterator(args, dtype, rule.unpromoted_arg), shape);
     case ResultLayout::kPreserveSelf:
       // empty_like(self, Preserve) is TensorIterator's rule over self alone.
       if (args.empty() || !args[0].isTensor() || args[0].toTensor().sizes() != shape) return {};

@@ -3,7 +3,8 @@
 // A strided result is observable: view() succeeds or raises by it, and a
 // later in-place write through an alias lands by it. CPU's rules, which tpu
 // follows (the per-op table in result_layout.cc says which op follows which):
-// - kIterator: TensorIterator's output over the op's tensor arguments (every
+// - kIterator: TensorIterator's output over the op's tensor arguments, each
+//   input of another dtype than the common one taken as its cast copy (every
 //   op tagged `pointwise`, and the TensorIterator kernels ATen leaves untagged:
 //   floor_divide, hardswish, _prelu_kernel, native_dropout, rsub, huber_loss,
 //   complex, polar).
@@ -58,18 +59,20 @@ enum class ResultLayout {
 c10::MemoryFormat cat_memory_format(c10::ArrayRef<at::Tensor> ts);
 
 struct LayoutRule {
-  LayoutRule(ResultLayout k = ResultLayout::kRowMajor, uint32_t r = ~0u, int left = -1)
-      : kind(k), results(r), left_arg(left) {}
+  LayoutRule(ResultLayout k = ResultLayout::kRowMajor, uint32_t r = ~0u, int left = -1,
+             int unpromoted = -1)
+      : kind(k), results(r), left_arg(left), unpromoted_arg(unpromoted) {}
   ResultLayout kind;
-  uint32_t results;  // bit i: result i takes `kind`; the others are row-major
-  int left_arg;      // kColumnMajor: result 0 is row-major when this bool argument is false
+  uint32_t results;    // bit i: result i takes `kind`; the others are row-major
+  int left_arg;        // kColumnMajor: result 0 is row-major when this bool argument is false
+  int unpromoted_arg;  // kIterator: an input not cast to the common dtype (where's condition)
 };
 
 LayoutRule result_layout(const c10::OperatorHandle& op);
 
-// The strides of new result `index` of `shape` under `rule`, given the op's
-// arguments; empty for row-major.
+// The strides of new result `index` of `shape` and dtype `dtype` under
+// `rule`, given the op's arguments; empty for row-major.
 std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::IValue> args,
-                                    c10::IntArrayRef shape, size_t index);
+                                    c10::IntArrayRef shape, size_t index, c10::ScalarType dtype);
 
 }  // namespace ttpu::aten

@@ -504,3 +504,35 @@ def test_cat_takes_the_memory_format_its_inputs_agree_on(formats, dim):
     for g, w in ((got, want), (got_out, want_out)):
         assert g.stride() == w.stride(), (g.stride(), w.stride())
         assert torch.equal(g.cpu(), w)
+
+
+
+MIXED = {  # (op, dtype of the first input, of the second)
+    "atan2_int": (torch.atan2, torch.int32, torch.int32),
+    "div_int": (torch.div, torch.int64, torch.int64),
+    "pow_int_double": (torch.pow, torch.int32, torch.float64),
+    "eq_int_float": (torch.eq, torch.int32, torch.float32),
+    "add_bool_float": (torch.add, torch.bool, torch.float32),
+    "where_int_int": (lambda a, b: torch.where(b > 0, a, b), torch.int32, torch.int32),
+    "where_int_float": (lambda a, b: torch.where(b > 0, a, b), torch.int32, torch.float32),
+}
+
+
+@pytest.mark.parametrize("op", sorted(MIXED))
+@pytest.mark.parametrize("pair", ["expanded_transposed", "sliced_permuted"])
+def test_inputs_of_another_dtype_order_the_dims_as_their_cast_copies(op, pair):
+    # CPU's TensorIterator orders the dims over each input's .to(common) copy,
+    # which is dense: atan2(int expanded, int transposed) is row-major on CPU
+    # (tpu followed the transposed input: strides (1, 5) for CPU's (3, 1)).
+    fn, da, db = MIXED[op]
+    if pair == "expanded_transposed":
+        a = torch.arange(3).to(da).expand(5, 3)
+        b = (torch.arange(15).reshape(3, 5) - 7).to(db).t()
+    else:
+        a = torch.arange(60).reshape(3, 4, 5).to(da).permute(2, 0, 1)[:, :, ::2]
+        b = (torch.arange(60).reshape(4, 5, 3) - 30).to(db).permute(1, 2, 0)[:, :, ::2]
+    expected = fn(a, b)
+    with no_fallback():
+        got = fn(to_tpu_keep(a), to_tpu_keep(b))
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+    assert_close_cpu(got, expected)

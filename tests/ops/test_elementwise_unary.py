@@ -212,6 +212,28 @@ def test_out_of_lower_dtype_raises():
     check_raises(lambda t, o: torch.exp(t, out=o), ints(), torch.empty(3, 5, dtype=torch.int64))
 
 
+@pytest.mark.parametrize("fn", ["abs", "absolute", "nan_to_num", "signbit"])
+@pytest.mark.parametrize("src, dst", [
+    (torch.float32, torch.float64), (torch.float32, torch.complex64),
+    (torch.int64, torch.float32), (torch.complex64, torch.complex128)], ids=str)
+def test_out_dtype_cpu_refuses(fn, src, dst):
+    # abs of a real input and nan_to_num take only an out of the input's dtype,
+    # signbit only bool (tpu cast into any safe dtype).
+    if fn == "signbit" and src.is_complex:
+        pytest.skip("signbit refuses complex inputs before the out check")
+    x = torch.tensor([1.5, -2.0]).to(src)
+    check_raises(lambda t, o: getattr(torch, fn)(t, out=o), x, torch.empty(2, dtype=dst))
+
+
+@pytest.mark.parametrize("dst", [torch.float32, torch.float64, torch.complex64])
+def test_abs_of_complex_into_a_real_or_same_out(dst):
+    x = torch.tensor([3 + 4j, -1j, 0j], dtype=torch.complex64)
+    cpu_out, tpu_out = torch.empty(3, dtype=dst), torch.empty(3, dtype=dst).to("tpu")
+    torch.abs(x, out=cpu_out)
+    torch.abs(x.to("tpu"), out=tpu_out)
+    assert_close_cpu(tpu_out, cpu_out)
+
+
 # ------------------------------------------------------------------ clamp
 
 @pytest.mark.parametrize("view", VIEWS)
