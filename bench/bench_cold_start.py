@@ -20,14 +20,13 @@ random init, seed 0): one forward/backward with labels (batch 2, 16 source and
 for efficientnet it compares the 3 losses within 1e-3 relative.
 
 Each (mode, cache) runs in a fresh Python process: ``cpu`` is CPU PyTorch;
-``strict`` and ``fused`` are tpu's eager modes (``strict``: every new
-program compiled at its op, the default; ``strict_bg``: strict with
-``background_compile=True``; the ratio
-``strict_cold_first_over_strict_bg_cold_first`` is what background compiles
-gain; ``strict_pow2`` and ``fused_pow2``: those modes with
-``TORCHTPU_GROWING_BUCKETS=pow2``, bounded dynamism, and the ratios
-``<mode>_cold_first_over_<mode>_pow2_cold_first``; the suffixes combine:
-``strict_bg_pow2``), each run first with an empty
+``strict`` and ``fused`` are tpu's eager modes with the default settings
+(strict compiles in the background, growing buckets ``pow2``); the suffixes
+turn a default off: ``_sync`` (``background_compile=False``: each new program
+compiled at its op), ``_exact`` (``TORCHTPU_GROWING_BUCKETS=none``: a program
+per length); they combine (``strict_sync_exact`` is the settings before they
+became the defaults), and the ratios ``<mode>_<suffix>_cold_first_over_<mode>_cold_first``
+say what each default gains), each run first with an empty
 compile cache directory (``cold``) and then again on what that run stored
 (``warm``). Reported per run: ``first_s`` (the first generate, model already
 on the device: what compiles), ``second_s`` (the same call again: programs in
@@ -59,7 +58,7 @@ mode, static, new_tokens = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
 device = "cpu"
 if mode != "cpu":
     import torchtpu
-    torchtpu.set_eager_mode(mode.split("_")[0], background_compile="_bg" in mode)
+    torchtpu.set_eager_mode(mode.split("_")[0], background_compile="_sync" not in mode)
     device = "tpu"
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging
@@ -91,7 +90,7 @@ mode, model_name = sys.argv[1], sys.argv[2]
 device = "cpu"
 if mode != "cpu":
     import torchtpu
-    torchtpu.set_eager_mode(mode.split("_")[0], background_compile="_bg" in mode)
+    torchtpu.set_eager_mode(mode.split("_")[0], background_compile="_sync" not in mode)
     device = "tpu"
 torch.manual_seed(0)
 
@@ -151,8 +150,8 @@ def run_child(mode, static, new_tokens, cache_dir, model=None):
     env.pop("TORCHTPU_CACHE", None)
     env.pop("TORCHTPU_EAGER_MODE", None)
     env.pop("TORCHTPU_GROWING_BUCKETS", None)
-    if mode.endswith("_pow2"):
-        env["TORCHTPU_GROWING_BUCKETS"] = "pow2"
+    if mode.endswith("_exact"):
+        env["TORCHTPU_GROWING_BUCKETS"] = "none"
     if cache_dir is not None:
         env["TORCHTPU_CACHE_DIR"] = cache_dir
     argv = ([sys.executable, "-c", MODEL_CHILD, mode, model] if model else
@@ -199,13 +198,11 @@ def workload(static, modes, new_tokens, model=None):
             ratios[f"{mode}_cold_first_over_cpu_first"] = round(
                 cold["first_s"] / rows["cpu"]["first_s"], 1)
         ratios[f"{mode}_cold_first_over_warm_first"] = round(cold["first_s"] / warm["first_s"], 1)
-    if "strict_bg_cold" in rows and "strict_cold" in rows:
-        ratios["strict_cold_first_over_strict_bg_cold_first"] = round(
-            rows["strict_cold"]["first_s"] / rows["strict_bg_cold"]["first_s"], 2)
     for mode in ("strict", "fused"):
-        if f"{mode}_pow2_cold" in rows and f"{mode}_cold" in rows:
-            ratios[f"{mode}_cold_first_over_{mode}_pow2_cold_first"] = round(
-                rows[f"{mode}_cold"]["first_s"] / rows[f"{mode}_pow2_cold"]["first_s"], 2)
+        for suffix in ("_sync", "_exact", "_sync_exact"):
+            if f"{mode}{suffix}_cold" in rows and f"{mode}_cold" in rows:
+                ratios[f"{mode}{suffix}_cold_first_over_{mode}_cold_first"] = round(
+                    rows[f"{mode}{suffix}_cold"]["first_s"] / rows[f"{mode}_cold"]["first_s"], 2)
     return {"runs": rows, "ratios": ratios}
 
 
@@ -213,9 +210,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None, help="also write the JSON to this file")
     p.add_argument("--modes", default="cpu,strict,fused",
-                   help="comma-separated, from cpu, strict, strict_bg, fused, strict_pow2, "
-                        "fused_pow2, strict_bg_pow2 (_bg: strict with background compiles; "
-                        "_pow2: with growing_buckets='pow2')")
+                   help="comma-separated, from cpu, strict, fused, strict_sync, strict_exact, "
+                        "strict_sync_exact, fused_exact (_sync: strict without background "
+                        "compiles; _exact: growing_buckets off)")
     p.add_argument("--static", action="store_true",
                    help="also run generate with cache_implementation='static'")
     p.add_argument("--new-tokens", type=int, default=20)

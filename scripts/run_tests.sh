@@ -2,8 +2,8 @@
 # Sets everything up, then runs every test: the C++ suites (ctest: PJRT layer,
 # IR, StableHLO emitter), the Python suites (pytest), then the op suites again
 # with every test starting in fused eager mode, whose results must equal
-# strict mode's (TORCHTPU_TEST_MODE, see tests/_util.py), and some of them in
-# strict mode with background compiles. Extra arguments go
+# strict mode's (TORCHTPU_TEST_MODE, see tests/_util.py), and some of them with
+# the default-on settings turned off. Extra arguments go
 # to one plain pytest run of tests/ instead (e.g. -k examples).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,7 @@ PARALLEL=(-n 2 --dist loadfile)
 # The fused-mode pass: the op suites again, every test starting in fused mode.
 TORCHTPU_TEST_MODE=fused "${PYTEST[@]}" -m "fused_pass and alone"
 TORCHTPU_TEST_MODE=fused "${PYTEST[@]}" "${PARALLEL[@]}" -m "fused_pass and not alone"
-# Strict mode with background compiles (opt-in, TORCHTPU_BACKGROUND_COMPILE=1):
-# op suites whose ops are recorded while their programs compile (~1.5 min).
-TORCHTPU_BACKGROUND_COMPILE=1 "${PYTEST[@]}" "${PARALLEL[@]}" -m background_pass
+# The opt-outs: op suites again with background compiles and growing buckets
+# (both on by default) turned off, each op waiting for its compile (~1.5 min).
+TORCHTPU_BACKGROUND_COMPILE=0 TORCHTPU_GROWING_BUCKETS=none "${PYTEST[@]}" "${PARALLEL[@]}" \
+  -m opt_out_pass

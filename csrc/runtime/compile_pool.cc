@@ -20,7 +20,7 @@ namespace ttpu::runtime {
 namespace {
 
 std::atomic<bool>& flag() {
-  static std::atomic<bool> on{settings::flag("TORCHTPU_BACKGROUND_COMPILE", false)};
+  static std::atomic<bool> on{settings::flag("TORCHTPU_BACKGROUND_COMPILE", true)};
   return on;
 }
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from _util import no_fallback
 from torchtpu.examples.train_digits import DigitsCNN
 
-pytestmark = pytest.mark.background_pass  # passes: tests/README.md
+pytestmark = pytest.mark.opt_out_pass  # passes: tests/README.md
 
 
 def grads_on(model, x, y, device):

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import torchtpu
 
-pytestmark = pytest.mark.background_pass  # passes: tests/README.md
+pytestmark = pytest.mark.opt_out_pass  # passes: tests/README.md
 
 
 def bytes_to_host():

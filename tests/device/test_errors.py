@@ -10,7 +10,7 @@ import torch
 import torchtpu
 from _util import UNLOWERED_OP, same_error, unlowered
 
-pytestmark = pytest.mark.background_pass  # passes: tests/README.md
+pytestmark = pytest.mark.opt_out_pass  # passes: tests/README.md
 
 
 def test_mm_shape_mismatch():

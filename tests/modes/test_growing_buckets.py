@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import torchtpu
 from _util import TokenPrograms, greedy_generate, new_programs, no_fallback
 
-pytestmark = pytest.mark.background_pass  # passes: tests/README.md
+pytestmark = pytest.mark.opt_out_pass  # passes: tests/README.md
 
 
 @pytest.fixture
@@ -137,10 +137,14 @@ def test_attention_backward_through_a_bucketed_cache_matches_cpu(pow2):
         torch.testing.assert_close(got, want)
 
 
-def test_off_by_default_and_listed_buckets_stop_at_the_largest(monkeypatch):
-    assert torchtpu.config.growing_buckets is None
+def test_on_by_default_and_listed_buckets_stop_at_the_largest(monkeypatch):
+    assert torchtpu.config.growing_buckets == "pow2"
     a = torch.ones(1, 5, device="tpu")
+    assert torch.cat([a, a[:, :1]], -1).untyped_storage().nbytes() == 8 * 4
+    # a cat of similar parts is not an append: CPU's storage
     assert torch.cat([a, a], -1).untyped_storage().nbytes() == 10 * 4
+    monkeypatch.setattr(torchtpu.config, "growing_buckets", None)
+    assert torch.cat([a, a[:, :1]], -1).untyped_storage().nbytes() == 6 * 4
     monkeypatch.setattr(torchtpu.config, "growing_buckets", [16, 8])
     assert torchtpu.config.growing_buckets == (8, 16)
     assert torch.cat([a, a, a[:, :1]], -1).untyped_storage().nbytes() == 16 * 4
@@ -270,6 +274,8 @@ def test_environment_variable_sets_it_and_a_bad_value_names_it():
 
     ok = run(" POW2 ")
     assert ok.returncode == 0 and ok.stdout.strip().endswith("'pow2'"), ok.stderr[-2000:]
+    off = run("none")
+    assert off.returncode == 0 and off.stdout.strip().endswith("None"), off.stderr[-2000:]
     bad = run("0,8")
     assert bad.returncode != 0
     want = "ValueError: TORCHTPU_GROWING_BUCKETS: growing_buckets sizes must be positive"

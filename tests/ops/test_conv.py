@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from _nn_util import close, grads_close, make
 from _util import same_error
 
-pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # passes: tests/README.md
+pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
 
 # (input shape, weight shape, kwargs); weight [O, C/groups, k...].

@@ -6,7 +6,7 @@ import torch
 
 from _util import assert_close_cpu, no_fallback
 
-pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # passes: tests/README.md
+pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
 
 def factory_both(fn):

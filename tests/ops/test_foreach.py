@@ -15,7 +15,7 @@ from torch import nn
 import torchtpu
 from _util import TEST_MODE, assert_close_cpu, no_fallback
 
-pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # passes: tests/README.md
+pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
 
 def tensors(seed, shapes=((3,), (2, 5), (4, 1, 3), ())):

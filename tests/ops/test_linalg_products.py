@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from _nn_util import TOL, close, grads_close, make
 from _util import assert_close_cpu, no_fallback, run_both, same_error
 
-pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # passes: tests/README.md
+pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
 
 MM_SHAPES = [((3, 4), (4, 5)), ((1, 1), (1, 1)), ((0, 4), (4, 5)), ((3, 0), (0, 5)),

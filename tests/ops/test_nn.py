@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from _nn_util import close, grads_close
 from _util import assert_close_cpu, no_fallback, run_both, same_error
 
-pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # passes: tests/README.md
+pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
 A = torch.ops.aten
 

@@ -10,7 +10,7 @@ import torchtpu
 
 from _util import assert_close_cpu, no_fallback, run_both, same_error
 
-pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # passes: tests/README.md
+pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
 # Shapes covering 0-d, empty and ordinary tensors.
 SHAPES = [(), (0,), (3, 0), (5,), (2, 3, 4)]

@@ -8,7 +8,7 @@ import torch
 from _nn_util import close, grads_close
 from _util import INF, NAN, assert_close_cpu, no_fallback, run_both, same_error
 
-pytestmark = [pytest.mark.fused_pass, pytest.mark.background_pass]  # passes: tests/README.md
+pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
 
 def test_norm():
