@@ -142,6 +142,19 @@ def test_switch_is_checked():
     assert torchtpu.background_compile()
 
 
+@pytest.mark.parametrize("value,on", [(None, True), ("0", False), ("1", True)])
+def test_on_by_default_and_the_variable_turns_it_off(value, on):
+    env = dict(os.environ)
+    env.pop("TORCHTPU_BACKGROUND_COMPILE", None)
+    if value is not None:
+        env["TORCHTPU_BACKGROUND_COMPILE"] = value
+    code = "import torchtpu; print(torchtpu.background_compile())"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env=env, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == str(on)
+
+
 def test_interrupted_wait_keeps_the_values_of_the_ops_that_ran(tmp_path):
     # Ctrl-C while the recorded ops wait for a slow compile (det, see
     # test_lifecycle; its graph is past the node limit, so recording it runs

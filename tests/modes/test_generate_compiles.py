@@ -24,10 +24,13 @@ def strict():
     yield
 
 
-def test_ops_reading_the_end_of_a_growing_storage_compile_once(strict):
+def test_ops_reading_the_end_of_a_growing_storage_compile_once(strict, monkeypatch):
     # generate's loop: torch.cat makes a new, longer input_ids, and several ops
     # read its last column (stopping criteria, next inputs). Each op's program
     # once bound the whole storage, so each compiled again at every length.
+    # Without growing buckets (on by default: then a storage grows only at a
+    # bucket's end, where these ops compile once for the new bucket).
+    monkeypatch.setattr(torchtpu.config, "growing_buckets", None)
     eos = torch.tensor([5])
     ids = torch.tensor([[1, 2, 3, 4]])
     want, got = [], []
