@@ -99,7 +99,8 @@ def t5():
     from transformers import T5Config, T5ForConditionalGeneration
     from transformers.utils import logging
     logging.set_verbosity_error()
-    model = T5ForConditionalGeneration(T5Config(decoder_start_token_id=0, pad_token_id=0)).to(device)
+    config = T5Config(decoder_start_token_id=0, pad_token_id=0)
+    model = T5ForConditionalGeneration(config).to(device)
     src = torch.randint(0, 32000, (2, 16)).to(device)
     labels = torch.randint(0, 32000, (2, 8)).to(device)
 

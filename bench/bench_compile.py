@@ -10,8 +10,8 @@ the train_digits step, side by side with tpu eager modes and CPU; prints JSON.
    every call), ``strict`` (eager ``a + b``, one sync at the end), ``fused_sync``
    (eager ``a + b`` in fused mode, a sync, hence one program, after every call)
    and ``cpu`` (PyTorch eager). Fused mode drops a pending value nothing
-   refers to, so the loops keep each result alive until it is computed. ``--rounds`` rounds; medians. The issue's target,
-   at most 20 us over a raw PJRT execute of the same program:
+   refers to, so the loops keep each result alive until it is computed. ``--rounds`` rounds;
+   medians. The issue's target, at most 20 us over a raw PJRT execute of the same program:
    ``raw_execute`` (the captured program executed back to back from C++ on the
    same buffers, ``_C._compiled_raw_execute_ns``), ``replay`` (the backend's
    replay of the captured program called directly, without Dynamo and

@@ -139,9 +139,12 @@ def per_op(rounds):
                  for kind, rs in runs.items()}
              for k in runs["full"][0]["compile_ms"]
              if all(k in r["compile_ms"] for rs in runs.values() for r in rs)}
-    return {"compile": summary, "compile_ms_by_op": by_op, "run_ms": {k: {kind: round(run[kind][k], 3) for kind in run}
-                                            for k in ratio},
-            "run_quick_over_full": ratio}
+    return {
+        "compile": summary,
+        "compile_ms_by_op": by_op,
+        "run_ms": {k: {kind: round(run[kind][k], 3) for kind in run} for k in ratio},
+        "run_quick_over_full": ratio,
+    }
 
 
 def run_child(cache_dir):

@@ -663,7 +663,7 @@ def bench_one(model, batch, args):
         r.update(workers[config].ask("peak"))
         workers[config].proc.wait(timeout=60)
     ref = results.get("cpu", {}).get("tokens")
-    for config, r in results.items():
+    for _config, r in results.items():
         tokens = r.pop("tokens", None)
         if ref is not None and tokens is not None:
             r["equal_cpu"] = tokens == ref

@@ -149,7 +149,11 @@ def _case_loop(case, a, b, c, n):
 
 
 EXTRA_CASES = ("neg", "exp", "relu", "mul_scalar", "add_", "mul_", "add_out")
-CASE_CONFIGS = (("cpu", "cpu", None), ("tpu_strict", "tpu", "strict"), ("tpu_fused", "tpu", "fused"))
+CASE_CONFIGS = (
+    ("cpu", "cpu", None),
+    ("tpu_strict", "tpu", "strict"),
+    ("tpu_fused", "tpu", "fused"),
+)
 
 
 def _callgrind_child(cases=()):

@@ -48,7 +48,8 @@ cpu = time.process_time() - c0
 m = torchtpu.metrics.metrics()
 print(json.dumps(dict(ops=ops, cpu_s=round(cpu, 3), compile_s=round(m["compile_seconds"], 3),
                       ms_per_op=round(cpu / ops * 1000, 2), flushes=m["fused_flushes"],
-                      rss_growth_mb=(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) // 1024)))
+                      rss_growth_mb=(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0)
+                      // 1024)))
 """
 
 

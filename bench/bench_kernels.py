@@ -13,8 +13,8 @@ Two PyTorch composites: ``torch`` is transformers' LlamaRMSNorm as written
 (measured here: torchtpu's ``pow(x, 2)`` lowering is several times slower than
 ``x * x`` on XLA:CPU, which is most of the difference to ``torch``).
 Reported: ms per step (median over rounds), the ratios jax / torch and
-jax / torch_mul per mode (below 1: the JAX kernel is faster), programs executed per step, and compiles
-after warm-up (should be 0). A benchmark, not a test: nothing here asserts.
+jax / torch_mul per mode (below 1: the JAX kernel is faster), programs executed per step, and
+compiles after warm-up (should be 0). A benchmark, not a test: nothing here asserts.
 """
 
 import argparse
@@ -103,9 +103,12 @@ def main():
     report = {
         "shape": list(shape),
         "ms_per_step_median": ms,
-        "ratio_jax_over_torch": {m: ms[f"{m}_jax"] / ms[f"{m}_torch"] for m in ("fused", "compile")},
-        "ratio_jax_over_torch_mul": {m: ms[f"{m}_jax"] / ms[f"{m}_torch_mul"]
-                                     for m in ("fused", "compile")},
+        "ratio_jax_over_torch": {
+            m: ms[f"{m}_jax"] / ms[f"{m}_torch"] for m in ("fused", "compile")
+        },
+        "ratio_jax_over_torch_mul": {
+            m: ms[f"{m}_jax"] / ms[f"{m}_torch_mul"] for m in ("fused", "compile")
+        },
         "executes_per_step": {k: c["executes"] / steps for k, c in counts.items()},
         "compiles_after_warmup": {k: c["compiles"] for k, c in counts.items()},
         "fallbacks": torchtpu.metrics.total_fallbacks(),

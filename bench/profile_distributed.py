@@ -29,10 +29,9 @@ after a barrier) so that their ratios are comparable on a noisy machine
 
 Per stage, also the process CPU time (`cpu_ms`, all threads) and voluntary
 context switches (`switches`, median per round): a busy machine inflates
-wall times far more than these. Also the per-call counts of torchtpu.metrics (compiles, executes, host bytes)
-over the tpu all_reduces: anything but 0 compiles and executes is a bug.
-TORCHTPU_DIST_CHECK is read once per process: run it with =0 to drop the
-signature exchange.
+wall times far more than these. Also the per-call counts of torchtpu.metrics (compiles, executes,
+host bytes) over the tpu all_reduces: anything but 0 compiles and executes is a bug.
+TORCHTPU_DIST_CHECK is read once per process: run it with =0 to drop the signature exchange.
 
 `critical_path` (per size): the stages of one blocking ``all_reduce(t)`` +
 ``torchtpu.sync()`` as the backend marks them (``_C._dist_trace``), next to

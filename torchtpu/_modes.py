@@ -10,20 +10,18 @@ def set_eager_mode(mode, *, hybrid=None, background_compile=None):
 
     ``"strict"``: each op is compiled once per signature, enqueued, and the host
     waits only when a value is read; a multi-tensor ``torch._foreach_*`` call
-    (the optimizers' default step) is one program, as on CUDA one kernel. ``"debug"``: the same, but waits after every
-    op, so an error is raised at the Python line that issued it. ``"fused"``:
-    ops are recorded into one pending graph per device, compiled as ONE program
-    (cached by structure, so a training loop compiles its step once) and run
-    when a value is read, at ``torchtpu.sync()``, at an op with no lowering, at
-    the end of ``optimizer.step()`` (without waiting: the next step records
-    while this one runs; ``torchtpu.config.fused_flush_at_optimizer_step``), or
-    past ``TORCHTPU_FUSION_MAX_NODES`` IR nodes (default 4000: past that,
-    XLA's compile time per node grows, see csrc/runtime/fusion.cc). A tensor
-    overwritten in place inside a fused graph (optimizer updates, ``copy_``)
-    donates its old buffer to the program when no other tensor shares it, so
-    the step does not hold two copies (``TORCHTPU_DONATE=0`` turns this off).
-    A line that keeps producing new graphs warns, and one whose graphs keep
-    changing shape stops fusing and runs strict (see :mod:`torchtpu.config`).
+    (the optimizers' default step) is one program, as on CUDA one kernel. ``"debug"``: the same, but
+    waits after every op, so an error is raised at the Python line that issued it. ``"fused"``: ops
+    are recorded into one pending graph per device, compiled as ONE program (cached by structure, so
+    a training loop compiles its step once) and run when a value is read, at ``torchtpu.sync()``, at
+    an op with no lowering, at the end of ``optimizer.step()`` (without waiting: the next step
+    records while this one runs; ``torchtpu.config.fused_flush_at_optimizer_step``), or past
+    ``TORCHTPU_FUSION_MAX_NODES`` IR nodes (default 4000: past that, XLA's compile time per node
+    grows, see csrc/runtime/fusion.cc). A tensor overwritten in place inside a fused graph
+    (optimizer updates, ``copy_``) donates its old buffer to the program when no other tensor shares
+    it, so the step does not hold two copies (``TORCHTPU_DONATE=0`` turns this off). A line that
+    keeps producing new graphs warns, and one whose graphs keep changing shape stops fusing and runs
+    strict (see :mod:`torchtpu.config`).
 
     ``hybrid`` (bool, or None to leave it as it is; at start
     ``TORCHTPU_FUSED_HYBRID=1`` turns it on, else off): in fused mode, a graph

@@ -31,27 +31,27 @@ programs are shared only across repeated layers of a large model.
 
 ``growing_buckets`` (None, ``"pow2"``, or a list of positive ints; default
 ``"pow2"``, env ``TORCHTPU_GROWING_BUCKETS``: ``pow2``, comma-separated sizes
-such as ``64,128,256``, or ``none`` for off): bounded dynamism for tensors that grow a few elements per step
-(Hugging Face ``generate``'s token ids and attention mask, its default dynamic
-KV cache). When set, a new result of ``torch.cat`` (not its ``out=`` form)
-that appends (its last part at most half as long as the others together: a
-token, a KV entry; not a cat of similar parts such as autograd's backward of
-``split``) or extends such a result, and that CPU lays out contiguously, gets
-a storage whose length along the cat dim is the result's rounded up to a
-bucket: the next power of two, or the smallest listed size at least as large
-(a length past the largest listed size is not rounded). The tensor itself is
-the one CPU makes (same sizes, contiguous strides, values); only
-``untyped_storage().nbytes()`` is larger, by less than 2x with ``"pow2"``.
-``torch.cat`` and ``scaled_dot_product_attention`` (without an attention mask)
-read such a tensor as its whole bucket with the length a run-time value, so
-their programs are keyed on the bucket, not the length: a KV cache or token
-list that grows by one reuses a few programs per bucket instead of compiling
-at every length, in strict and fused mode (fused graphs that contain them are
-reused likewise). Results are the same values as without; attention sums its
-softmax over the bucket (the padding contributes exact zeros), which can
-change the last bits of a float result. Assigning validates: a value that is
-not None, ``"pow2"`` or a non-empty list of positive ints raises ``TypeError``
-or ``ValueError``.
+such as ``64,128,256``, or ``none`` for off): bounded dynamism for tensors that
+grow a few elements per step (Hugging Face ``generate``'s token ids and
+attention mask, its default dynamic KV cache). When set, a new result of
+``torch.cat`` (not its ``out=`` form) that appends (its last part at most half
+as long as the others together: a token, a KV entry; not a cat of similar parts
+such as autograd's backward of ``split``) or extends such a result, and that
+CPU lays out contiguously, gets a storage whose length along the cat dim is the
+result's rounded up to a bucket: the next power of two, or the smallest listed
+size at least as large (a length past the largest listed size is not rounded).
+The tensor itself is the one CPU makes (same sizes, contiguous strides,
+values); only ``untyped_storage().nbytes()`` is larger, by less than 2x with
+``"pow2"``. ``torch.cat`` and ``scaled_dot_product_attention`` (without an
+attention mask) read such a tensor as its whole bucket with the length a
+run-time value, so their programs are keyed on the bucket, not the length: a KV
+cache or token list that grows by one reuses a few programs per bucket instead
+of compiling at every length, in strict and fused mode (fused graphs that
+contain them are reused likewise). Results are the same values as without;
+attention sums its softmax over the bucket (the padding contributes exact
+zeros), which can change the last bits of a float result. Assigning validates:
+a value that is not None, ``"pow2"`` or a non-empty list of positive ints
+raises ``TypeError`` or ``ValueError``.
 
 ``fused_flush_at_optimizer_step`` (bool, default True, env
 ``TORCHTPU_FUSED_STEP_FLUSH``, ``0`` turns it off): in fused eager mode, the

@@ -193,8 +193,9 @@ class _JaxSpec(_Spec):
         fouts = tuple(i for i, g in enumerate(grads) if g.is_floating_point() or g.is_complex())
         key = self.vjps.get((diff, fouts))
         if key is None:
-            key = _JaxSpec(self.name + ".vjp", self._vjp_fn(diff, fouts, len(tensors), len(grads))) \
-                .register(f"{self.name}.vjp#{id(self)}/{diff}/{fouts}")
+            key = _JaxSpec(
+                self.name + ".vjp", self._vjp_fn(diff, fouts, len(tensors), len(grads))
+            ).register(f"{self.name}.vjp#{id(self)}/{diff}/{fouts}")
             self.vjps[(diff, fouts)] = key
         got = torch.ops.torchtpu.kernel_call(key, list(tensors) + [grads[i] for i in fouts])
         out = [None] * len(tensors)

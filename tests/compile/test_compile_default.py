@@ -53,7 +53,7 @@ def test_training_step_matches_eager():
     y = torch.tensor([0, 1, 2, 0, 1, 2], device="tpu")
     cm = torch.compile(m)
     with no_fallback():
-        for model, fwd in ((m, cm), (ref, ref)):
+        for _model, fwd in ((m, cm), (ref, ref)):
             F.cross_entropy(fwd(x), y).backward()
     for p, q in zip(m.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad.cpu(), q.grad.cpu())

@@ -69,7 +69,7 @@ def test_training_step_graphs_are_replayed(graphs):
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
     x, y = torch.randn(6, 8), torch.randn(6, 3)
     with no_fallback():
-        for step in range(4):
+        for _step in range(4):
             loss = F.mse_loss(cm(x.to("tpu")), y.to("tpu"))
             loss.backward()
             opt.step()
@@ -130,7 +130,9 @@ def test_sliced_batches_replay_one_program(graphs):
     xs = data.to("tpu")
     cf = compiled(lambda t: t.square().sum(1))
     for i in range(4):
-        torch.testing.assert_close(cf(xs[2 * i:2 * i + 2]).cpu(), data[2 * i:2 * i + 2].square().sum(1))
+        torch.testing.assert_close(
+            cf(xs[2 * i : 2 * i + 2]).cpu(), data[2 * i : 2 * i + 2].square().sum(1)
+        )
     assert sum(len(g.all_captures()) for g in graphs) == 1
 
 

@@ -28,7 +28,9 @@ def check_case_07():
     assert c.device.index == 1 and torch.equal(c.cpu(), a.cpu())
     assert b.to("tpu:0", non_blocking=True).device.index == 0
     # Which path moved the bytes: PJRT's device copy unless the test forced host staging.
-    assert torchtpu._C._device_copy_supported() == (os.environ.get("TORCHTPU_DEVICE_COPY") != "host")
+    assert torchtpu._C._device_copy_supported() == (
+        os.environ.get("TORCHTPU_DEVICE_COPY") != "host"
+    )
 
 
 def check_copy_views_dtypes_broadcast():

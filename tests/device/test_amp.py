@@ -124,7 +124,7 @@ def test_scaler_training_matches_cpu_and_skips_the_inf_step():
     scales = [s for s, _ in actual]
     assert scales == [s for s, _ in expected]
     assert scales[3] == scales[2] / 2  # backed off at the inf step
-    for (sa, la), (se, le) in zip(actual, expected):
+    for (_sa, la), (_se, le) in zip(actual, expected):
         assert la == pytest.approx(le, rel=2e-2, nan_ok=True)
     for p, q in zip(tpu_model.parameters(), cpu_model.parameters()):
         assert torch.isfinite(p).all()

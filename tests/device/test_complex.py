@@ -191,7 +191,12 @@ def test_addmm_family_with_complex_alpha_and_beta(dtype):
     b1, b2 = crand(2, 3, 5, dtype=dtype), crand(2, 5, 4, dtype=dtype)
     v, w = crand(5, dtype=dtype), crand(4, dtype=dtype)
     run_both(lambda m, x, y: torch.addmm(m, x, y, beta=beta, alpha=alpha), c, a, b)
-    run_both(lambda m, x, y: torch.baddbmm(m, x, y, beta=beta, alpha=alpha), crand(2, 3, 4, dtype=dtype), b1, b2)
+    run_both(
+        lambda m, x, y: torch.baddbmm(m, x, y, beta=beta, alpha=alpha),
+        crand(2, 3, 4, dtype=dtype),
+        b1,
+        b2,
+    )
     run_both(lambda m, x, y: torch.addbmm(m, x, y, beta=beta, alpha=alpha), c, b1, b2)
     run_both(lambda m, x, y: torch.addmv(m, x, y, beta=beta, alpha=alpha), c[:, 0], a, v)
     run_both(lambda m, x, y: torch.addr(m, x, y, beta=beta, alpha=alpha), c, c[:, 0], w)

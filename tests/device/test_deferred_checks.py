@@ -78,7 +78,9 @@ def test_many_pending_checks_cost_one_byte_at_the_read(mode):
     torchtpu.sync()
     before = bytes_to_host()
     for _ in range(150):  # more than one 64-flag chunk
-        total = total + F.embedding(idx, w).sum(0) + torch.gather(w, 0, idx[:3, None].expand(3, 3))[0]
+        total = (
+            total + F.embedding(idx, w).sum(0) + torch.gather(w, 0, idx[:3, None].expand(3, 3))[0]
+        )
     result = total.cpu()
     # The result's 12 bytes, plus one bool for all 300 checks.
     assert bytes_to_host() - before == result.numel() * 4 + 1
@@ -91,7 +93,9 @@ def test_the_first_failing_check_in_program_order_is_raised():
     a = torch.gather(w, 0, torch.zeros(1, 4, dtype=torch.long, device="tpu"))  # passes
     b = torch.gather(w, 0, torch.full((1, 4), 11, device="tpu"))  # fails first
     c = F.embedding(torch.tensor([-1], device="tpu"), w)  # fails second
-    with pytest.raises(RuntimeError, match="index 11 is out of bounds for dimension 0 with size 10"):
+    with pytest.raises(
+        RuntimeError, match="index 11 is out of bounds for dimension 0 with size 10"
+    ):
         torchtpu.sync()
     torchtpu.sync()  # nothing left pending
     del a, b, c
@@ -133,5 +137,7 @@ def test_compiled_replay_checks_targets_on_every_call():
 def test_multinomial_invalid_probabilities_raise_at_the_read():
     probs = torch.tensor([0.5, -1.0, 0.5], device="tpu")
     draw = torch.multinomial(probs, 1)
-    with pytest.raises(RuntimeError, match="probability tensor contains either `inf`, `nan` or element < 0"):
+    with pytest.raises(
+        RuntimeError, match="probability tensor contains either `inf`, `nan` or element < 0"
+    ):
         draw.cpu()

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.opt_out_pass  # passes: tests/README.md
 def test_mm_shape_mismatch():
     a = torch.ones(2, 3, device="tpu")
     b = torch.ones(4, 5, device="tpu")
-    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+    with pytest.raises(
+        RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"
+    ):
         torch.mm(a, b)
 
 
@@ -57,8 +59,10 @@ def test_missing_plugin_names_the_path_and_the_fix():
 
 
 def test_missing_plugin_device_count_is_zero_not_an_error():
-    r = run_python("import torch, torchtpu\nprint(torch.tpu.is_available(), torch.tpu.device_count())",
-                   TORCHTPU_PLUGIN="/no/such.so")
+    r = run_python(
+        "import torch, torchtpu\nprint(torch.tpu.is_available(), torch.tpu.device_count())",
+        TORCHTPU_PLUGIN="/no/such.so",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("False 0")
 

@@ -199,11 +199,17 @@ def test_cpu_index_out_of_range_raises_index_error():
 
 # --- other checks CPU makes -------------------------------------------------
 
-@pytest.mark.parametrize("expr", [
-    lambda t: t.t().mul_(t), lambda t: t[1:].add_(t[:-1]), lambda t: t.t().sin_() + t.sin_(),
-    lambda t: torch.add(t, 1, out=t.t()), lambda t: torch.add(t.view(-1)[:8], 1, out=t.view(-1)[1:]),
-    lambda t: torch.add(t[0], 1, out=t[0]),
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        lambda t: t.t().mul_(t),
+        lambda t: t[1:].add_(t[:-1]),
+        lambda t: t.t().sin_() + t.sin_(),
+        lambda t: torch.add(t, 1, out=t.t()),
+        lambda t: torch.add(t.view(-1)[:8], 1, out=t.view(-1)[1:]),
+        lambda t: torch.add(t[0], 1, out=t[0]),
+    ],
+)
 def test_partially_overlapping_inplace_and_out_raise_as_on_cpu(expr):
     t = torch.arange(9.0).reshape(3, 3)
     _, cpu_err = cpu_or_error(lambda: expr(t.clone()))

@@ -139,11 +139,14 @@ OUT_FORMS = {
     # out= forms resize it row-major.
     "sort": lambda t, o: torch.sort(t, 1, out=(o, _long().to(t.device)))[0],
     "sort_stable": lambda t, o: torch.sort(t, dim=0, stable=True, out=(o, _long().to(t.device)))[1],
-    "addr": lambda t, o: torch.addr(t, torch.ones(4, device=t.device), torch.ones(3, device=t.device), out=o),
+    "addr": lambda t, o: torch.addr(
+        t, torch.ones(4, device=t.device), torch.ones(3, device=t.device), out=o
+    ),
     "glu": lambda t, o: torch._C._nn.glu(t, 0, out=o),
     "flip": lambda t, o: torch.ops.aten.flip.out(t, [0], out=o),
     "index_put": lambda t, o: torch.ops.aten.index_put.out(
-        t, (torch.tensor([0], device=t.device),), torch.tensor(1.0, device=t.device), out=o),
+        t, (torch.tensor([0], device=t.device),), torch.tensor(1.0, device=t.device), out=o
+    ),
 }
 
 
@@ -440,20 +443,26 @@ def _index(t, *index):
 
 
 ITER_BUILT = {
-    "addr": lambda t: torch.addr(t[..., :4, :5] if t.dim() == 2 else t[0, :4, :5],
-                                 torch.arange(4.0, device=t.device),
-                                 torch.arange(5.0, device=t.device)),
-    "addr_broadcast_self": lambda t: torch.addr(t[0, :5] if t.dim() == 2 else t[0, 0, :5],
-                                                torch.arange(4.0, device=t.device),
-                                                torch.arange(5.0, device=t.device)),
+    "addr": lambda t: torch.addr(
+        t[..., :4, :5] if t.dim() == 2 else t[0, :4, :5],
+        torch.arange(4.0, device=t.device),
+        torch.arange(5.0, device=t.device),
+    ),
+    "addr_broadcast_self": lambda t: torch.addr(
+        t[0, :5] if t.dim() == 2 else t[0, 0, :5],
+        torch.arange(4.0, device=t.device),
+        torch.arange(5.0, device=t.device),
+    ),
     "glu_last": lambda t: F.glu(t, -1),
     "glu_first": lambda t: F.glu(t, 0) if t.shape[0] % 2 == 0 else F.glu(t, 1),
     "index_first": lambda t: _index(t, torch.tensor([1, 0, 1])),
     "index_last": lambda t: _index(t, Ellipsis, torch.tensor([0, 2])),
     "index_2d_index": lambda t: _index(t, slice(None), torch.tensor([[0, 1], [2, 0]]).t()),
-    "index_non_adjacent": lambda t: (_index(t, torch.tensor([0, 1]), slice(None), torch.tensor([1, 0]))
-                                     if t.dim() == 3 else _index(t, torch.tensor([0, 1]),
-                                                                 torch.tensor([1, 0]))),
+    "index_non_adjacent": lambda t: (
+        _index(t, torch.tensor([0, 1]), slice(None), torch.tensor([1, 0]))
+        if t.dim() == 3
+        else _index(t, torch.tensor([0, 1]), torch.tensor([1, 0]))
+    ),
 }
 
 

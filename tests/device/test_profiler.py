@@ -8,7 +8,6 @@ torchtpu.metrics' counters for the same region.
 import json
 import os
 
-import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 

@@ -221,7 +221,10 @@ def test_bool_storage_viewed_as_bytes_and_back():
         assert c.cpu().tolist() == [True, True, True]
     torch.use_deterministic_algorithms(True)
     try:
-        d, e = torch.zeros(2, 3, dtype=torch.bool, device="tpu"), torch.zeros(2, 3, dtype=torch.bool)
+        d, e = (
+            torch.zeros(2, 3, dtype=torch.bool, device="tpu"),
+            torch.zeros(2, 3, dtype=torch.bool),
+        )
         d.resize_(3, 4)
         e.resize_(3, 4)
         assert torch.equal(d.cpu(), e)

@@ -62,7 +62,7 @@ def dtensor(rank, world):
 
 
 def main():
-    group, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    _group, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
                       WORLD_SIZE=str(world))
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))

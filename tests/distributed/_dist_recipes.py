@@ -83,7 +83,7 @@ def check_comm_hooks(rank, tpu_pg, cpu_pg):
                 except Exception as tpu_error:  # noqa: BLE001
                     assert type(tpu_error) is type(cpu_error), (tpu_error, cpu_error)
                     return
-                raise AssertionError(f"gloo-CPU raised {cpu_error!r}, tpu did not")
+                raise AssertionError(f"gloo-CPU raised {cpu_error!r}, tpu did not") from None
             got = _ddp_with_hook(rank, "tpu", tpu_pg, make_hook)
             diff = _max_diff(got, expected)
             assert diff < 1e-5, f"parameters differ from gloo-CPU's by {diff}"

@@ -117,11 +117,18 @@ def mismatch_group(request):
     return launch("mismatch", TORCH_DISTRIBUTED_DEBUG="OFF", **env)
 
 
-MISMATCH_CHECKS = ["mismatch_all_reduce_numel", "mismatch_all_reduce_dtype", "mismatch_broadcast",
-                   "mismatch_different_collectives", "mismatch_local_error_reaches_peer",
-                   "mismatch_reduce_scatter_tensor", "mismatch_uneven_all_gather_still_works",
-                   "mismatch_deferred_device_error_reaches_peer", "user_send_recv_between_checked_calls",
-                   "mismatch_behind_queued_async_calls"]
+MISMATCH_CHECKS = [
+    "mismatch_all_reduce_numel",
+    "mismatch_all_reduce_dtype",
+    "mismatch_broadcast",
+    "mismatch_different_collectives",
+    "mismatch_local_error_reaches_peer",
+    "mismatch_reduce_scatter_tensor",
+    "mismatch_uneven_all_gather_still_works",
+    "mismatch_deferred_device_error_reaches_peer",
+    "user_send_recv_between_checked_calls",
+    "mismatch_behind_queued_async_calls",
+]
 
 
 @pytest.mark.parametrize("name", MISMATCH_CHECKS)

@@ -3,7 +3,8 @@ SyncBatchNorm, which has no CPU form, to batch norm over the ranks' batches in
 one process): every DDP comm hook (PowerSGD's hook waits inside its callbacks
 for collectives it issues: it used to hang), SyncBatchNorm, a GPT-2 with a tied
 LM head under DDP, and FSDP2's fully_shard of a model still on CPU with a tpu
-mesh; and tpu:{rank} in a per-rank process with no TORCHTPU_CPU_DEVICES. One launch of 2 processes (tests/distributed/_dist_recipes.py), bounded by a timeout.
+mesh; and tpu:{rank} in a per-rank process with no TORCHTPU_CPU_DEVICES. One launch of 2 processes
+(tests/distributed/_dist_recipes.py), bounded by a timeout.
 """
 
 import pytest

@@ -12,7 +12,6 @@ import tempfile
 import pytest
 import torch
 import torch.nn as nn
-from torch.utils.checkpoint import checkpoint
 
 import torchtpu
 
@@ -57,7 +56,7 @@ def test_initialized_follows_the_runtime():
     torch.ones(1, device="tpu")
     assert torch.tpu._initialized is True
     with pytest.raises(AttributeError, match="no_such_thing"):
-        torch.tpu.no_such_thing
+        torch.tpu.no_such_thing  # noqa: B018
 
 
 def test_hasattr_probes_stay_off():

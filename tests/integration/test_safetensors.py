@@ -8,7 +8,7 @@ import torchtpu
 from _util import assert_close_cpu, no_fallback
 
 safetensors = pytest.importorskip("safetensors", reason="safetensors is not installed")
-import safetensors.torch  # noqa: E402
+import safetensors.torch  # noqa: E402, F811
 
 from torchtpu.integrations.safetensors import load_file, safe_open  # noqa: E402
 

@@ -224,8 +224,10 @@ def _lorafa_lora_b(device):
     """lora_B of a tiny LoRA Llama after 3 LoRA-FA steps on `device`."""
     transformers, peft, config, _ = _lora_llama()
     torch.manual_seed(0)
-    model = peft.get_peft_model(transformers.LlamaForCausalLM(config),
-                                peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    model = peft.get_peft_model(
+        transformers.LlamaForCausalLM(config),
+        peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
+    )
     model.to(device)
     optimizer = peft.optimizers.create_lorafa_optimizer(model, r=4, lora_alpha=8, lr=1e-2)
     ids = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(1))

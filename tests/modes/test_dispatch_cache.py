@@ -345,7 +345,7 @@ def test_out_variants():
         f = getattr(torch, op)
         binary = op in ("add", "sub", "mul", "div")
         before = hits()
-        for k in range(3):
+        for _k in range(3):
             args = (tx, ty) if binary else (tx,)
             r = f(*args, out=out)
             assert r is out

@@ -287,7 +287,9 @@ def test_index_range_check_is_deferred_to_the_next_read(fused):
     with pytest.raises(IndexError, match="index out of range in self"):
         y.cpu()
     g = torch.gather(w, 0, torch.full((1, 4), 10, device="tpu"))
-    with pytest.raises(RuntimeError, match="index 10 is out of bounds for dimension 0 with size 10"):
+    with pytest.raises(
+        RuntimeError, match="index 10 is out of bounds for dimension 0 with size 10"
+    ):
         torchtpu.sync()
     del g
     good = torch.tensor([1, 2], device="tpu")

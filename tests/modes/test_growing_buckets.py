@@ -96,7 +96,7 @@ def test_attention_over_a_bucketed_kv_cache_matches_cpu_and_compiles_per_bucket(
     tk, tv, tq = k.to("tpu"), v.to("tpu"), q.to("tpu")
     per_step = []
     with no_fallback():
-        for step in range(6):  # lengths 10..15: one bucket (16)
+        for _step in range(6):  # lengths 10..15: one bucket (16)
             new_k, new_v = torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8)
             k, v = torch.cat([k, new_k], -2), torch.cat([v, new_v], -2)
             tk, tv = torch.cat([tk, new_k.to("tpu")], -2), torch.cat([tv, new_v.to("tpu")], -2)

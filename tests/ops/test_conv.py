@@ -58,7 +58,11 @@ def test_conv_1d_3d_and_non_contiguous():
     close(lambda x, w: F.conv2d(x, w, padding="same", dilation=2), make((1, 2, 8, 8)),
           make((3, 2, 3, 3)))
     close(lambda x, w: F.conv2d(x, w), make((0, 4, 8, 8)), make((3, 4, 3, 3)))
-    close(lambda x, w: F.conv2d(x, w), make((2, 4, 8, 8), torch.int64), make((3, 4, 3, 3), torch.int64))
+    close(
+        lambda x, w: F.conv2d(x, w),
+        make((2, 4, 8, 8), torch.int64),
+        make((3, 4, 3, 3), torch.int64),
+    )
     grads_close(lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), make((2, 4, 9)),
                 make((6, 4, 3)), make((6,)))
     grads_close(lambda x, w: F.conv3d(x, w, stride=2, padding=1, groups=2), make((2, 4, 5, 6, 5)),
@@ -73,7 +77,9 @@ def test_conv_transpose(in_shape, w_shape, kw):
 
 
 def test_conv_transpose_1d():
-    close(lambda x, w: F.conv_transpose1d(x, w, stride=2, padding=1), make((2, 4, 7)), make((4, 3, 3)))
+    close(
+        lambda x, w: F.conv_transpose1d(x, w, stride=2, padding=1), make((2, 4, 7)), make((4, 3, 3))
+    )
     grads_close(lambda x, w: F.conv_transpose1d(x, w, stride=2), make((2, 4, 7)), make((4, 3, 3)))
 
 
@@ -84,7 +90,9 @@ def test_conv_errors():
     same_error(F.conv2d, x, make((3, 4, 3, 3)), make((3,)).double())
     same_error(F.conv2d, x, make((3, 4, 9, 9)))
     same_error(lambda x, w: F.conv2d(x, w, groups=2), x, make((3, 2, 3, 3)))
-    same_error(lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=2), x, make((4, 3, 3, 3)))
+    same_error(
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=2), x, make((4, 3, 3, 3))
+    )
     same_error(lambda x, w: F.conv_transpose1d(x, w, stride=2, output_padding=2), make((1, 4, 4)),
                make((4, 3, 3)))
     same_error(F.conv2d, x.bool(), make((3, 4, 3, 3)).bool())

@@ -55,14 +55,21 @@ B = torch.bool
 EMPTY_BOOL_PRODUCTS = {
     "mm_k0": lambda d: torch.zeros(2, 0, dtype=B, device=d) @ torch.zeros(0, 3, dtype=B, device=d),
     "mm_n0": lambda d: torch.zeros(0, 2, dtype=B, device=d) @ torch.zeros(2, 3, dtype=B, device=d),
-    "bmm_k0": lambda d: torch.bmm(torch.zeros(2, 2, 0, dtype=B, device=d),
-                                  torch.zeros(2, 0, 3, dtype=B, device=d)),
-    "bmm_b0": lambda d: torch.bmm(torch.zeros(0, 2, 2, dtype=B, device=d),
-                                  torch.zeros(0, 2, 3, dtype=B, device=d)),
-    "mv_k0": lambda d: torch.mv(torch.zeros(2, 0, dtype=B, device=d), torch.zeros(0, dtype=B, device=d)),
-    "mv_n0": lambda d: torch.mv(torch.zeros(0, 2, dtype=B, device=d), torch.zeros(2, dtype=B, device=d)),
-    "matmul_3d_k0": lambda d: torch.matmul(torch.zeros(2, 2, 0, dtype=B, device=d),
-                                           torch.zeros(0, 3, dtype=B, device=d)),
+    "bmm_k0": lambda d: torch.bmm(
+        torch.zeros(2, 2, 0, dtype=B, device=d), torch.zeros(2, 0, 3, dtype=B, device=d)
+    ),
+    "bmm_b0": lambda d: torch.bmm(
+        torch.zeros(0, 2, 2, dtype=B, device=d), torch.zeros(0, 2, 3, dtype=B, device=d)
+    ),
+    "mv_k0": lambda d: torch.mv(
+        torch.zeros(2, 0, dtype=B, device=d), torch.zeros(0, dtype=B, device=d)
+    ),
+    "mv_n0": lambda d: torch.mv(
+        torch.zeros(0, 2, dtype=B, device=d), torch.zeros(2, dtype=B, device=d)
+    ),
+    "matmul_3d_k0": lambda d: torch.matmul(
+        torch.zeros(2, 2, 0, dtype=B, device=d), torch.zeros(0, 3, dtype=B, device=d)
+    ),
 }
 
 
@@ -75,12 +82,17 @@ def test_bool_products_with_a_zero_sized_dim(name):
     assert_close_cpu(got, fn("cpu"))
 
 
-@pytest.mark.parametrize("fn", [
-    lambda d: torch.ones(2, 2, dtype=B, device=d) @ torch.ones(2, 3, dtype=B, device=d),
-    lambda d: torch.bmm(torch.ones(1, 2, 2, dtype=B, device=d), torch.ones(1, 2, 3, dtype=B, device=d)),
-    lambda d: torch.mv(torch.ones(2, 2, dtype=B, device=d), torch.ones(2, dtype=B, device=d)),
-    lambda d: torch.dot(torch.zeros(0, dtype=B, device=d), torch.zeros(0, dtype=B, device=d)),
-])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda d: torch.ones(2, 2, dtype=B, device=d) @ torch.ones(2, 3, dtype=B, device=d),
+        lambda d: torch.bmm(
+            torch.ones(1, 2, 2, dtype=B, device=d), torch.ones(1, 2, 3, dtype=B, device=d)
+        ),
+        lambda d: torch.mv(torch.ones(2, 2, dtype=B, device=d), torch.ones(2, dtype=B, device=d)),
+        lambda d: torch.dot(torch.zeros(0, dtype=B, device=d), torch.zeros(0, dtype=B, device=d)),
+    ],
+)
 def test_bool_products_non_empty_still_raise(fn):
     _, want = outcome(lambda: fn("cpu"))
     _, got = outcome(lambda: fn("tpu"))
@@ -137,15 +149,24 @@ def test_complex_randn_statistics_and_seed(dtype):
 _f = [1.5, 2.0]
 _b = [True, False]
 DTYPE_ERRORS = {
-    "bitwise_and_float": lambda d: torch.bitwise_and(torch.tensor(_f, device=d), torch.tensor(_f, device=d)),
+    "bitwise_and_float": lambda d: torch.bitwise_and(
+        torch.tensor(_f, device=d), torch.tensor(_f, device=d)
+    ),
     "bitwise_or_float_scalar": lambda d: torch.tensor(_f, device=d) | 1,
     "bitwise_xor_float_int": lambda d: torch.tensor(_f, device=d) ^ torch.tensor([1, 2], device=d),
-    "remainder_bool": lambda d: torch.remainder(torch.tensor(_b, device=d), torch.tensor(_b, device=d)),
+    "remainder_bool": lambda d: torch.remainder(
+        torch.tensor(_b, device=d), torch.tensor(_b, device=d)
+    ),
     "fmod_bool": lambda d: torch.fmod(torch.tensor(_b, device=d), torch.tensor(_b, device=d)),
-    "floor_divide_bool": lambda d: torch.floor_divide(torch.tensor(_b, device=d), torch.tensor(_b, device=d)),
-    "div_trunc_bool": lambda d: torch.div(torch.tensor(_b, device=d), torch.tensor(_b, device=d),
-                                          rounding_mode="trunc"),
-    "cross_bool": lambda d: torch.linalg.cross(torch.ones(3, dtype=B, device=d), torch.ones(3, dtype=B, device=d)),
+    "floor_divide_bool": lambda d: torch.floor_divide(
+        torch.tensor(_b, device=d), torch.tensor(_b, device=d)
+    ),
+    "div_trunc_bool": lambda d: torch.div(
+        torch.tensor(_b, device=d), torch.tensor(_b, device=d), rounding_mode="trunc"
+    ),
+    "cross_bool": lambda d: torch.linalg.cross(
+        torch.ones(3, dtype=B, device=d), torch.ones(3, dtype=B, device=d)
+    ),
 }
 
 
@@ -164,17 +185,31 @@ def test_unsupported_dtype_raises_not_implemented(name):
 
 _bt = [False, True]  # sorted: boundaries must be
 BOOL_SEARCH = {
-    "isin_bool_bool": lambda d: torch.isin(torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)),
-    "isin_int_bool": lambda d: torch.isin(torch.tensor([1, 0], device=d), torch.tensor(_bt, device=d)),
+    "isin_bool_bool": lambda d: torch.isin(
+        torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)
+    ),
+    "isin_int_bool": lambda d: torch.isin(
+        torch.tensor([1, 0], device=d), torch.tensor(_bt, device=d)
+    ),
     "isin_bool_scalar": lambda d: torch.isin(torch.tensor([1, 0], device=d), True),
-    "isin_empty_bool": lambda d: torch.isin(torch.zeros(0, dtype=B, device=d), torch.tensor(_bt, device=d)),
-    "searchsorted_bool": lambda d: torch.searchsorted(torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)),
-    "searchsorted_empty_seq": lambda d: torch.searchsorted(torch.zeros(0, dtype=B, device=d),
-                                                           torch.tensor(_bt, device=d)),
-    "bucketize_bool": lambda d: torch.bucketize(torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)),
-    "bucketize_empty_input": lambda d: torch.bucketize(torch.zeros(0, dtype=B, device=d),
-                                                       torch.tensor(_bt, device=d)),
-    "bucketize_int_bool": lambda d: torch.bucketize(torch.tensor([1], device=d), torch.tensor(_bt, device=d)),
+    "isin_empty_bool": lambda d: torch.isin(
+        torch.zeros(0, dtype=B, device=d), torch.tensor(_bt, device=d)
+    ),
+    "searchsorted_bool": lambda d: torch.searchsorted(
+        torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)
+    ),
+    "searchsorted_empty_seq": lambda d: torch.searchsorted(
+        torch.zeros(0, dtype=B, device=d), torch.tensor(_bt, device=d)
+    ),
+    "bucketize_bool": lambda d: torch.bucketize(
+        torch.tensor(_bt, device=d), torch.tensor(_bt, device=d)
+    ),
+    "bucketize_empty_input": lambda d: torch.bucketize(
+        torch.zeros(0, dtype=B, device=d), torch.tensor(_bt, device=d)
+    ),
+    "bucketize_int_bool": lambda d: torch.bucketize(
+        torch.tensor([1], device=d), torch.tensor(_bt, device=d)
+    ),
 }
 
 
@@ -204,7 +239,10 @@ def test_roll_of_a_0d_tensor_with_a_dim_raises_index_error(dim):
         assert torch.roll(x.to("tpu"), 1).cpu().item() == 2.0
 
 
-@pytest.mark.parametrize("shape,k,dim", [((2, 1), 1, -1), ((2, 1), 2, -1), ((), 2, 0), ((), 1, 0), ((0, 2), 1, 0), ((2, 0), 1, -1)])
+@pytest.mark.parametrize(
+    "shape,k,dim",
+    [((2, 1), 1, -1), ((2, 1), 2, -1), ((), 2, 0), ((), 1, 0), ((0, 2), 1, 0), ((2, 0), 1, -1)],
+)
 def test_kthvalue_of_bool_checks_dim_and_k_first_as_cpu(shape, k, dim):
     # Found by the fuzzer: CPU checks the dim and k before its dtype dispatch.
     x = torch.zeros(shape, dtype=torch.bool)
@@ -226,51 +264,72 @@ EMPTY_INDEXING = {
     "getitem_size0_dim": lambda d: torch.zeros(0, 1, device=d)[torch.tensor([0], device=d)],
     "getitem_size0_dim_neg": lambda d: torch.zeros(0, 1, device=d)[torch.tensor([-1], device=d)],
     "getitem_two_indices": lambda d: torch.zeros(0, 2, device=d)[
-        torch.tensor([0], device=d), torch.tensor([5], device=d)],
+        torch.tensor([0], device=d), torch.tensor([5], device=d)
+    ],
     "getitem_inner_size0": lambda d: torch.zeros(2, 0, 3, device=d)[:, torch.tensor([0], device=d)],
     "getitem_empty_result_oor": lambda d: torch.zeros(3, 0, device=d)[torch.tensor([5], device=d)],
     "getitem_no_elements": lambda d: torch.zeros(1, 4, 0, device=d)[torch.tensor([1], device=d)],
-    "getitem_empty_index": lambda d: torch.zeros(0, 2, device=d)[torch.tensor([], dtype=L, device=d)],
+    "getitem_empty_index": lambda d: torch.zeros(0, 2, device=d)[
+        torch.tensor([], dtype=L, device=d)
+    ],
     "getitem_oor": lambda d: torch.zeros(2, 3, device=d)[torch.tensor([7], device=d)],
     "index_put_size0": lambda d: torch.zeros(0, 2, device=d).index_put_(
-        (torch.tensor([0], device=d),), torch.tensor(1.0, device=d)),
+        (torch.tensor([0], device=d),), torch.tensor(1.0, device=d)
+    ),
     "index_put_empty_result": lambda d: torch.zeros(3, 0, device=d).index_put_(
-        (torch.tensor([5], device=d),), torch.tensor(1.0, device=d)),
+        (torch.tensor([5], device=d),), torch.tensor(1.0, device=d)
+    ),
     "index_select_size0_dim": lambda d: torch.zeros(0, 3, device=d).index_select(
-        0, torch.tensor([0], device=d)),
+        0, torch.tensor([0], device=d)
+    ),
     "index_select_empty_self_neg": lambda d: torch.zeros(2, 0, device=d).index_select(
-        0, torch.tensor([-1], device=d)),
+        0, torch.tensor([-1], device=d)
+    ),
     "index_select_empty_self_big": lambda d: torch.zeros(2, 0, device=d).index_select(
-        0, torch.tensor([5], device=d)),
+        0, torch.tensor([5], device=d)
+    ),
     "index_select_empty_self_ok": lambda d: torch.zeros(2, 0, device=d).index_select(
-        0, torch.tensor([1], device=d)),
+        0, torch.tensor([1], device=d)
+    ),
     "index_select_dim1_oor": lambda d: torch.zeros(2, 4, 1, device=d).index_select(
-        1, torch.tensor([5], device=d)),
+        1, torch.tensor([5], device=d)
+    ),
     "index_select_dim2_oor": lambda d: torch.zeros(2, 4, 3, device=d).index_select(
-        2, torch.tensor([-1], device=d)),
+        2, torch.tensor([-1], device=d)
+    ),
     "index_select_1d_size0": lambda d: torch.zeros(0, device=d).index_select(
-        0, torch.tensor([0], device=d)),
+        0, torch.tensor([0], device=d)
+    ),
     "embedding_empty_weight": lambda d: torch.nn.functional.embedding(
-        torch.tensor([0], device=d), torch.zeros(0, 2, device=d)),
+        torch.tensor([0], device=d), torch.zeros(0, 2, device=d)
+    ),
     "gather_size0_dim": lambda d: torch.zeros(0, 2, device=d).gather(
-        0, torch.zeros(1, 1, dtype=L, device=d)),
+        0, torch.zeros(1, 1, dtype=L, device=d)
+    ),
     "index_add_empty_self": lambda d: torch.zeros(0, 2, device=d).index_add(
-        0, torch.tensor([0], device=d), torch.ones(1, 2, device=d)),
+        0, torch.tensor([0], device=d), torch.ones(1, 2, device=d)
+    ),
     "index_add_empty_self_oor": lambda d: torch.zeros(3, 0, device=d).index_add(
-        0, torch.tensor([7], device=d), torch.ones(1, 0, device=d)),
+        0, torch.tensor([7], device=d), torch.ones(1, 0, device=d)
+    ),
     "index_add_1d_oor": lambda d: torch.zeros(2, device=d).index_add(
-        0, torch.tensor([5], device=d), torch.ones(1, device=d)),
+        0, torch.tensor([5], device=d), torch.ones(1, device=d)
+    ),
     "index_add_1d_size0": lambda d: torch.zeros(0, device=d).index_add(
-        0, torch.tensor([0], device=d), torch.ones(1, device=d)),
+        0, torch.tensor([0], device=d), torch.ones(1, device=d)
+    ),
     "index_add_2d_oor": lambda d: torch.zeros(2, 2, device=d).index_add(
-        0, torch.tensor([5], device=d), torch.ones(1, 2, device=d)),
+        0, torch.tensor([5], device=d), torch.ones(1, 2, device=d)
+    ),
     "median_empty_bool": lambda d: torch.median(torch.zeros(0, 2, dtype=torch.bool, device=d)),
     "nanmedian_empty_bool": lambda d: torch.nanmedian(torch.zeros(0, dtype=torch.bool, device=d)),
     "median_bool": lambda d: torch.median(torch.tensor([True, False], device=d)),
     "copy_into_empty_dst": lambda d: torch.zeros(0, 3, device=d).copy_(torch.ones(2, 3, device=d)),
     "copy_into_empty_dst_from_cpu": lambda d: torch.zeros(0, 3, device=d).copy_(torch.ones(2, 3)),
     "copy_bad_broadcast": lambda d: torch.zeros(2, 3, device=d).copy_(torch.ones(4, 3, device=d)),
-    "copy_empty_from_broadcast": lambda d: torch.zeros(0, 3, device=d).copy_(torch.ones(1, 3, device=d)),
+    "copy_empty_from_broadcast": lambda d: torch.zeros(0, 3, device=d).copy_(
+        torch.ones(1, 3, device=d)
+    ),
     "copy_dst_smaller": lambda d: torch.zeros(1, 3, device=d).copy_(torch.ones(2, 3, device=d)),
 }
 
@@ -371,7 +430,9 @@ def test_bfloat16_of_any_nan_is_the_canonical_0x7fc0(path):
         "copy_": lambda t: torch.empty(n, dtype=torch.bfloat16, device=t.device).copy_(t),
         "from_double": lambda t: t.double().to(torch.bfloat16),
         "from_half": lambda t: t.half().to(torch.bfloat16),
-        "promotion": lambda t: torch.zeros(n, dtype=torch.bfloat16, device=t.device) + t.to(torch.bfloat16),
+        "promotion": lambda t: (
+            torch.zeros(n, dtype=torch.bfloat16, device=t.device) + t.to(torch.bfloat16)
+        ),
         "autocast_mm": lambda t: _autocast_mm(t),
         "strided_copy": lambda t: torch.stack([t, t], 1)[:, 0].to(torch.bfloat16),
     }

@@ -84,7 +84,9 @@ def test_gcd_lcm(dtype):
 
 
 def test_gcd_large():
-    run_both(torch.gcd, torch.tensor([2**62, 2**40 * 3, 6765]), torch.tensor([2**61, 2**35 * 9, 4181]))
+    run_both(
+        torch.gcd, torch.tensor([2**62, 2**40 * 3, 6765]), torch.tensor([2**61, 2**35 * 9, 4181])
+    )
 
 
 @pytest.mark.parametrize("a,b", [

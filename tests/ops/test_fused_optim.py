@@ -55,7 +55,7 @@ def test_fused_step_matches_cpu(opt_cls, kwargs):
         tpu_net, tpu_opt = run("tpu", model(), opt_cls, kwargs, batches)
     for p, q in zip(tpu_net.parameters(), cpu_net.parameters()):
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
-    for (p, s), q in zip(tpu_opt.state.items(), cpu_opt.state.values()):
+    for (_p, s), q in zip(tpu_opt.state.items(), cpu_opt.state.values()):
         for k, v in s.items():
             torch.testing.assert_close(v.cpu(), q[k], rtol=1e-5, atol=1e-6, msg=k)
 

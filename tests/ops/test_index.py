@@ -532,8 +532,12 @@ def test_index_reduce(reduce, include_self):
              torch.randn(3, 4), idx, torch.randn(3, 5))
     run_both(lambda s, i, src: s.index_reduce(0, i, src, reduce, include_self=include_self),
              torch.randint(-5, 5, (4, 2)), idx, torch.randint(-5, 5, (5, 2)))
-    run_both(lambda s, i, src: s.clone().index_reduce_(0, i, src, reduce, include_self=include_self),
-             torch.randn(4), idx.int(), torch.randn(5))
+    run_both(
+        lambda s, i, src: s.clone().index_reduce_(0, i, src, reduce, include_self=include_self),
+        torch.randn(4),
+        idx.int(),
+        torch.randn(5),
+    )
 
 
 def test_index_reduce_errors():
@@ -567,7 +571,9 @@ def test_put_errors():
     x = torch.randn(3, 4)
     same_error(lambda s, i, v: s.put_(i, v), x, torch.tensor([0, 12]), torch.tensor([1.0, 2.0]))
     same_error(lambda s, i, v: s.put_(i, v), x, torch.tensor([0, 1, 2]), torch.tensor([1.0, 2.0]))
-    same_error(lambda s, i, v: s.put_(i, v), x, torch.tensor([0, 1]), torch.tensor([1.0, 2.0]).double())
+    same_error(
+        lambda s, i, v: s.put_(i, v), x, torch.tensor([0, 1]), torch.tensor([1.0, 2.0]).double()
+    )
 
 
 def test_masked_scatter():

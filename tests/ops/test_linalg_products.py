@@ -114,7 +114,9 @@ def test_matmul_and_linear_decompositions():
     close(torch.matmul, torch.randn(4), torch.randn(4, 5))
     close(torch.matmul, torch.randn(3, 4), torch.randn(4))
     close(torch.matmul, torch.randn(2, 1, 3, 4), torch.randn(5, 4, 2))
-    close(lambda a, b: torch.einsum("bij,bjk->bik", a, b), torch.randn(2, 3, 4), torch.randn(2, 4, 5))
+    close(
+        lambda a, b: torch.einsum("bij,bjk->bik", a, b), torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    )
     close(F.linear, torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5))
     close(F.linear, torch.randn(3, 4), torch.randn(5, 4))
 
@@ -139,8 +141,12 @@ def test_matrix_product_errors():
     same_error(torch.addmm, torch.randn(4).long(), a, torch.randn(3, 4))
     same_error(torch.addmm, torch.randn(4), a.double(), torch.randn(3, 4))
     same_error(torch.baddbmm, torch.randn(3), torch.randn(2, 2, 3), torch.randn(2, 3, 4))
-    same_error(torch.baddbmm, torch.randn(2, 2, 4).long(), torch.randn(2, 2, 3), torch.randn(2, 3, 4))
-    same_error(torch.baddbmm, torch.randn(2, 2, 4), torch.randn(2, 2, 3), torch.randn(2, 3, 4).long())
+    same_error(
+        torch.baddbmm, torch.randn(2, 2, 4).long(), torch.randn(2, 2, 3), torch.randn(2, 3, 4)
+    )
+    same_error(
+        torch.baddbmm, torch.randn(2, 2, 4), torch.randn(2, 2, 3), torch.randn(2, 3, 4).long()
+    )
     same_error(torch.addbmm, torch.randn(2, 4), torch.randn(2, 2, 3), torch.randn(2, 4, 4))
     same_error(torch.addbmm, torch.randn(2, 4), torch.randn(2, 2, 3), torch.randn(3, 3, 4))
     same_error(torch.addmv, torch.randn(2), a, torch.randn(4))
@@ -192,7 +198,9 @@ def test_half_precision_products_round_once(dtype):
 
 def test_linalg_cross():
     run_both(torch.linalg.cross, torch.randn(4, 3), torch.randn(4, 3))
-    run_both(lambda a, b: torch.linalg.cross(a, b, dim=0), torch.randn(3, 1, 5), torch.randn(3, 4, 5))
+    run_both(
+        lambda a, b: torch.linalg.cross(a, b, dim=0), torch.randn(3, 1, 5), torch.randn(3, 4, 5)
+    )
     run_both(lambda a, b: torch.cross(a, b, dim=1), torch.randint(-3, 3, (2, 3)),
              torch.randint(-3, 3, (2, 3)))
     run_both(torch.linalg.cross, torch.randn(3, 4).t(), torch.randn(4, 3))
@@ -206,7 +214,9 @@ def test_linalg_cross():
 def test_cdist(p):
     a, b = torch.randn(2, 5, 3), torch.randn(2, 4, 3)
     grads_close(lambda x, y: torch.cdist(x, y, p=p), a, b)
-    grads_close(lambda x, y: torch.cdist(x, y, p=p), a[0], torch.randn(3, 1, 6, 3))  # broadcast batch
+    grads_close(
+        lambda x, y: torch.cdist(x, y, p=p), a[0], torch.randn(3, 1, 6, 3)
+    )  # broadcast batch
     grads_close(lambda x, y: torch.cdist(x, y, p=p, compute_mode="donot_use_mm_for_euclid_dist"),
                 torch.randn(30, 3), torch.randn(27, 3))
     close(lambda x, y: torch.cdist(x, y, p=p), torch.randn(2, 3, 5).transpose(1, 2), b[:, ::2])
@@ -220,7 +230,9 @@ def test_cdist_mm_path_and_errors():
     same_error(lambda x, y: torch.cdist(x, y), torch.randn(3, 4), torch.randn(3, 5))
     same_error(lambda x, y: torch.cdist(x, y, p=-1), torch.randn(3, 4), torch.randn(3, 4))
     same_error(lambda x, y: torch.cdist(x, y), torch.randn(3), torch.randn(3, 3))
-    same_error(lambda x, y: torch.cdist(x, y), torch.ones(3, 4, dtype=torch.long), torch.randn(3, 4))
+    same_error(
+        lambda x, y: torch.cdist(x, y), torch.ones(3, 4, dtype=torch.long), torch.randn(3, 4)
+    )
 
 
 @pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])

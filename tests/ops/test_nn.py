@@ -126,8 +126,15 @@ def test_ctc_loss(targets_2d, zero_infinity, reduction):
     grads_close(loss, log_probs)
 
 
-@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0)),
-                                dict(kernel_size=3, dilation=2, padding=2, stride=2), dict(kernel_size=1)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=2),
+        dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0)),
+        dict(kernel_size=3, dilation=2, padding=2, stride=2),
+        dict(kernel_size=1),
+    ],
+)
 def test_unfold_fold(kw):
     x = torch.randn(2, 3, 6, 7)
     grads_close(lambda t: F.unfold(t, **kw), x)
@@ -155,11 +162,18 @@ def test_unfold_fold_errors():
 def test_multi_margin_loss(p, reduction):
     x, t, w = torch.randn(5, 4), torch.tensor([0, 3, 1, 1, 2]), torch.rand(4)
     grads_close(lambda a, b: F.multi_margin_loss(a, b, p=p, reduction=reduction), x, t)
-    grads_close(lambda a, b: F.multi_margin_loss(a, b, p=p, margin=0.7, weight=w.to(a.device), reduction=reduction),
-                x, t)
+    grads_close(
+        lambda a, b: F.multi_margin_loss(
+            a, b, p=p, margin=0.7, weight=w.to(a.device), reduction=reduction
+        ),
+        x,
+        t,
+    )
     grads_close(lambda a, b: F.multi_margin_loss(a, b, p=p, reduction=reduction), x[1], t[1:2])
     grads_close(lambda a, b: F.multi_margin_loss(a, b, p=p, reduction=reduction), x[1], t[1])
-    grads_close(lambda a, b: F.multi_margin_loss(a, b, p=p, reduction=reduction), x.t()[:, :4], t[:4])
+    grads_close(
+        lambda a, b: F.multi_margin_loss(a, b, p=p, reduction=reduction), x.t()[:, :4], t[:4]
+    )
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
@@ -168,7 +182,9 @@ def test_multilabel_margin_loss(reduction):
     t = torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [-1, 0, 0, 0]])
     grads_close(lambda a, b: F.multilabel_margin_loss(a, b, reduction=reduction), x, t)
     grads_close(lambda a, b: F.multilabel_margin_loss(a, b, reduction=reduction), x[0], t[0])
-    grads_close(lambda a, b: F.multilabel_margin_loss(a, b, reduction=reduction), torch.randn(4, 3).t(), t)
+    grads_close(
+        lambda a, b: F.multilabel_margin_loss(a, b, reduction=reduction), torch.randn(4, 3).t(), t
+    )
     close(lambda a, b: A.multilabel_margin_loss_forward(a, b, 0), x, t)
 
 
@@ -200,8 +216,14 @@ def test_embedding_max_norm():
         close(lambda a, i: (F.embedding(i, a, max_norm=1.5, norm_type=norm_type), a), w, idx)
     w = torch.randn(10, 4) * 2
     close(lambda a, i: (torch.embedding_renorm_(a, i, 1.0, 2.0), a), w, torch.tensor([0, -1, 4]))
-    same_error(lambda a, i: torch.embedding_renorm_(a, i, 1.0, 2.0), torch.randn(10, 4), torch.tensor([10]))
-    same_error(lambda a, i: torch.embedding_renorm_(a, i, 1.0, 2.0), torch.randn(10, 4), torch.tensor([1.0]))
+    same_error(
+        lambda a, i: torch.embedding_renorm_(a, i, 1.0, 2.0), torch.randn(10, 4), torch.tensor([10])
+    )
+    same_error(
+        lambda a, i: torch.embedding_renorm_(a, i, 1.0, 2.0),
+        torch.randn(10, 4),
+        torch.tensor([1.0]),
+    )
 
 
 def test_rrelu_eval_and_train():

@@ -61,14 +61,18 @@ def test_max_pool2d_picks_like_cpu():
     close(lambda t: F.max_pool2d(t, 3, 2, 1, return_indices=True), torch.full((1, 1, 4, 4), -inf))
     close(lambda t: F.max_pool2d(t, 2, return_indices=True), torch.ones(1, 2, 4, 4))  # ties: first
     close(lambda t: F.max_pool1d(t, 3, 2, 1, return_indices=True), make((2, 3, 8)))
-    close(lambda t: F.max_pool2d(t, 3, 2, 1), make((2, 4, 9, 9)).to(memory_format=torch.channels_last))
+    close(
+        lambda t: F.max_pool2d(t, 3, 2, 1), make((2, 4, 9, 9)).to(memory_format=torch.channels_last)
+    )
     close(lambda t: F.max_pool2d(t, 2), make((1, 2, 6, 6)).bfloat16())
 
 
 @pytest.mark.parametrize("shape,k,s,p,ceil,incl,div", AVG_POOLS)
 def test_avg_pool2d(shape, k, s, p, ceil, incl, div):
     def fn(x):
-        return F.avg_pool2d(x, k, s, p, ceil_mode=ceil, count_include_pad=incl, divisor_override=div)
+        return F.avg_pool2d(
+            x, k, s, p, ceil_mode=ceil, count_include_pad=incl, divisor_override=div
+        )
 
     close(fn, make(shape))
     close(fn, torch.randint(0, 100, shape))
@@ -112,22 +116,37 @@ def test_pool_errors():
     same_error(lambda t: F.adaptive_avg_pool2d(t, (-1, 2)), x)
 
 
-@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=(2, 3, 2), stride=(1, 2, 1), padding=(1, 1, 0)),
-                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
-                                dict(kernel_size=2, dilation=(2, 1, 1))])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=2),
+        dict(kernel_size=(2, 3, 2), stride=(1, 2, 1), padding=(1, 1, 0)),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+        dict(kernel_size=2, dilation=(2, 1, 1)),
+    ],
+)
 def test_max_pool3d(kw):
     x = torch.randn(2, 3, 6, 5, 7)
     grads_close(lambda t: F.max_pool3d(t, **kw), x)
     close(lambda t: F.max_pool3d(t, return_indices=True, **kw), x)
     close(lambda t: F.max_pool3d(t, return_indices=True, **kw), x[0])  # batch-less
     # Ties and -inf: the first maximum wins, as on CPU.
-    close(lambda t: F.max_pool3d(t, return_indices=True, **kw), torch.randint(0, 3, (1, 2, 6, 5, 7)).float())
+    close(
+        lambda t: F.max_pool3d(t, return_indices=True, **kw),
+        torch.randint(0, 3, (1, 2, 6, 5, 7)).float(),
+    )
 
 
-@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=(2, 3, 2), stride=(1, 2, 1), padding=(1, 1, 0)),
-                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
-                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
-                                dict(kernel_size=2, divisor_override=3)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=2),
+        dict(kernel_size=(2, 3, 2), stride=(1, 2, 1), padding=(1, 1, 0)),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        dict(kernel_size=2, divisor_override=3),
+    ],
+)
 def test_avg_pool3d(kw):
     x = torch.randn(2, 3, 6, 5, 7)
     grads_close(lambda t: F.avg_pool3d(t, **kw), x)
@@ -143,7 +162,9 @@ def test_pool3d_dtypes_and_errors():
     same_error(lambda t: F.max_pool3d(t, 2, padding=2), torch.randn(1, 2, 4, 4, 4))
     same_error(lambda t: F.avg_pool3d(t, 2), torch.randn(4, 4, 4))
     same_error(lambda t: F.avg_pool3d(t, 2, divisor_override=0), torch.randn(1, 4, 4, 4))
-    same_error(lambda t: A.max_pool3d_with_indices(t, [2, 2], [], [0], [1], False), torch.randn(1, 4, 4, 4))
+    same_error(
+        lambda t: A.max_pool3d_with_indices(t, [2, 2], [], [0], [1], False), torch.randn(1, 4, 4, 4)
+    )
     same_error(lambda t: A.avg_pool3d(t, [2, 2]), torch.randn(1, 4, 4, 4))
 
 
@@ -152,7 +173,10 @@ def test_adaptive_max_pool2d(out):
     x = torch.randn(2, 3, 7, 5)
     grads_close(lambda t: F.adaptive_max_pool2d(t, out), x)
     close(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True), x[0])
-    close(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True), torch.randint(0, 2, (1, 2, 7, 5)).float())
+    close(
+        lambda t: F.adaptive_max_pool2d(t, out, return_indices=True),
+        torch.randint(0, 2, (1, 2, 7, 5)).float(),
+    )
 
 
 def test_adaptive_max_pool1d_3d():
@@ -181,7 +205,9 @@ def test_adaptive_pool_errors():
     same_error(lambda t: F.adaptive_max_pool2d(t, 2), torch.ones(1, 3, 4, 4, dtype=torch.long))
     same_error(lambda t: F.adaptive_max_pool3d(t, 2), torch.ones(1, 3, 4, 4, 4, dtype=torch.long))
     same_error(lambda t: F.adaptive_avg_pool3d(t, 2), torch.randn(4, 4))
-    same_error(lambda t: A._adaptive_avg_pool3d(t, [2, 2, 2]), torch.ones(1, 3, 4, 4, 4, dtype=torch.long))
+    same_error(
+        lambda t: A._adaptive_avg_pool3d(t, [2, 2, 2]), torch.ones(1, 3, 4, 4, 4, dtype=torch.long)
+    )
     same_error(lambda t: A.adaptive_max_pool2d(t, [2]), torch.randn(3, 4, 4))
 
 
@@ -191,15 +217,34 @@ def test_fractional_max_pool(k):
     fn = F.fractional_max_pool2d if k == 2 else F.fractional_max_pool3d
     shape = (2, 3, 9, 8) if k == 2 else (2, 2, 7, 8, 7)
     x = torch.randn(shape)
-    for kernel, out in [(2, 4), (3, (5,) * k if k == 2 else (4, 5, 4)), ((2,) * (k - 1) + (1,), (3,) * k), (1, 1)]:
+    for kernel, out in [
+        (2, 4),
+        (3, (5,) * k if k == 2 else (4, 5, 4)),
+        ((2,) * (k - 1) + (1,), (3,) * k),
+        (1, 1),
+    ]:
         samples = torch.rand(2, shape[1], k)
-        grads_close(lambda t: fn(t, kernel, output_size=out, _random_samples=samples.to(t.device)), x)
-        close(lambda t: fn(t, kernel, output_size=out, return_indices=True, _random_samples=samples[:1].to(t.device)),
-              x[0])
+        grads_close(
+            lambda t: fn(t, kernel, output_size=out, _random_samples=samples.to(t.device)), x
+        )
+        close(
+            lambda t: fn(
+                t,
+                kernel,
+                output_size=out,
+                return_indices=True,
+                _random_samples=samples[:1].to(t.device),
+            ),
+            x[0],
+        )
     # Ties pick the first maximum, as on CPU.
     samples = torch.rand(1, 2, k)
-    close(lambda t: fn(t, 2, output_size=3, return_indices=True, _random_samples=samples.to(t.device)),
-          torch.randint(0, 2, (1, 2) + shape[2:]).float())
+    close(
+        lambda t: fn(
+            t, 2, output_size=3, return_indices=True, _random_samples=samples.to(t.device)
+        ),
+        torch.randint(0, 2, (1, 2) + shape[2:]).float(),
+    )
     # Random samples drawn on tpu: shapes and dtypes (the values follow tpu's generator).
     with no_fallback():
         y, i = fn(x.to("tpu"), 2, output_size=3, return_indices=True)
@@ -208,15 +253,33 @@ def test_fractional_max_pool(k):
 
 def test_fractional_max_pool_errors():
     s = torch.rand(1, 2, 2)
-    same_error(lambda t, r: A.fractional_max_pool2d(t, [4, 2], [3, 3], r), torch.ones(1, 2, 5, 5), s)
+    same_error(
+        lambda t, r: A.fractional_max_pool2d(t, [4, 2], [3, 3], r), torch.ones(1, 2, 5, 5), s
+    )
     same_error(lambda t, r: A.fractional_max_pool2d(t, [2, 2], [3, 3], r), torch.ones(5, 5), s)
-    same_error(lambda t, r: A.fractional_max_pool2d(t, [2, 2], [3, 3], r), torch.ones(1, 2, 5, 5), s.double())
-    same_error(lambda t, r: A.fractional_max_pool2d(t, [2, 2], [3, 3], r), torch.ones(1, 2, 5, 5), s[0])
-    same_error(lambda t, r: A.fractional_max_pool2d(t, [2, 2], [3, 3], r), torch.ones(1, 2, 5, 5).long(), s.long())
-    same_error(lambda t, r: A.fractional_max_pool3d(t, [4, 2, 2], [3, 3, 3], r), torch.ones(1, 2, 5, 5, 5),
-               torch.rand(1, 2, 3))
-    same_error(lambda t, r: A.fractional_max_pool3d(t, [3, 3, 3], [5, 4, 4], r), torch.ones(1, 2, 7, 7, 7),
-               torch.rand(1, 2, 3))
+    same_error(
+        lambda t, r: A.fractional_max_pool2d(t, [2, 2], [3, 3], r),
+        torch.ones(1, 2, 5, 5),
+        s.double(),
+    )
+    same_error(
+        lambda t, r: A.fractional_max_pool2d(t, [2, 2], [3, 3], r), torch.ones(1, 2, 5, 5), s[0]
+    )
+    same_error(
+        lambda t, r: A.fractional_max_pool2d(t, [2, 2], [3, 3], r),
+        torch.ones(1, 2, 5, 5).long(),
+        s.long(),
+    )
+    same_error(
+        lambda t, r: A.fractional_max_pool3d(t, [4, 2, 2], [3, 3, 3], r),
+        torch.ones(1, 2, 5, 5, 5),
+        torch.rand(1, 2, 3),
+    )
+    same_error(
+        lambda t, r: A.fractional_max_pool3d(t, [3, 3, 3], [5, 4, 4], r),
+        torch.ones(1, 2, 7, 7, 7),
+        torch.rand(1, 2, 3),
+    )
 
 
 def test_max_unpool2d():

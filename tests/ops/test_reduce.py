@@ -406,7 +406,9 @@ def test_safe_softmax_zeroes_rows_of_all_minus_inf_in_one_program():
     run_both(lambda t: torch._safe_softmax(t, -1), torch.randn(2, 3, 5).bfloat16())
     run_both(lambda t: torch._safe_softmax(t, 1, dtype=torch.float64), x)
     run_both(lambda t: torch._safe_softmax(t, 1, dtype=torch.bfloat16), x * 1e-3)
-    run_both(lambda t: torch._safe_softmax(t, 1, dtype=torch.float32), torch.arange(6).reshape(2, 3))
+    run_both(
+        lambda t: torch._safe_softmax(t, 1, dtype=torch.float32), torch.arange(6).reshape(2, 3)
+    )
     run_both(lambda t: torch._safe_softmax(t, 0), torch.randn(0, 3))
     run_both(lambda t: torch._safe_softmax(t, 0), torch.tensor(float("-inf")))
     same_error(lambda t: torch._safe_softmax(t, 0), torch.arange(3))

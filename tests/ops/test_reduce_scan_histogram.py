@@ -97,7 +97,10 @@ def test_histc():
     x = torch.randn(50)
     close(lambda t: torch.histc(t), x)
     close(lambda t: torch.histc(t, bins=7, min=-1, max=1), x)
-    close(lambda t: torch.histc(t, bins=4, min=-1, max=1), torch.tensor([-1.0, 1.0, 0.0, 2.0, float("nan"), 0.5]))
+    close(
+        lambda t: torch.histc(t, bins=4, min=-1, max=1),
+        torch.tensor([-1.0, 1.0, 0.0, 2.0, float("nan"), 0.5]),
+    )
     close(lambda t: torch.histc(t, bins=5), torch.ones(4))
     close(lambda t: torch.histc(t, bins=5), torch.randn(3, 4)[:, ::2])
     close(lambda t: torch.histc(t, bins=3), torch.randn(0))
@@ -114,7 +117,10 @@ def test_histc():
             with no_fallback():
                 got = torch.histc(x.to("tpu"), bins=bins, min=lo, max=hi)
             assert got.dtype == dtype
-            assert got.cpu().tolist() == torch.histc(x.float(), bins=bins, min=lo, max=hi).long().tolist()
+            assert (
+                got.cpu().tolist()
+                == torch.histc(x.float(), bins=bins, min=lo, max=hi).long().tolist()
+            )
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
@@ -140,7 +146,9 @@ def test_segment_reduce_errors():
     same_error(lambda d, n: torch.segment_reduce(d, "max", lengths=n), x, torch.tensor([2, -1, 4]))
     same_error(lambda d, n: torch.segment_reduce(d, "foo", lengths=n), x, torch.tensor([2, 0, 3]))
     same_error(lambda d: torch.segment_reduce(d, "max"), x)
-    same_error(lambda d, n: torch.segment_reduce(d, "max", lengths=n), x.long(), torch.tensor([2, 0, 3]))
+    same_error(
+        lambda d, n: torch.segment_reduce(d, "max", lengths=n), x.long(), torch.tensor([2, 0, 3])
+    )
     same_error(lambda d, n: torch.segment_reduce(d, "max", lengths=n, axis=1), torch.randn(2, 5),
                torch.tensor([2, 0, 3]))
 
@@ -148,8 +156,13 @@ def test_segment_reduce_errors():
 def test_histogram():
     x = torch.randn(40)
     w = torch.rand(40)
-    for kw in [dict(bins=5), dict(bins=7, range=(-1.0, 1.5)), dict(bins=4, weight=w), dict(bins=6, density=True),
-               dict(bins=3, range=(-2.0, 2.0), weight=w, density=True)]:
+    for kw in [
+        dict(bins=5),
+        dict(bins=7, range=(-1.0, 1.5)),
+        dict(bins=4, weight=w),
+        dict(bins=6, density=True),
+        dict(bins=3, range=(-2.0, 2.0), weight=w, density=True),
+    ]:
         expected = torch.histogram(x, **kw)
         kw_tpu = {k: (v.to("tpu") if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
         with no_fallback():

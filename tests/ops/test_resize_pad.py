@@ -21,25 +21,50 @@ A = torch.ops.aten
 
 # (input shape, interpolate kwargs) per mode.
 INTERP = {
-    "linear": [((2, 3, 5), dict(size=8)), ((1, 2, 7), dict(size=3)), ((2, 3, 5), dict(scale_factor=1.7)),
-               ((2, 3, 5), dict(size=5)), ((2, 1, 1), dict(size=4)), ((2, 3, 6), dict(size=1)),
-               ((2, 3, 5), dict(scale_factor=0.6, recompute_scale_factor=True))],
-    "bilinear": [((2, 3, 5, 4), dict(size=(7, 9))), ((1, 2, 8, 8), dict(size=(3, 5))),
-                 ((2, 3, 4, 5), dict(scale_factor=(2.3, 0.7))), ((1, 1, 4, 4), dict(size=(4, 6))),
-                 ((1, 5, 3, 3), dict(size=(6, 6)))],
-    "bicubic": [((2, 3, 5, 4), dict(size=(7, 9))), ((1, 2, 8, 8), dict(size=(3, 5))),
-                ((2, 3, 4, 5), dict(scale_factor=(2.3, 0.7))), ((1, 1, 1, 4), dict(size=(3, 6)))],
-    "trilinear": [((1, 2, 3, 4, 5), dict(size=(5, 3, 7))), ((2, 1, 4, 4, 4), dict(scale_factor=1.5)),
-                  ((1, 1, 2, 3, 2), dict(size=(1, 6, 2)))],
+    "linear": [
+        ((2, 3, 5), dict(size=8)),
+        ((1, 2, 7), dict(size=3)),
+        ((2, 3, 5), dict(scale_factor=1.7)),
+        ((2, 3, 5), dict(size=5)),
+        ((2, 1, 1), dict(size=4)),
+        ((2, 3, 6), dict(size=1)),
+        ((2, 3, 5), dict(scale_factor=0.6, recompute_scale_factor=True)),
+    ],
+    "bilinear": [
+        ((2, 3, 5, 4), dict(size=(7, 9))),
+        ((1, 2, 8, 8), dict(size=(3, 5))),
+        ((2, 3, 4, 5), dict(scale_factor=(2.3, 0.7))),
+        ((1, 1, 4, 4), dict(size=(4, 6))),
+        ((1, 5, 3, 3), dict(size=(6, 6))),
+    ],
+    "bicubic": [
+        ((2, 3, 5, 4), dict(size=(7, 9))),
+        ((1, 2, 8, 8), dict(size=(3, 5))),
+        ((2, 3, 4, 5), dict(scale_factor=(2.3, 0.7))),
+        ((1, 1, 1, 4), dict(size=(3, 6))),
+    ],
+    "trilinear": [
+        ((1, 2, 3, 4, 5), dict(size=(5, 3, 7))),
+        ((2, 1, 4, 4, 4), dict(scale_factor=1.5)),
+        ((1, 1, 2, 3, 2), dict(size=(1, 6, 2))),
+    ],
 }
 
 
-@pytest.mark.parametrize("shape,padding,mode", [
-    ((1, 2, 5), (2, 1), "reflect"), ((1, 2, 5), (2, -1), "reflect"), ((2, 5), (0, 3), "replicate"),
-    ((2, 3, 4, 5), (1, 2, 3, 1), "replicate"), ((2, 3, 4, 5), (1, 2, 3, 1), "reflect"),
-    ((1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 2), "reflect"), ((1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 2), "replicate"),
-    ((0, 2, 5), (1, 1), "reflect"), ((1, 2, 5), (-4, 1), "replicate"),
-])
+@pytest.mark.parametrize(
+    "shape,padding,mode",
+    [
+        ((1, 2, 5), (2, 1), "reflect"),
+        ((1, 2, 5), (2, -1), "reflect"),
+        ((2, 5), (0, 3), "replicate"),
+        ((2, 3, 4, 5), (1, 2, 3, 1), "replicate"),
+        ((2, 3, 4, 5), (1, 2, 3, 1), "reflect"),
+        ((1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 2), "reflect"),
+        ((1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 2), "replicate"),
+        ((0, 2, 5), (1, 1), "reflect"),
+        ((1, 2, 5), (-4, 1), "replicate"),
+    ],
+)
 def test_reflection_and_replication_pad(shape, padding, mode):
     x = torch.randn(shape)
     with no_fallback():
@@ -54,11 +79,19 @@ def test_pad_errors_match_cpu():
     same_error(lambda x: F.pad(x, (1, 1), mode="replicate"), torch.randn(2, 3, 0))
 
 
-@pytest.mark.parametrize("shape,kwargs", [
-    ((1, 2, 5), dict(size=7)), ((1, 2, 5), dict(size=10)), ((1, 2, 5), dict(scale_factor=1.7)),
-    ((2, 3, 4, 5), dict(size=(9, 3))), ((2, 3, 4, 5), dict(scale_factor=(2.0, 0.5))),
-    ((1, 2, 3, 4, 5), dict(size=(5, 5, 2))), ((1, 1, 7), dict(size=3)), ((0, 2, 4, 4), dict(size=(8, 8))),
-])
+@pytest.mark.parametrize(
+    "shape,kwargs",
+    [
+        ((1, 2, 5), dict(size=7)),
+        ((1, 2, 5), dict(size=10)),
+        ((1, 2, 5), dict(scale_factor=1.7)),
+        ((2, 3, 4, 5), dict(size=(9, 3))),
+        ((2, 3, 4, 5), dict(scale_factor=(2.0, 0.5))),
+        ((1, 2, 3, 4, 5), dict(size=(5, 5, 2))),
+        ((1, 1, 7), dict(size=3)),
+        ((0, 2, 4, 4), dict(size=(8, 8))),
+    ],
+)
 def test_upsample_nearest(shape, kwargs):
     x = torch.randn(shape)
     with no_fallback():
@@ -83,9 +116,15 @@ def test_interpolate_modes(mode, align_corners):
 
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
 def test_interpolate_nearest_and_exact(mode):
-    cases = [((2, 3, 5), dict(size=8)), ((2, 3, 7), dict(size=3)), ((2, 3, 5), dict(scale_factor=2)),
-             ((2, 3, 5), dict(scale_factor=1.3)), ((1, 2, 4, 5), dict(size=(7, 3))),
-             ((1, 2, 4, 5), dict(scale_factor=(0.6, 2.5))), ((1, 1, 2, 3, 4), dict(size=(3, 5, 2)))]
+    cases = [
+        ((2, 3, 5), dict(size=8)),
+        ((2, 3, 7), dict(size=3)),
+        ((2, 3, 5), dict(scale_factor=2)),
+        ((2, 3, 5), dict(scale_factor=1.3)),
+        ((1, 2, 4, 5), dict(size=(7, 3))),
+        ((1, 2, 4, 5), dict(scale_factor=(0.6, 2.5))),
+        ((1, 1, 2, 3, 4), dict(size=(3, 5, 2))),
+    ]
     for shape, kw in cases:
         grads_close(lambda t: F.interpolate(t, mode=mode, **kw), torch.randn(shape))
 
@@ -97,12 +136,18 @@ def test_upsample_non_contiguous_empty_and_dtypes():
     close(lambda t: F.interpolate(t, size=(4, 9), mode="nearest-exact"), x)
     close(lambda t: F.interpolate(t, size=7, mode="linear"), torch.randn(2, 8, 3)[:, ::2])
     close(lambda t: F.interpolate(t, size=(3, 4), mode="bilinear"), torch.randn(0, 2, 5, 5))
-    close(lambda t: F.interpolate(t, size=(3, 4), mode="bilinear"), torch.randn(2, 3, 5, 5, dtype=torch.float64))
+    close(
+        lambda t: F.interpolate(t, size=(3, 4), mode="bilinear"),
+        torch.randn(2, 3, 5, 5, dtype=torch.float64),
+    )
     close(lambda t: F.interpolate(t, size=(3, 4), mode="nearest-exact"),
           torch.randint(0, 255, (1, 2, 5, 5), dtype=torch.uint8))
     close(lambda t: F.upsample_bilinear(t, size=(7, 7)), torch.randn(1, 2, 3, 3))
     # Values at the edges (NaN and inf propagate as on CPU's two-tap sums).
-    close(lambda t: F.interpolate(t, size=9, mode="linear"), torch.tensor([[[1.0, float("nan"), 3.0, 4.0]]]))
+    close(
+        lambda t: F.interpolate(t, size=9, mode="linear"),
+        torch.tensor([[[1.0, float("nan"), 3.0, 4.0]]]),
+    )
 
 
 def test_upsample_direct_ops_and_errors():
@@ -116,20 +161,45 @@ def test_upsample_direct_ops_and_errors():
     same_error(lambda t: A.upsample_linear1d(t, [0], False), torch.randn(2, 3, 4))
     same_error(lambda t: A.upsample_bilinear2d(t, [5, 5], False), torch.randn(2, 0, 4, 4))
     same_error(lambda t: A.upsample_bilinear2d(t, [5], False), torch.randn(2, 3, 4, 4))
-    same_error(lambda t: A.upsample_bicubic2d(t, [5, 5], False), torch.ones(2, 3, 4, 4, dtype=torch.long))
-    same_error(lambda t: A.upsample_trilinear3d(t, [5, 5, 5], False), torch.ones(1, 1, 2, 2, 2, dtype=torch.long))
+    same_error(
+        lambda t: A.upsample_bicubic2d(t, [5, 5], False), torch.ones(2, 3, 4, 4, dtype=torch.long)
+    )
+    same_error(
+        lambda t: A.upsample_trilinear3d(t, [5, 5, 5], False),
+        torch.ones(1, 1, 2, 2, 2, dtype=torch.long),
+    )
     same_error(lambda t: A._upsample_nearest_exact1d(t, [5]), torch.ones(2, 3, 4, dtype=torch.long))
-    same_error(lambda g: A.upsample_linear1d_backward(g, [5], [2, 3, 7], False), torch.randn(2, 3, 4))
-    same_error(lambda g: A.upsample_bilinear2d_backward(g, [5, 5], [2, 3, 7, 7], False), torch.randn(2, 3, 4, 4))
-    same_error(lambda g: A.upsample_bilinear2d_backward(g, [5, 5], [2, 3, 7, 7], False), torch.randn(2, 3, 4))
-    same_error(lambda g: A.upsample_nearest1d_backward(g, [5], [2, 3, 7]), torch.ones(2, 3, 5, dtype=torch.long))
-    same_error(lambda g: A.upsample_nearest3d_backward(g, [5, 5, 5], [2, 3, 7, 7, 7]), torch.randn(2, 3, 5, 5, 4))
+    same_error(
+        lambda g: A.upsample_linear1d_backward(g, [5], [2, 3, 7], False), torch.randn(2, 3, 4)
+    )
+    same_error(
+        lambda g: A.upsample_bilinear2d_backward(g, [5, 5], [2, 3, 7, 7], False),
+        torch.randn(2, 3, 4, 4),
+    )
+    same_error(
+        lambda g: A.upsample_bilinear2d_backward(g, [5, 5], [2, 3, 7, 7], False),
+        torch.randn(2, 3, 4),
+    )
+    same_error(
+        lambda g: A.upsample_nearest1d_backward(g, [5], [2, 3, 7]),
+        torch.ones(2, 3, 5, dtype=torch.long),
+    )
+    same_error(
+        lambda g: A.upsample_nearest3d_backward(g, [5, 5, 5], [2, 3, 7, 7, 7]),
+        torch.randn(2, 3, 5, 5, 4),
+    )
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate"])
 def test_pad_backward(mode):
-    cases = [((2, 3, 6), (2, 3)), ((3, 6), (1, 0)), ((2, 3, 5, 6), (1, 2, 3, 1)), ((3, 5, 6), (2, 2, 0, 1)),
-             ((1, 2, 4, 5, 3), (1, 1, 2, 0, 1, 2)), ((2, 4, 5, 3), (0, 1, 1, 2, 2, 1))]
+    cases = [
+        ((2, 3, 6), (2, 3)),
+        ((3, 6), (1, 0)),
+        ((2, 3, 5, 6), (1, 2, 3, 1)),
+        ((3, 5, 6), (2, 2, 0, 1)),
+        ((1, 2, 4, 5, 3), (1, 1, 2, 0, 1, 2)),
+        ((2, 4, 5, 3), (0, 1, 1, 2, 2, 1)),
+    ]
     if mode == "replicate":
         cases.append(((2, 3, 6, 5), (-1, 2, 3, -2)))
     for shape, pad in cases:
@@ -143,12 +213,22 @@ def test_pad_backward_errors():
     same_error(lambda g, s: A.replication_pad1d_backward(g, s, [1, 1]), torch.randn(2, 3, 8), x)
     same_error(lambda g, s: A.replication_pad1d_backward(g, s, [1]), torch.randn(2, 3, 7), x)
     x2 = torch.randn(2, 3, 5, 5)
-    same_error(lambda g, s: A.reflection_pad2d_backward(g, s, [1, 1, 1, 1]), torch.randn(2, 3, 7, 8), x2)
-    same_error(lambda g, s: A.replication_pad2d_backward(g, s, [1, 1, 1, 1]), torch.randn(2, 3, 8, 7), x2)
+    same_error(
+        lambda g, s: A.reflection_pad2d_backward(g, s, [1, 1, 1, 1]), torch.randn(2, 3, 7, 8), x2
+    )
+    same_error(
+        lambda g, s: A.replication_pad2d_backward(g, s, [1, 1, 1, 1]), torch.randn(2, 3, 8, 7), x2
+    )
     x3 = torch.randn(2, 3, 5, 5, 5)
-    same_error(lambda g, s: A.reflection_pad3d_backward(g, s, [1] * 6), torch.randn(2, 3, 8, 7, 7), x3)
-    same_error(lambda g, s: A.reflection_pad3d_backward(g, s, [1] * 4), torch.randn(2, 3, 7, 7, 7), x3)
-    same_error(lambda g, s: A.replication_pad3d_backward(g, s, [1] * 6), torch.randn(2, 3, 7, 7, 8), x3)
+    same_error(
+        lambda g, s: A.reflection_pad3d_backward(g, s, [1] * 6), torch.randn(2, 3, 8, 7, 7), x3
+    )
+    same_error(
+        lambda g, s: A.reflection_pad3d_backward(g, s, [1] * 4), torch.randn(2, 3, 7, 7, 7), x3
+    )
+    same_error(
+        lambda g, s: A.replication_pad3d_backward(g, s, [1] * 6), torch.randn(2, 3, 7, 7, 8), x3
+    )
     same_error(lambda g, s: A.replication_pad2d_backward(g, s, [1, 1, 1, 1]),
                torch.ones(2, 3, 7, 7, dtype=torch.long), x2.long())
 
@@ -160,10 +240,20 @@ def test_interpolate_bilinear_antialias(align_corners, mode):
              ((1, 1, 5, 7), dict(scale_factor=(0.4, 0.6))), ((1, 1, 6, 6), dict(size=(6, 3))),
              ((1, 2, 4, 4), dict(size=(1, 1))), ((2, 2, 9, 7), dict(size=(20, 4)))]
     for shape, kw in cases:
-        grads_close(lambda t: F.interpolate(t, mode=mode, antialias=True, align_corners=align_corners, **kw),
-                    torch.randn(shape))
-    close(lambda t: A._upsample_bilinear2d_aa(t, [3, 5], False), torch.randn(1, 4, 7, 6).transpose(2, 3))
-    same_error(lambda t: A._upsample_bilinear2d_aa(t, [3, 3], False), torch.ones(1, 2, 4, 4, dtype=torch.long))
+        grads_close(
+            lambda t: F.interpolate(
+                t, mode=mode, antialias=True, align_corners=align_corners, **kw
+            ),
+            torch.randn(shape),
+        )
+    close(
+        lambda t: A._upsample_bilinear2d_aa(t, [3, 5], False),
+        torch.randn(1, 4, 7, 6).transpose(2, 3),
+    )
+    same_error(
+        lambda t: A._upsample_bilinear2d_aa(t, [3, 3], False),
+        torch.ones(1, 2, 4, 4, dtype=torch.long),
+    )
     same_error(lambda t: A._upsample_bilinear2d_aa(t, [3, 3], False), torch.randn(1, 0, 4, 4))
 
 
@@ -191,12 +281,33 @@ def test_grid_sample(mode, padding_mode, align_corners):
     kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
     tol = dict(rtol=1e-4, atol=1e-4)
     grads_close(lambda a, b: F.grid_sample(a, b, **kw), x, grid, **tol)
-    close(lambda a, b: F.grid_sample(a, b, **kw), torch.randn(2, 6, 5, 3).transpose(1, 3), grid[:, :, :5], **tol)
+    close(
+        lambda a, b: F.grid_sample(a, b, **kw),
+        torch.randn(2, 6, 5, 3).transpose(1, 3),
+        grid[:, :, :5],
+        **tol,
+    )
     close(lambda a, b: F.grid_sample(a, b, **kw), torch.randn(1, 2, 1, 1), grid[:1], **tol)
 
 
 def test_grid_sample_errors():
-    same_error(lambda a, b: F.grid_sample(a, b, align_corners=False), torch.randn(2, 3, 4, 4), torch.rand(1, 2, 2, 2))
-    same_error(lambda a, b: F.grid_sample(a, b, align_corners=False), torch.randn(2, 3, 4, 4), torch.rand(2, 2, 2, 3))
-    same_error(lambda a, b: F.grid_sample(a, b, align_corners=False), torch.randn(2, 3, 0, 4), torch.rand(2, 2, 2, 2))
-    same_error(lambda a, b: A.grid_sampler_2d(a, b, 0, 0, False), torch.randn(2, 3, 4, 4), torch.rand(2, 2, 2, 2).double())
+    same_error(
+        lambda a, b: F.grid_sample(a, b, align_corners=False),
+        torch.randn(2, 3, 4, 4),
+        torch.rand(1, 2, 2, 2),
+    )
+    same_error(
+        lambda a, b: F.grid_sample(a, b, align_corners=False),
+        torch.randn(2, 3, 4, 4),
+        torch.rand(2, 2, 2, 3),
+    )
+    same_error(
+        lambda a, b: F.grid_sample(a, b, align_corners=False),
+        torch.randn(2, 3, 0, 4),
+        torch.rand(2, 2, 2, 2),
+    )
+    same_error(
+        lambda a, b: A.grid_sampler_2d(a, b, 0, 0, False),
+        torch.randn(2, 3, 4, 4),
+        torch.rand(2, 2, 2, 2).double(),
+    )

@@ -135,8 +135,9 @@ class GlobalBatchNorm2d(nn.BatchNorm2d):
 
     Input ``[N, C, H, W]`` float32 (this rank's share of the batch). In training
     the per-channel sum and squared deviation are summed over the ranks by
-    :class:`_SumOverRanks` (its backward sums the gradients too), so forward, backward and the running statistics are
-    those of one process seeing the whole batch. In eval mode it is BatchNorm2d.
+    :class:`_SumOverRanks` (its backward sums the gradients too), so forward, backward and the
+    running statistics are those of one process seeing the whole batch. In eval mode it is
+    BatchNorm2d.
     """
 
     def __init__(self, bn, group=None):
@@ -224,11 +225,15 @@ def train(device="tpu", epochs=10, seed=0, batch_size=64, optimizer="sgd", mode=
     """
     device = torch.device(device)
     if mode is None or device.type != "tpu":
-        return _train(device, epochs, seed, batch_size, optimizer, progress, log, compile, ddp, fsdp)
+        return _train(
+            device, epochs, seed, batch_size, optimizer, progress, log, compile, ddp, fsdp
+        )
     previous_mode = torchtpu.get_eager_mode()
     torchtpu.set_eager_mode(mode)
     try:
-        return _train(device, epochs, seed, batch_size, optimizer, progress, log, compile, ddp, fsdp)
+        return _train(
+            device, epochs, seed, batch_size, optimizer, progress, log, compile, ddp, fsdp
+        )
     finally:
         torchtpu.set_eager_mode(previous_mode)
 

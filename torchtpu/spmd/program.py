@@ -25,7 +25,6 @@ import math
 import torch
 
 from torchtpu import _C
-from torchtpu.spmd.mesh import Mesh
 from torchtpu.spmd.tensor import ShardedTensor, _normalize_spec, _own, mark_sharding
 
 __all__ = ["jit"]
@@ -146,7 +145,7 @@ class _Program:
             lines.append(f"    %arg{k} = stablehlo.reshape %p{k}_v : ({_type(shape, dtype)}) -> "
                          f"{_type(dims, dtype)}")
         results = []
-        for o, (dtype, dims) in enumerate(prog_outs):
+        for o, (dtype, _dims) in enumerate(prog_outs):
             shape, axes = self.out_axes[o]
             _, _, used = _layout(shape, axes, mesh)
             results.append(f"{_type([math.prod(shape)], dtype)} "
@@ -161,7 +160,7 @@ class _Program:
         specs = [out_specs] if self.single else list(out_specs)
         if len(specs) != len(call_outs):
             raise ValueError(f"{self.name}: {len(specs)} out_specs for {len(call_outs)} outputs")
-        for spec, (frm, index, dtype, sizes, strides, offset) in zip(specs, call_outs):
+        for spec, (frm, index, _dtype, sizes, strides, offset) in zip(specs, call_outs):
             if spec is None:
                 continue
             dims = prog_outs[index][1] if frm == "program" else None
@@ -230,8 +229,10 @@ def _assemble(text, mesh, sig, results, lines, prog_outs, out_axes):
     """The captured module with the mesh, the new signature, the prologue and
     the results laid out device-major."""
     src = text.split("\n")
-    head = next(i for i, l in enumerate(src) if l.lstrip().startswith("func.func public @main("))
-    ret = max(i for i, l in enumerate(src) if '"func.return"(' in l or l.lstrip().startswith("return"))
+    head = next(i for i, s in enumerate(src) if s.lstrip().startswith("func.func public @main("))
+    ret = max(
+        i for i, s in enumerate(src) if '"func.return"(' in s or s.lstrip().startswith("return")
+    )
     axes = ", ".join(f'"{n}"={s}' for n, s in zip(mesh.axis_names, mesh.shape))
     module = (f"module @spmd attributes {{mhlo.num_partitions = {mesh.size} : i32, "
               f"mhlo.num_replicas = 1 : i32}} {{")

@@ -168,7 +168,9 @@ def _gathered(func, args, kwargs):
 
     args2, kwargs2 = tree_map(gather, args), tree_map(gather, kwargs)
     if len(meshes) > 1:
-        raise ValueError(f"{func}: sharded tensors on different meshes: {sorted(map(repr, meshes))}")
+        raise ValueError(
+            f"{func}: sharded tensors on different meshes: {sorted(map(repr, meshes))}"
+        )
     out = func(*args2, **kwargs2)
     # An op that wrote a sharded argument wrote its gathered copy: store
     # the new value back as shards, so the write is not lost.
@@ -242,7 +244,9 @@ def mark_sharding(t, mesh, partition_spec):
             dim not divisible by its axes' device count.
     """
     if not isinstance(mesh, Mesh):
-        raise TypeError(f"mark_sharding: mesh must be a torchtpu.spmd.Mesh, got {type(mesh).__name__}")
+        raise TypeError(
+            f"mark_sharding: mesh must be a torchtpu.spmd.Mesh, got {type(mesh).__name__}"
+        )
     if isinstance(t, ShardedTensor):
         t = t.full_tensor()
     axes = _normalize_spec(partition_spec, t.dim(), mesh)

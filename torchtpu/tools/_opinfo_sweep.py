@@ -208,7 +208,9 @@ def _stride_mismatch(actual, expected):
     for i, ((shape, a), e) in enumerate(zip(actual, _flat_tensors(expected))):
         if a is None or e.layout != torch.strided or e.numel() == 0 or shape != tuple(e.shape):
             continue
-        if [s for s, n in zip(a, shape) if n > 1] != [s for s, n in zip(e.stride(), shape) if n > 1]:
+        if [s for s, n in zip(a, shape) if n > 1] != [
+            s for s, n in zip(e.stride(), shape) if n > 1
+        ]:
             return f"output {i}: strides {a} vs CPU's {e.stride()} for shape {list(shape)}"
     return ""
 

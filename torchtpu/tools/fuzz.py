@@ -109,7 +109,6 @@ def run_program(pseed, on_step=None):
     ``on_step(record)`` is called before each step runs (the worker reports it, so
     a crash is attributed to the op that was running)."""
     import random
-    import torch
     from torchtpu.tools import _fuzz_ops as ops
     rng = random.Random(pseed)
     (xc, xv, xn), (yc, yv, yn) = ops.draw_inputs(rng, pseed)
