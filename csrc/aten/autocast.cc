@@ -40,9 +40,7 @@ using at::ScalarType;
 using at::Tensor;
 
 // Ops without a kernel below run as they are: a fallthrough skips the key.
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());
-}
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   // Matmul-class ops (matmul, linear, conv, bmm, attention ...): autocast dtype.

@@ -36,8 +36,8 @@ bool any_dtype(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> arg
                bool (*pred)(c10::ScalarType)) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (tensor_is(args[i], pred)) return true;
-    if (i < schema.arguments().size() && is_dtype_arg(schema.arguments()[i]) &&
-        args[i].isInt() && pred(static_cast<c10::ScalarType>(args[i].toInt()))) {
+    if (i < schema.arguments().size() && is_dtype_arg(schema.arguments()[i]) && args[i].isInt() &&
+        pred(static_cast<c10::ScalarType>(args[i].toInt()))) {
       return true;
     }
   }
@@ -62,9 +62,10 @@ bool float8_native(const std::string& key) {
   // and so does roll: XLA:CPU rewrote e5m2 NaN codes in roll's slices +
   // concatenate (measured; cat alone, on the bit patterns, keeps them).
   static const std::unordered_set<std::string> kNative = {
-      "fill.Scalar", "fill.Tensor", "zero", "cat", "repeat", "constant_pad_nd",
-      "index.Tensor", "_unsafe_index.Tensor", "index_select", "masked_select", "where.self",
-      "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "isnan",
+      "fill.Scalar",  "fill.Tensor",     "zero",         "cat",
+      "repeat",       "constant_pad_nd", "index.Tensor", "_unsafe_index.Tensor",
+      "index_select", "masked_select",   "where.self",   "eq.Tensor",
+      "eq.Scalar",    "ne.Tensor",       "ne.Scalar",    "isnan",
   };
   return kNative.count(key) != 0;
 }
@@ -75,14 +76,52 @@ bool barebones_unsigned_native(const std::string& key) {
   // Ops that compute in a floating type (sin, true division, x * 1.5) need no
   // entry: the kernel runs them natively when every result is floating.
   static const std::unordered_set<std::string> kNative = {
-      "fill.Scalar", "fill.Tensor", "zero", "random", "random.from", "random.to",
-      "cat", "repeat", "roll", "constant_pad_nd", "index.Tensor", "masked_select",
-      "where.self", "sort.stable", "_unique2", "unique_consecutive", "cumsum", "cumprod",
-      "prod", "prod.dim_int", "sum", "sum.dim_IntList", "mul.Tensor", "mul.Scalar",
-      "div.Tensor", "div.Scalar", "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar",
-      "bitwise_and.Tensor", "bitwise_or.Tensor", "bitwise_xor.Tensor", "isnan", "isinf",
-      "isneginf", "isposinf", "signbit", "nan_to_num", "any", "any.dim", "any.dims", "all",
-      "all.dim", "all.dims", "copysign.Tensor",
+      "fill.Scalar",
+      "fill.Tensor",
+      "zero",
+      "random",
+      "random.from",
+      "random.to",
+      "cat",
+      "repeat",
+      "roll",
+      "constant_pad_nd",
+      "index.Tensor",
+      "masked_select",
+      "where.self",
+      "sort.stable",
+      "_unique2",
+      "unique_consecutive",
+      "cumsum",
+      "cumprod",
+      "prod",
+      "prod.dim_int",
+      "sum",
+      "sum.dim_IntList",
+      "mul.Tensor",
+      "mul.Scalar",
+      "div.Tensor",
+      "div.Scalar",
+      "eq.Tensor",
+      "eq.Scalar",
+      "ne.Tensor",
+      "ne.Scalar",
+      "bitwise_and.Tensor",
+      "bitwise_or.Tensor",
+      "bitwise_xor.Tensor",
+      "isnan",
+      "isinf",
+      "isneginf",
+      "isposinf",
+      "signbit",
+      "nan_to_num",
+      "any",
+      "any.dim",
+      "any.dims",
+      "all",
+      "all.dim",
+      "all.dims",
+      "copysign.Tensor",
   };
   return kNative.count(key) != 0;
 }

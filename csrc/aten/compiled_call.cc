@@ -170,9 +170,15 @@ std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
   args.reserve(cap.args.size());
   for (const runtime::Capture::Arg& a : cap.args) {
     switch (a.source) {
-      case runtime::Capture::Source::kInput: args.push_back(slots[a.index]->buffer.get()); break;
-      case runtime::Capture::Source::kRng: args.push_back(draws[a.index].get()); break;
-      case runtime::Capture::Source::kConstant: args.push_back(a.constant.get()); break;
+      case runtime::Capture::Source::kInput:
+        args.push_back(slots[a.index]->buffer.get());
+        break;
+      case runtime::Capture::Source::kRng:
+        args.push_back(draws[a.index].get());
+        break;
+      case runtime::Capture::Source::kConstant:
+        args.push_back(a.constant.get());
+        break;
     }
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
@@ -187,9 +193,15 @@ std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
   result.reserve(outputs_.size());
   for (const Output& o : outputs_) {
     switch (o.from) {
-      case From::kNone: result.emplace_back(std::nullopt); break;
-      case From::kInput: result.emplace_back(wrap(inputs[o.index].storage(), o.view)); break;
-      case From::kEmpty: result.emplace_back(wrap(new_storage(0, cap.device), o.view)); break;
+      case From::kNone:
+        result.emplace_back(std::nullopt);
+        break;
+      case From::kInput:
+        result.emplace_back(wrap(inputs[o.index].storage(), o.view));
+        break;
+      case From::kEmpty:
+        result.emplace_back(wrap(new_storage(0, cap.device), o.view));
+        break;
       case From::kProgram:
         result.emplace_back(program_output(buffers, storages, o.index, o.view));
         break;
@@ -234,7 +246,9 @@ double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n
         draws.push_back(runtime::Runtime::get().upload(state, ir::DType::kU64, {2}, cap.device));
         args.push_back(draws.back().get());
         break;
-      case runtime::Capture::Source::kConstant: args.push_back(a.constant.get()); break;
+      case runtime::Capture::Source::kConstant:
+        args.push_back(a.constant.get());
+        break;
     }
   }
   for (pjrt::Buffer* b : args) TORCH_CHECK(b != nullptr, "raw_execute_ns: an input has no value");
@@ -242,23 +256,25 @@ double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) last = cap.executable->execute(args, cap.device);
   for (auto& b : last) b->await_ready();
-  const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start);
+  const auto ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start);
   return ns.count() / n;
 }
 
 CompiledCall::Description CompiledCall::describe() const {
   const runtime::Capture& cap = *capture_;
-  TORCH_CHECK_NOT_IMPLEMENTED(checks_.empty(), "torchtpu.spmd: ", cap.name,
-                              " checks values (an error raised from the program's results, e.g. "
-                              "an index range); such programs are not yet run over several devices");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      checks_.empty(), "torchtpu.spmd: ", cap.name,
+      " checks values (an error raised from the program's results, e.g. "
+      "an index range); such programs are not yet run over several devices");
   TORCH_CHECK(cap.graph != nullptr, "torchtpu.spmd: ", cap.name, " kept no graph");
   const ir::Graph& graph = *cap.graph;
   Description d;
   d.text = stablehlo::emit(graph, "spmd");
   d.device = cap.device;
   const auto& params = graph.parameters();
-  TORCH_CHECK(params.size() == cap.args.size(), "torchtpu.spmd: ", cap.name, " has ",
-              params.size(), " parameters and ", cap.args.size(), " arguments");
+  TORCH_CHECK(params.size() == cap.args.size(), "torchtpu.spmd: ", cap.name, " has ", params.size(),
+              " parameters and ", cap.args.size(), " arguments");
   for (size_t i = 0; i < params.size(); ++i) {
     const ir::TensorType& t = graph.type(ir::Value{params[i], 0});
     const runtime::Capture::Arg& a = cap.args[i];

@@ -29,9 +29,9 @@ bool covers_storage(const at::Tensor& t) {
 // Whether dense host `src` can become tpu `dst`'s whole buffer as one upload
 // (same dtype and shape, no lazy conj / neg bits, dst covering its storage).
 bool one_upload(const at::Tensor& dst, const at::Tensor& src) {
-  return dst.numel() > 0 && src.scalar_type() == dst.scalar_type() &&
-         src.sizes() == dst.sizes() && src.is_contiguous() && !src.is_conj() && !src.is_neg() &&
-         !dst.is_conj() && !dst.is_neg() && covers_storage(dst);
+  return dst.numel() > 0 && src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
+         src.is_contiguous() && !src.is_conj() && !src.is_neg() && !dst.is_conj() &&
+         !dst.is_neg() && covers_storage(dst);
 }
 
 // `dst`'s storage now holds `buffer`, written whole by a copy from the host.
@@ -54,8 +54,8 @@ at::Tensor download_slot(runtime::Slot& slot) {
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, "tpu: ", e.what());
   }
-  auto cpu = at::empty({slot.numel()},
-                       at::TensorOptions().dtype(to_aten(slot.dtype)).device(at::kCPU));
+  auto cpu =
+      at::empty({slot.numel()}, at::TensorOptions().dtype(to_aten(slot.dtype)).device(at::kCPU));
   if (slot.buffer == nullptr) {
     cpu.zero_();
     return cpu;
@@ -120,8 +120,8 @@ at::Tensor to_other_device(const at::Tensor& src, int device) {
   at::Tensor out = new_tensor(src.sizes(), src.scalar_type(), device);
   auto& dst = slot_of(out);
   try {
-    dst.buffer = runtime::Runtime::get().copy_to_device(*slot->buffer, slot->dtype,
-                                                        slot->nbytes, device);
+    dst.buffer =
+        runtime::Runtime::get().copy_to_device(*slot->buffer, slot->dtype, slot->nbytes, device);
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, "tpu: copy from tpu:", src.device().index(), " to tpu:", device,
                 " failed: ", e.what());
@@ -186,10 +186,10 @@ void adopt_host(const at::Tensor& dst, const at::Tensor& src) {
   }
   // The plugin may read (and, for a donated buffer, write) this memory for as
   // long as the buffer lives: the storage stays alive until it says so.
-  store_upload(dst, runtime::Runtime::get().upload_adopting(
-                        src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()},
-                        dst.device().index(),
-                        [keep = src.storage()]() mutable { keep = c10::Storage(); }));
+  store_upload(dst,
+               runtime::Runtime::get().upload_adopting(
+                   src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()}, dst.device().index(),
+                   [keep = src.storage()]() mutable { keep = c10::Storage(); }));
 }
 
 std::shared_ptr<void> adopt_host_retiring(const at::Tensor& dst, const at::Tensor& src) {
@@ -235,8 +235,8 @@ std::function<void()> download_later(const at::Tensor& src, const at::Tensor& ds
     try {
       runtime::Runtime::get().download(*buffer, dst.data_ptr(), nbytes);
     } catch (const pjrt::PjrtError& e) {
-      TORCH_CHECK(false, "tpu: ", producer, " (issued earlier, run asynchronously) failed: ",
-                  e.what());
+      TORCH_CHECK(false, "tpu: ", producer,
+                  " (issued earlier, run asynchronously) failed: ", e.what());
     }
   };
 }
@@ -250,10 +250,10 @@ bool from_pinned_async(const at::Tensor& dst, const at::Tensor& src) {
   // The plugin reads the pinned block after this returns: its storage stays
   // alive until the copy is done, even if the caller drops the tensor (as
   // CUDA's pinned allocator holds a freed block until its copies complete).
-  store_upload(dst, runtime::Runtime::get().upload_async(
-                        src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()},
-                        dst.device().index(),
-                        [keep = src.storage()]() mutable { keep = c10::Storage(); }));
+  store_upload(dst,
+               runtime::Runtime::get().upload_async(
+                   src.data_ptr(), to_ir(dst.scalar_type()), {dst.numel()}, dst.device().index(),
+                   [keep = src.storage()]() mutable { keep = c10::Storage(); }));
   return true;
 }
 
@@ -344,8 +344,10 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 // torch.equal: same sizes and every element equal after type promotion (NaN
 // never equals). The answer is a host bool, so it is read: a sync, as on CUDA.
 bool equal(const at::Tensor& self, const at::Tensor& other) {
-  TORCH_CHECK(self.device() == other.device(), "Expected all tensors to be on the same device, "
-              "but found at least two devices, ", self.device(), " and ", other.device(), "!");
+  TORCH_CHECK(self.device() == other.device(),
+              "Expected all tensors to be on the same device, "
+              "but found at least two devices, ",
+              self.device(), " and ", other.device(), "!");
   if (!self.sizes().equals(other.sizes())) return false;
   if (self.numel() == 0) return true;
   LoweringContext ctx("aten::equal", self.device().index());
@@ -387,8 +389,8 @@ void own_storage_slice(const c10::Storage& storage) {
   TORCH_CHECK(parent != nullptr && parent->allocator() == tpu_allocator() &&
                   addresses_a_slot(parent->data_ptr()),
               "tpu: a storage whose memory torchtpu did not allocate");
-  const int64_t offset = static_cast<const char*>(data.get()) -
-                         static_cast<const char*>(parent->data_ptr().get());
+  const int64_t offset =
+      static_cast<const char*>(data.get()) - static_cast<const char*>(parent->data_ptr().get());
   const int64_t nbytes = static_cast<int64_t>(storage.nbytes());
   TORCH_CHECK(offset >= 0 && offset + nbytes <= static_cast<int64_t>(parent->nbytes()),
               "tpu: a storage slice outside its storage");
@@ -401,8 +403,8 @@ void own_storage_slice(const c10::Storage& storage) {
   slot.producer = "a slice of a storage";
   if (nbytes > 0) {
     at::Tensor bytes = download_slot(from).view(at::kByte).narrow(0, offset, nbytes).contiguous();
-    slot.buffer = runtime::Runtime::get().upload(
-        bytes.data_ptr(), slot.dtype, {nbytes / ir::byte_size(slot.dtype)}, device);
+    slot.buffer = runtime::Runtime::get().upload(bytes.data_ptr(), slot.dtype,
+                                                 {nbytes / ir::byte_size(slot.dtype)}, device);
   }
   c10::DataPtr moved = own.unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr());
   storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(moved));

@@ -32,12 +32,12 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 struct Ctc {
   int64_t t_max = 0, n = 0, c = 0, l = 0;
   std::vector<int64_t> input_lengths, target_lengths;
-  at::Tensor y;          // [T, N, L] log-probabilities of the extended targets
-  at::Tensor ext;        // [N, L] int64 extended targets
-  at::Tensor skip;       // [N, L] bool: s may come from s - 2
-  at::Tensor steps;      // [T, N, 1] int64: t, for masks against the lengths
-  at::Tensor in_len;     // [1, N, 1] int64 on the device
-  at::Tensor tgt_len;    // [N] int64 on the device
+  at::Tensor y;        // [T, N, L] log-probabilities of the extended targets
+  at::Tensor ext;      // [N, L] int64 extended targets
+  at::Tensor skip;     // [N, L] bool: s may come from s - 2
+  at::Tensor steps;    // [T, N, 1] int64: t, for masks against the lengths
+  at::Tensor in_len;   // [1, N, 1] int64 on the device
+  at::Tensor tgt_len;  // [N] int64 on the device
 };
 
 Ctc prepare(const at::Tensor& log_probs, const at::Tensor& targets, c10::IntArrayRef il,
@@ -74,9 +74,9 @@ Ctc prepare(const at::Tensor& log_probs, const at::Tensor& targets, c10::IntArra
   at::Tensor pairs = at::stack({at::full({x.n, s_max}, blank, longs), padded}, 2);
   x.ext = at::cat({pairs.reshape({x.n, 2 * s_max}), at::full({x.n, 1}, blank, longs)}, 1);
   x.y = log_probs.gather(2, x.ext.unsqueeze(0).expand({x.t_max, x.n, x.l}));
-  at::Tensor before = x.l > 2 ? at::cat({at::full({x.n, 2}, -1, longs),
-                                         x.ext.narrow(1, 0, x.l - 2)}, 1)
-                              : at::full({x.n, x.l}, -1, longs);
+  at::Tensor before = x.l > 2
+                          ? at::cat({at::full({x.n, 2}, -1, longs), x.ext.narrow(1, 0, x.l - 2)}, 1)
+                          : at::full({x.n, x.l}, -1, longs);
   x.skip = x.ext.ne(blank).logical_and(x.ext.ne(before));
   x.steps = at::arange(x.t_max, longs).view({x.t_max, 1, 1});
   x.in_len = at::tensor(x.input_lengths, at::kLong).to(log_probs.device()).view({1, x.n, 1});
@@ -130,8 +130,8 @@ at::Tensor log_likelihood(const Ctc& x, const at::Tensor& log_alpha) {
 }
 
 std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& log_probs, const at::Tensor& targets,
-                                            c10::IntArrayRef il, c10::IntArrayRef tl,
-                                            int64_t blank, bool zero_infinity) {
+                                            c10::IntArrayRef il, c10::IntArrayRef tl, int64_t blank,
+                                            bool zero_infinity) {
   Ctc x = prepare(log_probs, targets, il, tl, blank);
   at::Tensor log_alpha = forward_variables(x);
   // Infinite for an impossible alignment even with zero_infinity: ATen's
@@ -148,8 +148,8 @@ at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs
   Ctc x = prepare(log_probs, targets, il, tl, blank);
   at::Tensor la = log_alpha.narrow(2, 0, x.l).transpose(0, 1);  // [T, N, L]
   at::Tensor pos = at::arange(x.l, x.ext.options()).unsqueeze(0);
-  at::Tensor ends = pos.eq(2 * x.tgt_len.unsqueeze(1))
-                        .logical_or(pos.eq(2 * x.tgt_len.unsqueeze(1) - 1));
+  at::Tensor ends =
+      pos.eq(2 * x.tgt_len.unsqueeze(1)).logical_or(pos.eq(2 * x.tgt_len.unsqueeze(1) - 1));
   at::Tensor skip_up = unshifted(x.skip.to(log_probs.scalar_type()), 2).gt(0);
   at::Tensor beta = at::full({x.n, x.l}, kNegInf, log_probs.options());
   std::vector<at::Tensor> betas(x.t_max);
@@ -164,9 +164,9 @@ at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs
   at::Tensor ab = la + at::stack(betas, 0);  // [T, N, L]
   at::Tensor top = ab.amax(2, /*keepdim=*/true);
   top = at::where(top.isinf(), 0, top);
-  at::Tensor summed = at::zeros({x.t_max, x.n, x.c}, log_probs.options())
-                          .scatter_add_(2, x.ext.unsqueeze(0).expand({x.t_max, x.n, x.l}),
-                                        (ab - top).exp());
+  at::Tensor summed =
+      at::zeros({x.t_max, x.n, x.c}, log_probs.options())
+          .scatter_add_(2, x.ext.unsqueeze(0).expand({x.t_max, x.n, x.l}), (ab - top).exp());
   at::Tensor lcab = summed.log() + top;
   at::Tensor nll = neg_log_likelihood.view({1, x.n, 1});
   at::Tensor g = (log_probs.exp() - (lcab + nll - log_probs).exp()) * grad.view({1, x.n, 1});
@@ -181,9 +181,9 @@ std::vector<int64_t> host_lengths(const at::Tensor& t) {
 }
 
 std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor& log_probs,
-                                                   const at::Tensor& targets,
-                                                   const at::Tensor& il, const at::Tensor& tl,
-                                                   int64_t blank, bool zero_infinity) {
+                                                   const at::Tensor& targets, const at::Tensor& il,
+                                                   const at::Tensor& tl, int64_t blank,
+                                                   bool zero_infinity) {
   return ctc_loss(log_probs, targets, host_lengths(il), host_lengths(tl), blank, zero_infinity);
 }
 

@@ -30,8 +30,7 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     return at::make_generator<TpuGenerator>(device < 0 ? t_current_device : device);
   }
   at::Device getDeviceFromPtr(void* data) const override {
-    return c10::Device(c10::DeviceType::PrivateUse1,
-                       static_cast<runtime::Slot*>(data)->device);
+    return c10::Device(c10::DeviceType::PrivateUse1, static_cast<runtime::Slot*>(data)->device);
   }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override {
@@ -50,27 +49,48 @@ TpuHooks g_hooks;
 
 ir::DType to_ir(c10::ScalarType t) {
   switch (t) {
-    case c10::kBool: return ir::DType::kBool;
-    case c10::kByte: return ir::DType::kU8;
-    case c10::kChar: return ir::DType::kI8;
-    case c10::kShort: return ir::DType::kI16;
-    case c10::kInt: return ir::DType::kI32;
-    case c10::kLong: return ir::DType::kI64;
-    case c10::kUInt16: return ir::DType::kU16;
-    case c10::kUInt32: return ir::DType::kU32;
-    case c10::kUInt64: return ir::DType::kU64;
-    case c10::kHalf: return ir::DType::kF16;
-    case c10::kBFloat16: return ir::DType::kBF16;
-    case c10::kFloat: return ir::DType::kF32;
-    case c10::kDouble: return ir::DType::kF64;
-    case c10::kComplexFloat: return ir::DType::kC64;
-    case c10::kComplexDouble: return ir::DType::kC128;
-    case c10::kFloat8_e4m3fn: return ir::DType::kF8E4M3FN;
-    case c10::kFloat8_e5m2: return ir::DType::kF8E5M2;
-    case c10::kFloat8_e4m3fnuz: return ir::DType::kF8E4M3FNUZ;
-    case c10::kFloat8_e5m2fnuz: return ir::DType::kF8E5M2FNUZ;
-    case c10::kFloat8_e8m0fnu: return ir::DType::kF8E8M0FNU;
-    default: break;
+    case c10::kBool:
+      return ir::DType::kBool;
+    case c10::kByte:
+      return ir::DType::kU8;
+    case c10::kChar:
+      return ir::DType::kI8;
+    case c10::kShort:
+      return ir::DType::kI16;
+    case c10::kInt:
+      return ir::DType::kI32;
+    case c10::kLong:
+      return ir::DType::kI64;
+    case c10::kUInt16:
+      return ir::DType::kU16;
+    case c10::kUInt32:
+      return ir::DType::kU32;
+    case c10::kUInt64:
+      return ir::DType::kU64;
+    case c10::kHalf:
+      return ir::DType::kF16;
+    case c10::kBFloat16:
+      return ir::DType::kBF16;
+    case c10::kFloat:
+      return ir::DType::kF32;
+    case c10::kDouble:
+      return ir::DType::kF64;
+    case c10::kComplexFloat:
+      return ir::DType::kC64;
+    case c10::kComplexDouble:
+      return ir::DType::kC128;
+    case c10::kFloat8_e4m3fn:
+      return ir::DType::kF8E4M3FN;
+    case c10::kFloat8_e5m2:
+      return ir::DType::kF8E5M2;
+    case c10::kFloat8_e4m3fnuz:
+      return ir::DType::kF8E4M3FNUZ;
+    case c10::kFloat8_e5m2fnuz:
+      return ir::DType::kF8E5M2FNUZ;
+    case c10::kFloat8_e8m0fnu:
+      return ir::DType::kF8E8M0FNU;
+    default:
+      break;
   }
   // NotImplementedError, as CPU reports a dtype an op lacks (a TypeError would
   // turn `a + b` into Python's "unsupported operand type(s)").
@@ -79,26 +99,46 @@ ir::DType to_ir(c10::ScalarType t) {
 
 c10::ScalarType to_aten(ir::DType t) {
   switch (t) {
-    case ir::DType::kBool: return c10::kBool;
-    case ir::DType::kU8: return c10::kByte;
-    case ir::DType::kI8: return c10::kChar;
-    case ir::DType::kI16: return c10::kShort;
-    case ir::DType::kI32: return c10::kInt;
-    case ir::DType::kI64: return c10::kLong;
-    case ir::DType::kU16: return c10::kUInt16;
-    case ir::DType::kU32: return c10::kUInt32;
-    case ir::DType::kU64: return c10::kUInt64;
-    case ir::DType::kF16: return c10::kHalf;
-    case ir::DType::kBF16: return c10::kBFloat16;
-    case ir::DType::kF32: return c10::kFloat;
-    case ir::DType::kF64: return c10::kDouble;
-    case ir::DType::kC64: return c10::kComplexFloat;
-    case ir::DType::kC128: return c10::kComplexDouble;
-    case ir::DType::kF8E4M3FN: return c10::kFloat8_e4m3fn;
-    case ir::DType::kF8E5M2: return c10::kFloat8_e5m2;
-    case ir::DType::kF8E4M3FNUZ: return c10::kFloat8_e4m3fnuz;
-    case ir::DType::kF8E5M2FNUZ: return c10::kFloat8_e5m2fnuz;
-    case ir::DType::kF8E8M0FNU: return c10::kFloat8_e8m0fnu;
+    case ir::DType::kBool:
+      return c10::kBool;
+    case ir::DType::kU8:
+      return c10::kByte;
+    case ir::DType::kI8:
+      return c10::kChar;
+    case ir::DType::kI16:
+      return c10::kShort;
+    case ir::DType::kI32:
+      return c10::kInt;
+    case ir::DType::kI64:
+      return c10::kLong;
+    case ir::DType::kU16:
+      return c10::kUInt16;
+    case ir::DType::kU32:
+      return c10::kUInt32;
+    case ir::DType::kU64:
+      return c10::kUInt64;
+    case ir::DType::kF16:
+      return c10::kHalf;
+    case ir::DType::kBF16:
+      return c10::kBFloat16;
+    case ir::DType::kF32:
+      return c10::kFloat;
+    case ir::DType::kF64:
+      return c10::kDouble;
+    case ir::DType::kC64:
+      return c10::kComplexFloat;
+    case ir::DType::kC128:
+      return c10::kComplexDouble;
+    case ir::DType::kF8E4M3FN:
+      return c10::kFloat8_e4m3fn;
+    case ir::DType::kF8E5M2:
+      return c10::kFloat8_e5m2;
+    case ir::DType::kF8E4M3FNUZ:
+      return c10::kFloat8_e4m3fnuz;
+    case ir::DType::kF8E5M2FNUZ:
+      return c10::kFloat8_e5m2fnuz;
+    case ir::DType::kF8E8M0FNU:
+      return c10::kFloat8_e8m0fnu;
   }
   TORCH_CHECK(false, "unknown IR dtype");
 }
@@ -140,8 +180,8 @@ at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype, int device)
   c10::DeviceIndex saved = t_current_device;
   t_current_device = static_cast<c10::DeviceIndex>(device);
   auto t = at::detail::empty_generic(sizes, tpu_allocator(),
-                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                     dtype, std::nullopt);
+                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
+                                     std::nullopt);
   t_current_device = saved;
   return t;
 }
@@ -151,8 +191,8 @@ c10::Storage new_storage(int64_t nbytes, int device) {
   t_current_device = static_cast<c10::DeviceIndex>(device);
   c10::DataPtr data = tpu_allocator()->allocate(static_cast<size_t>(nbytes));
   t_current_device = saved;
-  return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes),
-                      std::move(data), tpu_allocator(), /*resizable=*/true);
+  return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes), std::move(data),
+                      tpu_allocator(), /*resizable=*/true);
 }
 
 int current_device() { return t_current_device; }
@@ -201,9 +241,7 @@ TpuGenerator* TpuGenerator::clone_impl() const {
   return g;
 }
 
-std::pair<uint64_t, uint64_t> TpuGenerator::next_draw() {
-  return {seed_, offset_++};
-}
+std::pair<uint64_t, uint64_t> TpuGenerator::next_draw() { return {seed_, offset_++}; }
 
 const at::Generator& default_generator(c10::DeviceIndex device) {
   static std::mutex mu;

@@ -14,7 +14,7 @@
 
 namespace ttpu::aten {
 
-ir::DType to_ir(c10::ScalarType t);         // TORCH_CHECK on unsupported dtypes
+ir::DType to_ir(c10::ScalarType t);  // TORCH_CHECK on unsupported dtypes
 c10::ScalarType to_aten(ir::DType t);
 ir::TensorType ir_type(const at::Tensor& t);  // sizes + dtype
 

@@ -73,15 +73,15 @@ bool DispatchCache::allowed(const std::string& key) {
   // rounding mode, rsub, pow_rule; unary.cc's float_op / neg / abs rules;
   // activation.cc's relu).
   static const std::unordered_set<std::string> ops = {
-      "add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "mul.Tensor", "mul.Scalar",
-      "div.Tensor", "div.Scalar", "rsub.Scalar", "pow.Tensor_Scalar",
-      "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "sin", "cos",
+      "add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar",  "mul.Tensor",
+      "mul.Scalar", "div.Tensor", "div.Scalar", "rsub.Scalar", "pow.Tensor_Scalar",
+      "neg",        "abs",        "exp",        "log",         "sqrt",
+      "rsqrt",      "sigmoid",    "tanh",       "sin",         "cos",
       "reciprocal", "relu"};
   return on && ops.count(key) != 0;
 }
 
-bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* key,
-                             bool fused) {
+bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* key, bool fused) {
   key->push_back(device);
   key->push_back(static_cast<int64_t>(c10::get_default_dtype_as_scalartype()));
   for (size_t i = 0; i < args.size(); ++i) {
@@ -318,8 +318,7 @@ bool DispatchCache::replay_fused(const Key& key, c10::ArrayRef<c10::IValue> args
 }
 
 void DispatchCache::remember_fused(const Key& key, c10::ArrayRef<c10::IValue> args,
-                                   runtime::RecordedOp op,
-                                   const std::vector<at::Tensor>& results) {
+                                   runtime::RecordedOp op, const std::vector<at::Tensor>& results) {
   if (!op.taken) return;
   auto e = std::make_shared<FusedEntry>();
   e->key.assign(key.begin(), key.end());

@@ -61,8 +61,7 @@ class DispatchCache {
   // host tensor of more than 0 dims, a list, a storage never written; in
   // strict mode a storage pending in fused mode; in `fused` mode a storage
   // read with another element size than it holds).
-  static bool make_key(c10::ArrayRef<c10::IValue> args, int device, Key* key,
-                       bool fused = false);
+  static bool make_key(c10::ArrayRef<c10::IValue> args, int device, Key* key, bool fused = false);
 
   // Runs the program cached under `key` on this call's arguments and returns
   // its results in `out` (none for an in-place or out= call: their storages

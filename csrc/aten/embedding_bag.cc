@@ -48,8 +48,8 @@ Bags bags_of(const at::Tensor& indices, const at::Tensor& offsets, bool include_
   at::Tensor marks = at::zeros({n + 1}, b.idx.options());
   marks.index_add_(0, offs.clamp(0, n), at::ones({b.bags}, b.idx.options()));
   b.offset2bag = marks.cumsum(0).narrow(0, 0, n) - 1;
-  b.valid = padding_idx >= 0 ? b.idx.ne(padding_idx)
-                             : at::ones({n}, b.idx.options().dtype(at::kBool));
+  b.valid =
+      padding_idx >= 0 ? b.idx.ne(padding_idx) : at::ones({n}, b.idx.options().dtype(at::kBool));
   return b;
 }
 
@@ -64,15 +64,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
   const bool psw = per_sample_weights.has_value() && per_sample_weights->defined();
   TORCH_CHECK(!psw || mode == kSum,
               "embedding_bag: per_sample_weights was not None. per_sample_weights is only "
-              "supported for mode='sum' (got mode='", mode == kMean ? "mean" : "max",
-              "'). Please open a feature request on GitHub.");
+              "supported for mode='sum' (got mode='",
+              mode == kMean ? "mean" : "max", "'). Please open a feature request on GitHub.");
   Bags b = bags_of(indices, offsets, include_last_offset, padding_idx);
   const int64_t n = b.idx.numel(), d = weight.size(1);
   at::Tensor rows = weight.index_select(0, b.idx);  // [N, D]
   if (psw) rows = rows * per_sample_weights->to(weight.scalar_type()).unsqueeze(1);
   at::Tensor keep = b.valid.unsqueeze(1);
-  at::Tensor bag_size = at::zeros({b.bags}, b.idx.options()).index_add_(0, b.offset2bag,
-                                                                         b.valid.to(at::kLong));
+  at::Tensor bag_size =
+      at::zeros({b.bags}, b.idx.options()).index_add_(0, b.offset2bag, b.valid.to(at::kLong));
   at::Tensor empty_bag = bag_size.eq(0).unsqueeze(1);
   if (mode != kMax) {
     at::Tensor out = at::zeros({b.bags, d}, weight.options())
@@ -119,15 +119,18 @@ at::Tensor dense_backward(const at::Tensor& grad, const at::Tensor& indices,
   }
   at::Tensor g = grad.index_select(0, offset2bag.to(at::kLong));  // [N, D]
   if (mode == kMean) {
-    g = g / bag_size.to(at::kLong).index_select(0, offset2bag.to(at::kLong))
-                .clamp_min(1).unsqueeze(1).to(g.scalar_type());
+    g = g / bag_size.to(at::kLong)
+                .index_select(0, offset2bag.to(at::kLong))
+                .clamp_min(1)
+                .unsqueeze(1)
+                .to(g.scalar_type());
   }
   if (per_sample_weights.has_value() && per_sample_weights->defined()) {
     g = g * per_sample_weights->to(g.scalar_type()).unsqueeze(1);
   }
   if (scale_grad_by_freq) {
-    at::Tensor counts = at::zeros({num_weights}, idx.options()).index_add_(
-        0, idx, at::ones_like(idx));
+    at::Tensor counts =
+        at::zeros({num_weights}, idx.options()).index_add_(0, idx, at::ones_like(idx));
     g = g / counts.index_select(0, idx).unsqueeze(1).to(g.scalar_type());
   }
   if (padding_idx >= 0) g = at::where(idx.ne(padding_idx).unsqueeze(1), g, 0);
@@ -138,7 +141,8 @@ at::Tensor per_sample_weights_backward(const at::Tensor& grad, const at::Tensor&
                                        const at::Tensor& indices, const at::Tensor& offsets,
                                        const at::Tensor& offset2bag, int64_t mode,
                                        int64_t padding_idx) {
-  TORCH_CHECK(mode == kSum, "embedding_bag_backward: per_sample_weights only supported for "
+  TORCH_CHECK(mode == kSum,
+              "embedding_bag_backward: per_sample_weights only supported for "
               "mode='sum'");
   const at::Tensor idx = indices.to(at::kLong);
   at::Tensor bag = offset2bag;
@@ -158,7 +162,8 @@ at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indi
                                   c10::SymInt num_weights, bool scale_grad_by_freq, int64_t mode,
                                   bool sparse, const std::optional<at::Tensor>& per_sample_weights,
                                   int64_t padding_idx) {
-  TORCH_CHECK(!sparse, "embedding_bag: sparse gradients are not supported on tpu; use "
+  TORCH_CHECK(!sparse,
+              "embedding_bag: sparse gradients are not supported on tpu; use "
               "sparse=False (the gradient is then dense, as the optimizer steps take it)");
   at::Tensor bag = offset2bag;
   if (indices.numel() != 0 && bag.numel() != indices.numel()) {

@@ -27,15 +27,16 @@ bool fallback_is_error() {
 void count_for(const c10::OperatorHandle& op, const char* why) {
   const auto& name = op.schema().operator_name();
   std::string full = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
-  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "tpu: ", full, " has no tpu lowering",
-                              why, " and TORCHTPU_FALLBACK=error forbids running it on CPU");
+  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "tpu: ", full, " has no tpu lowering", why,
+                              " and TORCHTPU_FALLBACK=error forbids running it on CPU");
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     first = g_counts[full]++ == 0;
   }
   if (first) {
-    TORCH_WARN("tpu: ", full, " has no tpu lowering", why, "; running it on CPU (copies its "
+    TORCH_WARN("tpu: ", full, " has no tpu lowering", why,
+               "; running it on CPU (copies its "
                "inputs to host and back). Set TORCHTPU_FALLBACK=error to make this an error.");
   }
 }

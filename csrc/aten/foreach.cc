@@ -40,8 +40,8 @@ void foreach_in_one_program(const c10::OperatorHandle& op, torch::jit::Stack* st
 }  // namespace
 
 void register_foreach() {
-  static auto* lib = new torch::Library(torch::Library::IMPL, "aten",
-                                        c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                        __FILE__, __LINE__);
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const auto& n : dispatcher.getAllOpNames()) {
     if (n.name.rfind("aten::_foreach_", 0) != 0) continue;

@@ -90,18 +90,18 @@ LoweringContext::InBucket LoweringContext::read_in_bucket(const at::Tensor& t, i
   // contiguous); rows j >= n read row n - 1 (their values are unspecified).
   const std::vector<int64_t> dims{p, cap, q};
   const ir::TensorType it{ir::DType::kI64, dims};
-  ir::Value row = graph_.binary(ir::Op::kMin, graph_.iota(it, 1),
-                                splat(graph_, graph_.binary(ir::Op::kSub, length, i64(graph_, 1)),
-                                      dims));
-  ir::Value outer = graph_.binary(
-      ir::Op::kMul, graph_.iota(it, 0),
-      splat(graph_, graph_.binary(ir::Op::kMul, length, i64(graph_, q)), dims));
+  ir::Value row =
+      graph_.binary(ir::Op::kMin, graph_.iota(it, 1),
+                    splat(graph_, graph_.binary(ir::Op::kSub, length, i64(graph_, 1)), dims));
+  ir::Value outer =
+      graph_.binary(ir::Op::kMul, graph_.iota(it, 0),
+                    splat(graph_, graph_.binary(ir::Op::kMul, length, i64(graph_, q)), dims));
   ir::Value idx = graph_.binary(
       ir::Op::kAdd, outer,
       graph_.binary(ir::Op::kAdd, graph_.binary(ir::Op::kMul, row, i64(graph_, q, dims)),
                     graph_.iota(it, 2)));
-  ir::Value v = graph_.gather(flat, graph_.reshape(idx, {p * cap * q, 1}), element_gather(),
-                              {p * cap * q});
+  ir::Value v =
+      graph_.gather(flat, graph_.reshape(idx, {p * cap * q, 1}), element_gather(), {p * cap * q});
   return {graph_.reshape(v, dims), length, cap};
 }
 
@@ -111,9 +111,8 @@ ir::Value cat_in_bucket(LoweringContext& ctx, const std::vector<at::Tensor>& par
   const std::optional<int64_t> rows = bucket_rows(sizes[dim]);
   if (!rows) return {};
   const int64_t cap = *rows;
-  const bool any_bucketed = std::any_of(parts.begin(), parts.end(), [&](const at::Tensor& t) {
-    return bucket_capacity(t, dim) > 0;
-  });
+  const bool any_bucketed = std::any_of(
+      parts.begin(), parts.end(), [&](const at::Tensor& t) { return bucket_capacity(t, dim) > 0; });
   // A new bucket only for an append: the last part at most half as long as
   // the others together (a token, a KV entry), not for a cat of similar
   // parts (autograd's backward of split and chunk, torch.stack).

@@ -76,8 +76,8 @@ bool any_complex(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> a
   for (size_t i = 0; i < args.size(); ++i) {
     if (i < schema.arguments().size() && schema.arguments()[i].is_out()) continue;
     if (is_complex_arg(args[i])) return true;
-    if (i < schema.arguments().size() && is_dtype_arg(schema.arguments()[i]) &&
-        args[i].isInt() && c10::isComplexType(static_cast<c10::ScalarType>(args[i].toInt()))) {
+    if (i < schema.arguments().size() && is_dtype_arg(schema.arguments()[i]) && args[i].isInt() &&
+        c10::isComplexType(static_cast<c10::ScalarType>(args[i].toInt()))) {
       return true;
     }
   }
@@ -114,8 +114,9 @@ enum class IndexOverlap {
 // The rule of table name `key`, decided once per kernel.
 IndexOverlap index_overlap_rule(const std::string& key) {
   static const std::unordered_set<std::string> kNoOverlap = {
-      "index_add", "index_copy", "index_reduce", "put", "scatter.src", "scatter.value",
-      "scatter.reduce", "scatter.value_reduce", "scatter_add", "scatter_reduce.two"};
+      "index_add",   "index_copy",        "index_reduce",   "put",
+      "scatter.src", "scatter.value",     "scatter.reduce", "scatter.value_reduce",
+      "scatter_add", "scatter_reduce.two"};
   static const std::unordered_set<std::string> kInputs = {
       "index_fill.int_Scalar", "index_fill.int_Tensor", "index_put", "_index_put_impl"};
   if (kNoOverlap.count(key) != 0) return IndexOverlap::kNoOverlap;
@@ -165,19 +166,31 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 void check_out_dtype(const std::string& key, c10::ScalarType from, c10::ScalarType self,
                      const at::Tensor& dst, size_t index) {
   static const std::unordered_set<std::string> kSameDtype = {
-      "neg", "floor", "ceil", "trunc", "round", "round.decimals", "frac", "sign", "sgn",
-      "bitwise_not"};
-  static const std::unordered_set<std::string> kStructuredExact = {
-      "linalg_cholesky_ex", "linalg_inv_ex", "_linalg_eigh", "linalg_lu_factor_ex", "linalg_lu",
-      "linalg_lu_solve", "_linalg_solve_ex", "_linalg_det", "_linalg_slogdet", "linalg_qr",
-      "_linalg_svd", "triangular_solve", "linalg_ldl_factor_ex", "linalg_ldl_solve", "max.dim",
-      "min.dim"};
+      "neg",  "floor", "ceil", "trunc",      "round", "round.decimals",
+      "frac", "sign",  "sgn",  "bitwise_not"};
+  static const std::unordered_set<std::string> kStructuredExact = {"linalg_cholesky_ex",
+                                                                   "linalg_inv_ex",
+                                                                   "_linalg_eigh",
+                                                                   "linalg_lu_factor_ex",
+                                                                   "linalg_lu",
+                                                                   "linalg_lu_solve",
+                                                                   "_linalg_solve_ex",
+                                                                   "_linalg_det",
+                                                                   "_linalg_slogdet",
+                                                                   "linalg_qr",
+                                                                   "_linalg_svd",
+                                                                   "triangular_solve",
+                                                                   "linalg_ldl_factor_ex",
+                                                                   "linalg_ldl_solve",
+                                                                   "max.dim",
+                                                                   "min.dim"};
   const c10::ScalarType to = dst.scalar_type();
   if (key == "nonzero") {
-    TORCH_CHECK(to == c10::kLong, "nonzero: Expected out tensor to have scalar type Long but got "
-                "scalar type", to);
-  } else if (key == "all" || key == "any" || starts_with(key, "all.") ||
-             starts_with(key, "any.")) {
+    TORCH_CHECK(to == c10::kLong,
+                "nonzero: Expected out tensor to have scalar type Long but got "
+                "scalar type",
+                to);
+  } else if (key == "all" || key == "any" || starts_with(key, "all.") || starts_with(key, "any.")) {
     TORCH_CHECK(to == c10::kBool || to == c10::kByte, key.substr(0, 3),
                 " only supports bool tensor for result, got: ", to);
   } else if (key == "isposinf" || key == "isneginf" || key == "signbit") {
@@ -202,8 +215,8 @@ void check_out_dtype(const std::string& key, c10::ScalarType from, c10::ScalarTy
   } else if (key == "cholesky" || key == "cholesky_inverse" ||
              key == "linalg_householder_product") {
     // checkLinalgCompatibleDtype's text, under the name the user called.
-    const std::string fn = key == "linalg_householder_product"
-                               ? "torch.linalg.householder_product" : key;
+    const std::string fn =
+        key == "linalg_householder_product" ? "torch.linalg.householder_product" : key;
     TORCH_CHECK(c10::canCast(from, to), fn, ": Expected result to be safely castable from ", from,
                 " dtype, but got result with dtype ", to);
   } else if (kStructuredExact.count(key) != 0) {
@@ -213,8 +226,10 @@ void check_out_dtype(const std::string& key, c10::ScalarType from, c10::ScalarTy
     TORCH_CHECK(from == dst.scalar_type(), "Found dtype ", dst.scalar_type(), " but expected ",
                 from);
   } else if (key == "cat") {
-    TORCH_CHECK_TYPE(c10::canCast(from, dst.scalar_type()), "torch.cat(): input types can't be "
-                     "cast to the desired output type ", dst.scalar_type());
+    TORCH_CHECK_TYPE(c10::canCast(from, dst.scalar_type()),
+                     "torch.cat(): input types can't be "
+                     "cast to the desired output type ",
+                     dst.scalar_type());
   } else {
     check_castable(from, dst);
   }
@@ -236,21 +251,25 @@ class LoweringKernel final : public c10::OperatorKernel {
   // or null when the op declines them. `key`: the rule's table name.
   LoweringKernel(const Rule* rule, const Rule* complex_rule, Variant variant, std::string name,
                  std::string key)
-      : rule_(rule), complex_rule_(complex_rule), variant_(variant), name_(std::move(name)),
+      : rule_(rule),
+        complex_rule_(complex_rule),
+        variant_(variant),
+        name_(std::move(name)),
         key_(std::move(key)),
         // Fixed per op: looked up once here rather than by name on every call.
-        unsigned_native_(barebones_unsigned_native(key_)), float8_native_(float8_native(key_)),
+        unsigned_native_(barebones_unsigned_native(key_)),
+        float8_native_(float8_native(key_)),
         // ATen's abs_ refuses complex self before computing (a real result
         // would cast back into it).
         refuses_complex_self_(variant == Variant::kInplace && key_ == "abs"),
-        pointwise_(is_pointwise(key_)), index_overlap_(index_overlap_rule(key_)) {
+        pointwise_(is_pointwise(key_)),
+        index_overlap_(index_overlap_rule(key_)) {
     if (variant_ != Variant::kOutOnly && DispatchCache::allowed(key_)) {
       cache_ = std::make_unique<DispatchCache>();
     }
   }
 
-  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet,
-                  torch::jit::Stack* stack) {
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     const auto& schema = op.schema();
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
@@ -350,8 +369,7 @@ class LoweringKernel final : public c10::OperatorKernel {
   // Lowers and runs the call; the stack changes only after the rule returned.
   // `cacheable`: remember it in the dispatch cache under probe.key.
   void run(const c10::FunctionSchema& schema, const Rule* rule, const c10::OperatorHandle& op,
-           torch::jit::Stack* stack, bool cacheable, bool unsigned_gated,
-           const CacheProbe& probe) {
+           torch::jit::Stack* stack, bool cacheable, bool unsigned_gated, const CacheProbe& probe) {
     const size_t nargs = schema.arguments().size();
     auto args = torch::jit::last(*stack, nargs);
     const int device = probe.keyed ? probe.device : device_of(args);
@@ -413,9 +431,8 @@ class LoweringKernel final : public c10::OperatorKernel {
         }
         const ir::TensorType t = ctx.g().type(values[0]);
         check_castable(to_aten(t.dtype), self);
-        TORCH_CHECK(c10::IntArrayRef(t.dims) == self.sizes(), "output with shape ",
-                    self.sizes(), " doesn't match the broadcast shape ",
-                    c10::IntArrayRef(t.dims));
+        TORCH_CHECK(c10::IntArrayRef(t.dims) == self.sizes(), "output with shape ", self.sizes(),
+                    " doesn't match the broadcast shape ", c10::IntArrayRef(t.dims));
         ctx.write(self, values[0]);
         run_ctx({});
         if (cacheable && fused) {
@@ -447,8 +464,8 @@ class LoweringKernel final : public c10::OperatorKernel {
           run_cpu_fallback(op, stack, kUnsignedWhy);
           return;
         }
-        const c10::ScalarType self_dtype = args[0].isTensor() ? args[0].toTensor().scalar_type()
-                                                              : c10::ScalarType::Undefined;
+        const c10::ScalarType self_dtype =
+            args[0].isTensor() ? args[0].toTensor().scalar_type() : c10::ScalarType::Undefined;
         for (size_t i = 0; i < outs.size(); ++i) {
           const ir::TensorType t = ctx.g().type(values[i]);
           check_out_dtype(key_, to_aten(t.dtype), self_dtype, outs[i], i);
@@ -464,11 +481,11 @@ class LoweringKernel final : public c10::OperatorKernel {
             // index_put and put's out= forms resize row-major.
             const LayoutRule& layout = layout_of(op);
             const ResultLayout k = layout.kind;
-            if (k == ResultLayout::kIterator || k == ResultLayout::kAddr || k == ResultLayout::kGlu ||
-                k == ResultLayout::kCat ||
+            if (k == ResultLayout::kIterator || k == ResultLayout::kAddr ||
+                k == ResultLayout::kGlu || k == ResultLayout::kCat ||
                 (k == ResultLayout::kPreserveSelf && op.schema().name() == "aten::sort")) {
-              auto strides = result_strides(layout, args.slice(0, first_out), t.dims, i,
-                                            to_aten(t.dtype));
+              auto strides =
+                  result_strides(layout, args.slice(0, first_out), t.dims, i, to_aten(t.dtype));
               if (!strides.empty()) outs[i].as_strided_(t.dims, strides);
             }
           }
@@ -563,10 +580,10 @@ class LoweringKernel final : public c10::OperatorKernel {
   Variant variant_;
   std::string name_;
   std::string key_;
-  bool unsigned_native_;  // barebones_unsigned_native(key_)
-  bool float8_native_;    // float8_native(key_)
-  bool refuses_complex_self_;  // abs_
-  bool pointwise_;  // the functional op is tagged pointwise (check_partial_overlap)
+  bool unsigned_native_;        // barebones_unsigned_native(key_)
+  bool float8_native_;          // float8_native(key_)
+  bool refuses_complex_self_;   // abs_
+  bool pointwise_;              // the functional op is tagged pointwise (check_partial_overlap)
   IndexOverlap index_overlap_;  // check_index_overlap's rule for this op
   std::once_flag layout_once_;
   LayoutRule layout_;
@@ -597,8 +614,8 @@ bool is_out_fn(const c10::FunctionSchema& s) {
 }
 
 torch::Library& library() {
-  static auto* lib = new torch::Library(torch::Library::IMPL, "aten",
-                                        c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                        __FILE__, __LINE__);
   return *lib;
 }
 
@@ -677,13 +694,14 @@ void register_lowerings() {
     auto handle = dispatcher.findSchema({"aten::" + base, overload});
     TORCH_CHECK(handle.has_value(), "torchtpu: lowering for unknown op aten::", name);
     TORCH_CHECK(!handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd),
-                "torchtpu: aten::", name, " is CompositeImplicitAutograd; lower what it "
+                "torchtpu: aten::", name,
+                " is CompositeImplicitAutograd; lower what it "
                 "decomposes into instead");
     impl(name, &rule, complex_rule, Variant::kFunctional, name);
     // The in-place overload: foo_ for foo, and Python's operator names
     // __iX__ for the dunder ops (__lshift__ -> __ilshift__).
-    const bool dunder = base.size() > 4 && base.rfind("__", 0) == 0 &&
-                        base.compare(base.size() - 2, 2, "__") == 0;
+    const bool dunder =
+        base.size() > 4 && base.rfind("__", 0) == 0 && base.compare(base.size() - 2, 2, "__") == 0;
     const std::string inplace_base = dunder ? "__i" + base.substr(2) : base + "_";
     if (auto inplace = dispatcher.findSchema({"aten::" + inplace_base, overload})) {
       const auto& args = inplace->schema().arguments();

@@ -61,8 +61,8 @@ ir::Value flat_indices(ir::Graph& g, const std::vector<int64_t>& sizes,
   ir::Value idx = g.broadcast_in_dim(offset, sizes, {});
   for (size_t k = 0; k < sizes.size(); ++k) {
     if (sizes[k] == 1 || strides[k] == 0) continue;
-    ir::Value term = g.binary(ir::Op::kMul, g.iota(t, static_cast<int64_t>(k)),
-                              g.constant_int(strides[k], t));
+    ir::Value term =
+        g.binary(ir::Op::kMul, g.iota(t, static_cast<int64_t>(k)), g.constant_int(strides[k], t));
     idx = g.binary(ir::Op::kAdd, idx, term);
   }
   int64_t n = numel_of(sizes);
@@ -86,27 +86,46 @@ uint64_t bits(T v) {
 
 uint64_t scalar_bits(const c10::Scalar& s, ir::DType d) {
   switch (d) {
-    case ir::DType::kBool: return bits<uint8_t>(s.toBool() ? 1 : 0);
-    case ir::DType::kU8: return bits(s.to<uint8_t>());
-    case ir::DType::kI8: return bits(s.to<int8_t>());
-    case ir::DType::kI16: return bits(s.to<int16_t>());
-    case ir::DType::kI32: return bits(s.to<int32_t>());
-    case ir::DType::kI64: return bits(s.to<int64_t>());
-    case ir::DType::kU32: return bits(s.to<uint32_t>());
-    case ir::DType::kU64: return bits(s.to<uint64_t>());
-    case ir::DType::kU16: return bits(s.to<uint16_t>());
-    case ir::DType::kF16: return bits(s.to<c10::Half>().x);
-    case ir::DType::kBF16: return bits(s.to<c10::BFloat16>().x);
-    case ir::DType::kF32: return bits(s.to<float>());
-    case ir::DType::kF64: return bits(s.to<double>());
+    case ir::DType::kBool:
+      return bits<uint8_t>(s.toBool() ? 1 : 0);
+    case ir::DType::kU8:
+      return bits(s.to<uint8_t>());
+    case ir::DType::kI8:
+      return bits(s.to<int8_t>());
+    case ir::DType::kI16:
+      return bits(s.to<int16_t>());
+    case ir::DType::kI32:
+      return bits(s.to<int32_t>());
+    case ir::DType::kI64:
+      return bits(s.to<int64_t>());
+    case ir::DType::kU32:
+      return bits(s.to<uint32_t>());
+    case ir::DType::kU64:
+      return bits(s.to<uint64_t>());
+    case ir::DType::kU16:
+      return bits(s.to<uint16_t>());
+    case ir::DType::kF16:
+      return bits(s.to<c10::Half>().x);
+    case ir::DType::kBF16:
+      return bits(s.to<c10::BFloat16>().x);
+    case ir::DType::kF32:
+      return bits(s.to<float>());
+    case ir::DType::kF64:
+      return bits(s.to<double>());
     case ir::DType::kC64:
-    case ir::DType::kC128: break;  // LoweringContext::scalar builds them from parts
+    case ir::DType::kC128:
+      break;  // LoweringContext::scalar builds them from parts
     // c10's own conversions: float8 rounding is PyTorch's (ir/float8.h).
-    case ir::DType::kF8E4M3FN: return bits(s.to<c10::Float8_e4m3fn>().x);
-    case ir::DType::kF8E5M2: return bits(s.to<c10::Float8_e5m2>().x);
-    case ir::DType::kF8E4M3FNUZ: return bits(s.to<c10::Float8_e4m3fnuz>().x);
-    case ir::DType::kF8E5M2FNUZ: return bits(s.to<c10::Float8_e5m2fnuz>().x);
-    case ir::DType::kF8E8M0FNU: return bits(s.to<c10::Float8_e8m0fnu>().x);
+    case ir::DType::kF8E4M3FN:
+      return bits(s.to<c10::Float8_e4m3fn>().x);
+    case ir::DType::kF8E5M2:
+      return bits(s.to<c10::Float8_e5m2>().x);
+    case ir::DType::kF8E4M3FNUZ:
+      return bits(s.to<c10::Float8_e4m3fnuz>().x);
+    case ir::DType::kF8E5M2FNUZ:
+      return bits(s.to<c10::Float8_e5m2fnuz>().x);
+    case ir::DType::kF8E8M0FNU:
+      return bits(s.to<c10::Float8_e8m0fnu>().x);
   }
   TORCH_CHECK(false, "unknown dtype");
 }
@@ -150,8 +169,8 @@ bool defers_pending() {
 
 }  // namespace
 
-ir::Value LoweringContext::param(std::shared_ptr<pjrt::Buffer> buffer,
-                                 const ir::TensorType& type, runtime::Slot* slot) {
+ir::Value LoweringContext::param(std::shared_ptr<pjrt::Buffer> buffer, const ir::TensorType& type,
+                                 runtime::Slot* slot) {
   args_.push_back({std::move(buffer), slot});
   return graph_.parameter(type);
 }
@@ -160,12 +179,13 @@ LoweringContext::SlotUse& LoweringContext::use(runtime::Slot& slot, ir::DType dt
   for (auto& u : slots_) {
     if (u.slot == &slot) return u;
   }
-  TORCH_CHECK(slot.device == device_, "Expected all tensors to be on the same device, but "
-              "found at least two devices, tpu:", device_, " and tpu:", slot.device, "! (in ",
-              op_, ")");
+  TORCH_CHECK(slot.device == device_,
+              "Expected all tensors to be on the same device, but "
+              "found at least two devices, tpu:",
+              device_, " and tpu:", slot.device, "! (in ", op_, ")");
   TORCH_CHECK(slot.error.empty(), op_, ": an input was never computed: ", slot.error);
-  const bool fused = runtime::Runtime::get().mode() == runtime::EagerMode::kFused ||
-                     defers_pending();
+  const bool fused =
+      runtime::Runtime::get().mode() == runtime::EagerMode::kFused || defers_pending();
   // A pending value read with another element size (a complex64 storage read
   // through view_as_real) is computed first: only a buffer can be reinterpreted.
   const bool resized = ir::byte_size(slot.dtype) != ir::byte_size(dtype);
@@ -230,8 +250,8 @@ ir::Value convert_as_cpu(ir::Graph& g, ir::Value v, ir::DType to) {
     }
   }
   const ir::TensorType t = g.type(v);
-  const bool via_cvtt = ir::is_float(t.dtype) && ir::is_integral(to) &&
-                        to != ir::DType::kU32 && to != ir::DType::kU64;
+  const bool via_cvtt = ir::is_float(t.dtype) && ir::is_integral(to) && to != ir::DType::kU32 &&
+                        to != ir::DType::kU64;
   if (!via_cvtt) return g.convert(v, to);
   const ir::DType wide = to == ir::DType::kI64 ? ir::DType::kI64 : ir::DType::kI32;
   const double limit = wide == ir::DType::kI64 ? 9223372036854775808.0 : 2147483648.0;
@@ -248,20 +268,22 @@ ir::Value LoweringContext::tensor(const at::Tensor& t) {
   if (t.device().is_cpu()) {
     // Its value becomes a scalar parameter: a buffer the value fixes (the
     // dispatch cache keys a host 0-d tensor by its value).
-    TORCH_CHECK(t.dim() == 0, "Expected all tensors to be on the same device, but found at "
-                "least two devices, tpu:", device_, " and cpu! (in ", op_, ")");
+    TORCH_CHECK(t.dim() == 0,
+                "Expected all tensors to be on the same device, but found at "
+                "least two devices, tpu:",
+                device_, " and cpu! (in ", op_, ")");
     return scalar(t.item(), to_ir(t.scalar_type()));
   }
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
               "Expected all tensors to be on the same device, but found at least two "
-              "devices, tpu:", device_, " and ", t.device(), "! (in ", op_, ")");
+              "devices, tpu:",
+              device_, " and ", t.device(), "! (in ", op_, ")");
   ir::DType dtype = to_ir(t.scalar_type());
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
   if (t.numel() == 0) return graph_.constant(0, {dtype, sizes});
   auto& slot = slot_of(t);
   if (t.numel() * static_cast<int64_t>(t.element_size()) < static_cast<int64_t>(slot.nbytes) &&
-      op_ != kGrowingViewRead &&
-      runtime::Runtime::get().mode() != runtime::EagerMode::kFused &&
+      op_ != kGrowingViewRead && runtime::Runtime::get().mode() != runtime::EagerMode::kFused &&
       view_base_varies(op_, sizes, dtype, static_cast<int64_t>(slot.nbytes))) {
     // A part of a storage whose size keeps changing (growing_views.h): read
     // into a buffer of its own, so this op's program is keyed on the view.
@@ -356,8 +378,7 @@ ir::Value LoweringContext::scalar(const c10::Scalar& s, ir::DType dtype) {
     const c10::complex<double> z = s.toComplexDouble();
     return graph_.complex(scalar(c10::Scalar(z.real()), part), scalar(c10::Scalar(z.imag()), part));
   }
-  return param(runtime::Runtime::get().scalar(dtype, scalar_bits(s, dtype), device_),
-               {dtype, {}});
+  return param(runtime::Runtime::get().scalar(dtype, scalar_bits(s, dtype), device_), {dtype, {}});
 }
 
 ir::Value LoweringContext::rng_state(const std::optional<at::Generator>& gen) {
@@ -384,16 +405,17 @@ void LoweringContext::write(const at::Tensor& dst, ir::Value value) {
   // storage of the same argument (written_slots()).
   TORCH_CHECK(dst.device().type() == c10::DeviceType::PrivateUse1,
               "Expected all tensors to be on the same device, but found at least two "
-              "devices, tpu:", device_, " and ", dst.device(), "! (in ", op_, ")");
+              "devices, tpu:",
+              device_, " and ", dst.device(), "! (in ", op_, ")");
   // CPU's fill_ (zero_) and threshold_ build their TensorIterator without the
   // overlap check: an expanded tensor takes them (each alias gets one value).
   static const std::unordered_set<std::string> kOverlapAllowed = {
       "aten::fill_.Scalar", "aten::fill_.Tensor", "aten::zero_", "aten::threshold_"};
-  TORCH_CHECK(at::has_internal_overlap(dst) != at::MemOverlap::Yes ||
-                  kOverlapAllowed.count(op_) != 0,
-              "unsupported operation: more than one element of the written-to tensor "
-              "refers to a single memory location. Please clone() the tensor before "
-              "performing the operation.");
+  TORCH_CHECK(
+      at::has_internal_overlap(dst) != at::MemOverlap::Yes || kOverlapAllowed.count(op_) != 0,
+      "unsupported operation: more than one element of the written-to tensor "
+      "refers to a single memory location. Please clone() the tensor before "
+      "performing the operation.");
   if (dst.numel() == 0) return;
   ir::DType dtype = to_ir(dst.scalar_type());
   value = convert_as_cpu(graph_, value, dtype);
@@ -479,8 +501,8 @@ at::Tensor LoweringContext::make_result(size_t i, ir::Value r, std::vector<ir::V
   if (auto sized = result_sizes_.find(i); sized != result_sizes_.end()) {
     // A flat value filling a storage larger than the tensor (a bucketed
     // cat's result): the tensor is contiguous at its start.
-    TORCH_CHECK(makes_new_results_ && t.dims.size() == 1 &&
-                t.numel() >= numel_of(sized->second) && numel_of(sized->second) > 0,
+    TORCH_CHECK(makes_new_results_ && t.dims.size() == 1 && t.numel() >= numel_of(sized->second) &&
+                    numel_of(sized->second) > 0,
                 "tpu: internal error lowering ", op_, ": a result of ", t.numel(),
                 " elements for sizes ", c10::IntArrayRef(sized->second));
     at::Tensor out = new_tensor(t.dims, to_aten(t.dtype), device_);
@@ -561,8 +583,8 @@ bool LoweringContext::defer_to_background(const std::vector<ir::Value>& outs, st
       compute_pending_inputs();
       pending_input = false;
     }
-    deferred = pending_input || (defers_pending() && !rt.program_loaded(key) &&
-                                 bytes <= kMaxDeferredBytes);
+    deferred = pending_input ||
+               (defers_pending() && !rt.program_loaded(key) && bytes <= kMaxDeferredBytes);
     if (deferred) rt.compile_ahead(graph_, op_, key, level);
   }
   return deferred;
@@ -597,8 +619,7 @@ void LoweringContext::record(const std::vector<ir::Value>& results,
       runtime::record_deferred(runtime::fusion(device_), graph_, args_, outs, out_slots, op_,
                                std::move(produced));
     } else {
-      runtime::fusion(device_).record(graph_, args_, outs, out_slots, op_,
-                                      std::move(produced));
+      runtime::fusion(device_).record(graph_, args_, outs, out_slots, op_, std::move(produced));
     }
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, "tpu: ", e.what());

@@ -128,7 +128,7 @@ class LoweringContext {
  private:
   struct SlotUse {
     runtime::Slot* slot;
-    ir::Value flat;       // current flat value of the slot within this program
+    ir::Value flat;  // current flat value of the slot within this program
     bool written = false;
     ir::TensorType written_as;  // the (last) tensor written: named by the recompile guard
   };

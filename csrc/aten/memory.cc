@@ -86,9 +86,9 @@ bool addresses_a_slot(const c10::DataPtr& data) {
   // from_blob's DataPtrs (DLPack import of a tpu tensor: its data_ptr, the
   // slot's address) carry c10's std::function context, whose deleter is
   // private to c10: taken once from a DataPtr of that kind.
-  static const c10::DeleterFnPtr kFromBlob =
-      c10::InefficientStdFunctionContext::makeDataPtr(nullptr, [](void*) {}, c10::Device(c10::kCPU))
-          .get_deleter();
+  static const c10::DeleterFnPtr kFromBlob = c10::InefficientStdFunctionContext::makeDataPtr(
+                                                 nullptr, [](void*) {}, c10::Device(c10::kCPU))
+                                                 .get_deleter();
   const c10::DeleterFnPtr deleter = data.get_deleter();
   return deleter == &delete_slot || deleter == kFromBlob || c10::impl::cow::is_cow_data_ptr(data);
 }
@@ -122,7 +122,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
   }
 
   bool initialized() override { return true; }
-  void emptyCache(c10::MempoolId_t) override {}  // nothing is cached
+  void emptyCache(c10::MempoolId_t) override {}                    // nothing is cached
   void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one queue per device
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     check_index(device);
@@ -133,8 +133,8 @@ class TpuAllocator final : public c10::DeviceAllocator {
     check_index(device);
     std::lock_guard<std::mutex> lock(g_stats_mu);
     DeviceStats& s = stats_locked(device);
-    for (auto* arr : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes,
-                      &s.reserved_bytes, &s.active_bytes, &s.requested_bytes}) {
+    for (auto* arr : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
+                      &s.active_bytes, &s.requested_bytes}) {
       (*arr)[kAll].reset_accumulated();
     }
   }
@@ -142,8 +142,8 @@ class TpuAllocator final : public c10::DeviceAllocator {
     check_index(device);
     std::lock_guard<std::mutex> lock(g_stats_mu);
     DeviceStats& s = stats_locked(device);
-    for (auto* arr : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes,
-                      &s.reserved_bytes, &s.active_bytes, &s.requested_bytes}) {
+    for (auto* arr : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
+                      &s.active_bytes, &s.requested_bytes}) {
       (*arr)[kAll].reset_peak();
     }
   }
@@ -157,7 +157,8 @@ class TpuAllocator final : public c10::DeviceAllocator {
     // The CPU plugin reports no device memory: its buffers are host memory.
     const int64_t total = meminfo_bytes("MemTotal");
     const int64_t avail = meminfo_bytes("MemAvailable");
-    TORCH_CHECK(total > 0 && avail >= 0, "tpu: the plugin reports no memory statistics "
+    TORCH_CHECK(total > 0 && avail >= 0,
+                "tpu: the plugin reports no memory statistics "
                 "and /proc/meminfo is not readable");
     return {static_cast<size_t>(avail), static_cast<size_t>(total)};
   }

@@ -46,18 +46,17 @@ at::Tensor filled_if_deterministic(at::Tensor t) {
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
-                               std::optional<c10::Layout> layout,
-                               std::optional<c10::Device> device, std::optional<bool>,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool>,
                                std::optional<c10::MemoryFormat> memory_format) {
   TORCH_CHECK(!layout.has_value() || *layout == c10::kStrided,
               "tpu supports only strided tensors, got layout ", *layout);
   check_device(device);
   c10::OptionalDeviceGuard guard(device);
   to_ir(dtype.value_or(c10::get_default_dtype_as_scalartype()));  // dtype check
-  return filled_if_deterministic(
-      at::detail::empty_generic(size, tpu_allocator(), kTpuKeys,
-                                dtype.value_or(c10::get_default_dtype_as_scalartype()),
-                                memory_format));
+  return filled_if_deterministic(at::detail::empty_generic(
+      size, tpu_allocator(), kTpuKeys, dtype.value_or(c10::get_default_dtype_as_scalartype()),
+      memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -87,8 +86,8 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   // its storage (an expanded tensor's stays small).
   if (self.sizes() == size && !memory_format.has_value()) return self;
   if (self.sizes() != size) impl->set_sizes_contiguous(size);
-  int64_t needed = (impl->numel() + impl->storage_offset()) *
-                   static_cast<int64_t>(self.element_size());
+  int64_t needed =
+      (impl->numel() + impl->storage_offset()) * static_cast<int64_t>(self.element_size());
   const int64_t old_nbytes = static_cast<int64_t>(impl->storage().nbytes());
   if (impl->numel() > 0) ensure_storage(self, needed);
   const auto& context = at::globalContext();

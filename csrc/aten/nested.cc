@@ -154,10 +154,12 @@ at::Tensor to_padded_tensor(const at::Tensor& self, double padding,
   const int64_t B = static_cast<int64_t>(r->lengths.size());
   std::vector<int64_t> out{B, r->max_len, r->width};
   if (output_size.has_value()) {
-    TORCH_CHECK(output_size->size() == 3, "Length of output_size does not match NestedTensor "
+    TORCH_CHECK(output_size->size() == 3,
+                "Length of output_size does not match NestedTensor "
                 "dims. Broadcasting is not supported.");
     for (size_t i = 0; i < 3; ++i) {
-      TORCH_CHECK((*output_size)[i] >= out[i], "Value in output_size is less than NestedTensor "
+      TORCH_CHECK((*output_size)[i] >= out[i],
+                  "Value in output_size is less than NestedTensor "
                   "padded size. Truncation is not supported.");
     }
     out = output_size->vec();
@@ -197,14 +199,16 @@ void check_no_mask(const std::optional<at::Tensor>& mask) {
   TORCH_CHECK(!mask.has_value() || !mask->defined(), "NestedTensor with mask is not supported yet");
 }
 
-at::Tensor encoder_layer_nested(
-    const at::Tensor& src, int64_t embed_dim, int64_t num_heads, const at::Tensor& qkv_weight,
-    const at::Tensor& qkv_bias, const at::Tensor& proj_weight, const at::Tensor& proj_bias,
-    bool use_gelu, bool norm_first, double eps, const at::Tensor& norm_weight_1,
-    const at::Tensor& norm_bias_1, const at::Tensor& norm_weight_2, const at::Tensor& norm_bias_2,
-    const at::Tensor& ffn_weight_1, const at::Tensor& ffn_bias_1, const at::Tensor& ffn_weight_2,
-    const at::Tensor& ffn_bias_2, const std::optional<at::Tensor>& mask,
-    std::optional<int64_t> mask_type) {
+at::Tensor encoder_layer_nested(const at::Tensor& src, int64_t embed_dim, int64_t num_heads,
+                                const at::Tensor& qkv_weight, const at::Tensor& qkv_bias,
+                                const at::Tensor& proj_weight, const at::Tensor& proj_bias,
+                                bool use_gelu, bool norm_first, double eps,
+                                const at::Tensor& norm_weight_1, const at::Tensor& norm_bias_1,
+                                const at::Tensor& norm_weight_2, const at::Tensor& norm_bias_2,
+                                const at::Tensor& ffn_weight_1, const at::Tensor& ffn_bias_1,
+                                const at::Tensor& ffn_weight_2, const at::Tensor& ffn_bias_2,
+                                const std::optional<at::Tensor>& mask,
+                                std::optional<int64_t> mask_type) {
   const NestedTensorImpl* nt = get_nested_tensor_impl(src);
   if (nt->get_buffer_size() == 0) {  // ATen returns the input's buffer and sizes
     return at::detail::make_tensor<NestedTensorImpl>(nt->get_buffer(), nt->get_nested_sizes());
@@ -212,7 +216,8 @@ at::Tensor encoder_layer_nested(
   TORCH_CHECK(src.dim() == 3, "expected 3-D `query`, got ", src.dim(), "-D tensor");
   check_no_mask(mask);
   auto r = rows_of(src);
-  TORCH_CHECK(r.has_value(), "_transformer_encoder_layer_fwd: expected a contiguous nested "
+  TORCH_CHECK(r.has_value(),
+              "_transformer_encoder_layer_fwd: expected a contiguous nested "
               "tensor of [length, embed_dim] sequences");
   at::Tensor padded = pad_rows(src, *r, r->max_len, 0.0);
   at::Tensor out = at::_transformer_encoder_layer_fwd(
@@ -234,11 +239,13 @@ std::tuple<at::Tensor, at::Tensor> mha_nested(
     std::optional<int64_t> mask_type) {
   check_no_mask(mask);
   (void)mask_type;
-  TORCH_CHECK(query.is_same(key) && key.is_same(value), "_native_multi_head_attention: a nested "
+  TORCH_CHECK(query.is_same(key) && key.is_same(value),
+              "_native_multi_head_attention: a nested "
               "query is supported for self-attention (query, key and value the same tensor)");
   TORCH_CHECK(query.dim() == 3, "expected 3-D `query`, got ", query.dim(), "-D tensor");
   auto r = rows_of(query);
-  TORCH_CHECK(r.has_value(), "_native_multi_head_attention: expected a contiguous nested tensor "
+  TORCH_CHECK(r.has_value(),
+              "_native_multi_head_attention: expected a contiguous nested tensor "
               "of [length, embed_dim] sequences");
   at::Tensor padded = pad_rows(query, *r, r->max_len, 0.0);
   auto [out, weights] = at::_native_multi_head_attention(
@@ -248,8 +255,8 @@ std::tuple<at::Tensor, at::Tensor> mha_nested(
     // ATen's nested softmax leaves rows of padded queries zero.
     at::Tensor pad = padding_mask(*r, padded.device());
     const int64_t B = pad.size(0), T = pad.size(1);
-    weights = weights.masked_fill(weights.dim() == 4 ? pad.view({B, 1, T, 1})
-                                                     : pad.view({B, T, 1}), 0);
+    weights =
+        weights.masked_fill(weights.dim() == 4 ? pad.view({B, 1, T, 1}) : pad.view({B, T, 1}), 0);
   }
   const at::Tensor& sizes = get_nested_tensor_impl(query)->get_nested_sizes();
   at::Tensor out_sizes = sizes.clone();

@@ -9,9 +9,7 @@
 
 namespace ttpu::aten {
 
-std::vector<int64_t> dims(LoweringContext& ctx, ir::Value v) {
-  return ctx.g().type(v).dims;
-}
+std::vector<int64_t> dims(LoweringContext& ctx, ir::Value v) { return ctx.g().type(v).dims; }
 
 ir::DType dtype(LoweringContext& ctx, ir::Value v) { return ctx.g().type(v).dtype; }
 
@@ -90,8 +88,12 @@ namespace {
 double init_value(ir::Reducer r, ir::DType dt) {
   const bool fp = ir::is_float(dt);
   switch (r) {
-    case ir::Reducer::kAdd: case ir::Reducer::kOr: return 0;
-    case ir::Reducer::kMul: case ir::Reducer::kAnd: return 1;
+    case ir::Reducer::kAdd:
+    case ir::Reducer::kOr:
+      return 0;
+    case ir::Reducer::kMul:
+    case ir::Reducer::kAnd:
+      return 1;
     case ir::Reducer::kMax:
       if (dt == ir::DType::kBool) return 0;
       if (fp) return -std::numeric_limits<double>::infinity();
@@ -100,7 +102,8 @@ double init_value(ir::Reducer r, ir::DType dt) {
       if (dt == ir::DType::kBool) return 1;
       if (fp) return std::numeric_limits<double>::infinity();
       return std::pow(2.0, 8 * ir::byte_size(dt) - (ir::is_unsigned(dt) ? 0 : 1)) - 1;
-    default: break;
+    default:
+      break;
   }
   TORCH_CHECK(false, "no init value for this reducer");
 }
@@ -137,7 +140,7 @@ ir::Value reduce(LoweringContext& ctx, ir::Value v, std::vector<int64_t> rdims, 
   if (ir::is_integral(dt) && (reducer == ir::Reducer::kMax || reducer == ir::Reducer::kMin)) {
     // 64-bit extremes are not exact in a double.
     int64_t lim = reducer == ir::Reducer::kMax ? std::numeric_limits<int64_t>::min()
-                                              : std::numeric_limits<int64_t>::max();
+                                               : std::numeric_limits<int64_t>::max();
     if (dt != ir::DType::kI64) lim = static_cast<int64_t>(init_value(reducer, dt));
     if (dt == ir::DType::kU64) lim = reducer == ir::Reducer::kMax ? 0 : -1;
     init = ctx.g().constant_int(lim, {dt, {}});

@@ -49,14 +49,13 @@ namespace trace = runtime::trace;
 // index, as CUDA's GPU rows do; compiles run on the host, under this process.
 constexpr int32_t kProgramsRow = 1;
 constexpr int32_t kCopiesRow = 2;
-constexpr int32_t kCompilesRow = 0x74707563;  // "tpuc": not a real thread id
-constexpr int32_t kCompileIds = 1 << 30;      // correlation ids of compile events
+constexpr int32_t kCompilesRow = 0x74707563;    // "tpuc": not a real thread id
+constexpr int32_t kCompileIds = 1 << 30;        // correlation ids of compile events
 constexpr int64_t kDeviceSortBase = 0x1000000;  // device rows after the host's
 
 const std::set<ActivityType>& supported() {
-  static const std::set<ActivityType> types{ActivityType::CONCURRENT_KERNEL,
-                                            ActivityType::GPU_MEMCPY,
-                                            ActivityType::PRIVATEUSE1_RUNTIME};
+  static const std::set<ActivityType> types{
+      ActivityType::CONCURRENT_KERNEL, ActivityType::GPU_MEMCPY, ActivityType::PRIVATEUSE1_RUNTIME};
   return types;
 }
 
@@ -68,9 +67,12 @@ int64_t wall_ns() {
 
 std::string copy_name(trace::Kind k) {
   switch (k) {
-    case trace::Kind::kHostToDevice: return "Memcpy HtoD (host -> tpu)";
-    case trace::Kind::kDeviceToHost: return "Memcpy DtoH (tpu -> host)";
-    default: return "Memcpy DtoD (tpu -> tpu)";
+    case trace::Kind::kHostToDevice:
+      return "Memcpy HtoD (host -> tpu)";
+    case trace::Kind::kDeviceToHost:
+      return "Memcpy DtoH (tpu -> host)";
+    default:
+      return "Memcpy DtoD (tpu -> tpu)";
   }
 }
 
@@ -101,8 +103,8 @@ class Session : public libkineto::IActivityProfilerSession {
     for (auto& a : buffer_->activities) a->log(logger);
   }
 
-  void processTrace(libkineto::ActivityLogger& logger,
-                    libkineto::getLinkedActivityCallback linked, int64_t, int64_t) override {
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked,
+                    int64_t, int64_t) override {
     build(&linked);
     for (auto& a : buffer_->activities) a->log(logger);
   }

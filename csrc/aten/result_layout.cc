@@ -364,8 +364,7 @@ std::vector<int64_t> conv_strides(c10::ArrayRef<c10::IValue> args, c10::IntArray
   if (shape.size() == 3 && w.dim() == 3) {
     // Run as a 2d conv over [N, C, 1, L] with the weight unsqueezed likewise.
     const std::vector<int64_t> ws{w.size(0), w.size(1), 1, w.size(2)};
-    const std::vector<int64_t> wst{w.stride(0), w.stride(1), w.size(2) * w.stride(2),
-                                   w.stride(2)};
+    const std::vector<int64_t> wst{w.stride(0), w.stride(1), w.size(2) * w.stride(2), w.stride(2)};
     if (!c10::is_channels_last_strides_2d(c10::IntArrayRef(ws), c10::IntArrayRef(wst))) {
       return {};
     }
@@ -462,7 +461,8 @@ std::vector<int64_t> index_strides(c10::ArrayRef<c10::IValue> args, c10::IntArra
   const int64_t ni = static_cast<int64_t>(index_shape.size());
   if (static_cast<int64_t>(shape.size()) != before + ni + after) return {};
   std::vector<int64_t> sizes, strides;
-  for (int64_t d = 0; d < before; ++d) sizes.push_back(src.size(d)), strides.push_back(src.stride(d));
+  for (int64_t d = 0; d < before; ++d)
+    sizes.push_back(src.size(d)), strides.push_back(src.stride(d));
   for (int64_t d = 0; d < ni; ++d) sizes.push_back(index_shape[d]), strides.push_back(0);
   for (int64_t d = hi + 1; d < src.dim(); ++d) {
     sizes.push_back(src.size(d));

@@ -51,8 +51,20 @@
 namespace ttpu::aten {
 
 enum class ResultLayout {
-  kRowMajor, kIterator, kPreserveSelf, kColumnMajor, kFftC2C, kFftR2C, kFftC2R,
-  kInputChannelsLast, kConvolution, kAddr, kGlu, kIndex, kLstsqSolution, kCat
+  kRowMajor,
+  kIterator,
+  kPreserveSelf,
+  kColumnMajor,
+  kFftC2C,
+  kFftR2C,
+  kFftC2R,
+  kInputChannelsLast,
+  kConvolution,
+  kAddr,
+  kGlu,
+  kIndex,
+  kLstsqSolution,
+  kCat
 };
 
 // The memory format of cat's result over its inputs `ts` (kCat).

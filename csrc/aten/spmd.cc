@@ -13,8 +13,9 @@ namespace {
 
 // The whole buffer of tpu tensor `t` on `device`, its pending value computed.
 pjrt::Buffer* shard_buffer(const at::Tensor& t, int64_t device, const std::string& what) {
-  TORCH_CHECK_VALUE(t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device,
-                    what, " must be on tpu:", device, ", got ", t.device());
+  TORCH_CHECK_VALUE(
+      t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device, what,
+      " must be on tpu:", device, ", got ", t.device());
   TORCH_CHECK_VALUE(t.numel() > 0, what, " is empty: shards of zero elements are not passed");
   TORCH_CHECK_VALUE(t.is_contiguous() && t.storage_offset() == 0 &&
                         t.numel() * static_cast<int64_t>(t.element_size()) ==
@@ -80,16 +81,16 @@ std::vector<std::vector<at::Tensor>> run_spmd(const std::string& text,
                       args[i].size(), " shards for ", devices.size(), " devices");
     for (size_t d = 0; d < devices.size(); ++d) {
       const at::Tensor& t = args[i][d];
-      TORCH_CHECK_VALUE(t.scalar_type() == args[i][0].scalar_type() && t.numel() == args[i][0].numel(),
-                        name, ": argument ", i, "'s shards differ in dtype or size");
+      TORCH_CHECK_VALUE(
+          t.scalar_type() == args[i][0].scalar_type() && t.numel() == args[i][0].numel(), name,
+          ": argument ", i, "'s shards differ in dtype or size");
       per_device[d].push_back(
-          shard_buffer(t, devices[d], name + ": argument " + std::to_string(i) + "'s shard " +
-                                          std::to_string(d)));
+          shard_buffer(t, devices[d],
+                       name + ": argument " + std::to_string(i) + "'s shard " + std::to_string(d)));
     }
   }
-  auto outs = plugin_errors_as_runtime_error(name, [&] {
-    return runtime::Runtime::get().run_spmd(text, devs, per_device, name);
-  });
+  auto outs = plugin_errors_as_runtime_error(
+      name, [&] { return runtime::Runtime::get().run_spmd(text, devs, per_device, name); });
   const size_t n_out = outs.empty() ? 0 : outs[0].size();
   TORCH_CHECK_VALUE(out_dtypes.size() == n_out, name, ": ", out_dtypes.size(),
                     " output dtypes for a program of ", n_out, " outputs");
@@ -106,23 +107,29 @@ std::vector<at::Tensor> all_reduce_local(const std::vector<at::Tensor>& tensors,
                                          const std::string& op) {
   using runtime::ReduceOp;
   ReduceOp r;
-  if (op == "sum") r = ReduceOp::kSum;
-  else if (op == "avg") r = ReduceOp::kAvg;
-  else if (op == "max") r = ReduceOp::kMax;
-  else if (op == "min") r = ReduceOp::kMin;
-  else if (op == "product") r = ReduceOp::kProduct;
-  else TORCH_CHECK_VALUE(false, "all_reduce: unknown op '", op, "' (sum, avg, max, min, product)");
+  if (op == "sum")
+    r = ReduceOp::kSum;
+  else if (op == "avg")
+    r = ReduceOp::kAvg;
+  else if (op == "max")
+    r = ReduceOp::kMax;
+  else if (op == "min")
+    r = ReduceOp::kMin;
+  else if (op == "product")
+    r = ReduceOp::kProduct;
+  else
+    TORCH_CHECK_VALUE(false, "all_reduce: unknown op '", op, "' (sum, avg, max, min, product)");
   TORCH_CHECK_VALUE(!tensors.empty(), "all_reduce: no tensors");
   std::vector<pjrt::Buffer*> buffers;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];
-    TORCH_CHECK_VALUE(t.device().type() == c10::DeviceType::PrivateUse1,
-                      "all_reduce: tensor ", i, " is on ", t.device(), ", not tpu");
-    buffers.push_back(shard_buffer(t, t.device().index(), "all_reduce: tensor " + std::to_string(i)));
+    TORCH_CHECK_VALUE(t.device().type() == c10::DeviceType::PrivateUse1, "all_reduce: tensor ", i,
+                      " is on ", t.device(), ", not tpu");
+    buffers.push_back(
+        shard_buffer(t, t.device().index(), "all_reduce: tensor " + std::to_string(i)));
   }
-  auto outs = plugin_errors_as_runtime_error("all_reduce", [&] {
-    return runtime::Runtime::get().all_reduce_local(buffers, r);
-  });
+  auto outs = plugin_errors_as_runtime_error(
+      "all_reduce", [&] { return runtime::Runtime::get().all_reduce_local(buffers, r); });
   std::vector<at::Tensor> result;
   for (size_t i = 0; i < outs.size(); ++i) {
     result.push_back(wrap_flat(std::move(outs[i]), tensors[i].scalar_type(),

@@ -119,9 +119,11 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   // --- events
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
-    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
-                "Event device index ", int(device_index), " does not match recording stream's "
-                "device index ", int(stream.device_index()), ".");
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "Event device index ",
+                int(device_index),
+                " does not match recording stream's "
+                "device index ",
+                int(stream.device_index()), ".");
     if (*event == nullptr) {
       *event = new runtime::DeviceEvent(flag == c10::EventFlag::BACKEND_DEFAULT);
     }

@@ -96,8 +96,8 @@ std::vector<at::Tensor> run_kernel(const std::string& handle, const std::vector<
     const ir::TensorType& want = fn->params[i];
     TORCH_CHECK_TYPE(to_ir(t.scalar_type()) == want.dtype, op, ": argument ", i, " has dtype ",
                      t.scalar_type(), ", the kernel takes ", want.mlir());
-    TORCH_CHECK_VALUE(t.sizes() == c10::IntArrayRef(want.dims), op, ": argument ", i,
-                      " has shape ", t.sizes(), ", the kernel takes ", want.mlir());
+    TORCH_CHECK_VALUE(t.sizes() == c10::IntArrayRef(want.dims), op, ": argument ", i, " has shape ",
+                      t.sizes(), ", the kernel takes ", want.mlir());
   }
   if (device < 0) device = current_device();
   LoweringContext ctx(op, device);

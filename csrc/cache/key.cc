@@ -61,7 +61,7 @@ std::string compute_plugin_identity(const std::string& path) {
     throw std::runtime_error("cannot read the PJRT plugin '" + path +
                              "' to key the compile cache: " + std::strerror(errno));
   }
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
@@ -71,14 +71,14 @@ std::string compute_plugin_identity(const std::string& path) {
   const int64_t head = std::min<int64_t>(size, kPluginSample);
   const int64_t tail = std::min<int64_t>(size - head, kPluginSample);
   std::string buf(static_cast<size_t>(head + tail), '\0');
-  bool ok = pread_all(fd, buf.data(), head, 0) &&
-            pread_all(fd, buf.data() + head, tail, size - tail);
+  bool ok =
+      pread_all(fd, buf.data(), head, 0) && pread_all(fd, buf.data() + head, tail, size - tail);
   ::close(fd);
   if (!ok) throw std::runtime_error("short read of the PJRT plugin '" + path + "'");
-  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                           st.st_mtim.tv_nsec;
-  return "path=" + path + " size=" + std::to_string(size) + " mtime_ns=" +
-         std::to_string(mtime_ns) + " sample_sha256=" + to_hex(sha256(buf));
+  const int64_t mtime_ns =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return "path=" + path + " size=" + std::to_string(size) +
+         " mtime_ns=" + std::to_string(mtime_ns) + " sample_sha256=" + to_hex(sha256(buf));
 }
 
 std::string compute_cpu_features() {
@@ -114,9 +114,8 @@ std::string Key::describe_difference(const std::vector<KeyPart>& other) const {
     const KeyPart* theirs = i < other.size() ? &other[i] : nullptr;
     if (mine != nullptr && theirs != nullptr && *mine == *theirs) continue;
     if (!out.empty()) out += "; ";
-    out += (theirs ? theirs->name : mine->name) + ": " +
-           (theirs ? theirs->value : "(missing)") + " (entry) vs " +
-           (mine ? mine->value : "(missing)") + " (this process)";
+    out += (theirs ? theirs->name : mine->name) + ": " + (theirs ? theirs->value : "(missing)") +
+           " (entry) vs " + (mine ? mine->value : "(missing)") + " (this process)";
   }
   return out;
 }

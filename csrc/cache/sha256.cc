@@ -7,7 +7,8 @@
 namespace ttpu::cache {
 
 Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-  if (ctx_ == nullptr || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) != 1) {
+  if (ctx_ == nullptr ||
+      EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) != 1) {
     EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
     throw std::runtime_error("OpenSSL: cannot initialise SHA-256");
   }

@@ -27,7 +27,7 @@ class Sha256 {
   void* ctx_;  // EVP_MD_CTX*, kept opaque so no OpenSSL header leaks out
 };
 
-std::string sha256(std::string_view data);  // 32 raw bytes
+std::string sha256(std::string_view data);   // 32 raw bytes
 std::string to_hex(std::string_view bytes);  // lower-case, two digits per byte
 
 }  // namespace ttpu::cache

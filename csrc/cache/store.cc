@@ -210,7 +210,7 @@ LoadResult decode_entry(std::string_view bytes, const Key& key) {
 DiskStore::DiskStore(const std::string& dir) : dir_(absolute(dir)) {
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   make_dirs(dir_);
-  struct stat st {};
+  struct stat st{};
   if (::stat(dir_.c_str(), &st) != 0) {
     throw StoreError("cannot stat the compile cache directory '" + dir_ + "': " + errno_text());
   }
@@ -238,7 +238,7 @@ LoadResult DiskStore::load(const Key& key) const {
     if (errno == ENOENT) return fail(LoadStatus::kAbsent, "no entry");
     return fail(LoadStatus::kCorrupt, "cannot open " + path + ": " + errno_text());
   }
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxEntryBytes) {
     ::close(fd);
     return fail(LoadStatus::kCorrupt, path + " is not a regular file of a plausible size");
@@ -294,7 +294,7 @@ StoreInfo DiskStore::info() const {
   if (d == nullptr) return out;
   while (const dirent* e = ::readdir(d)) {
     if (!is_entry_name(e->d_name)) continue;
-    struct stat st {};
+    struct stat st{};
     if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       continue;  // removed meanwhile, or not ours
     }
@@ -314,7 +314,7 @@ int64_t DiskStore::clear() const {
     std::string_view name = e->d_name;
     bool entry = is_entry_name(name);
     if (!entry && !is_temp_name(name)) continue;
-    struct stat st {};
+    struct stat st{};
     if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (!entry && now - st.st_mtime < kStaleTempSeconds) continue;
     if (::unlinkat(::dirfd(d), e->d_name, 0) == 0 && entry) ++removed;

@@ -29,7 +29,8 @@ void check_tpu(const at::Tensor& t, const char* op) {
                     " got an undefined tensor");
   TORCH_CHECK_VALUE(t.device().type() == c10::DeviceType::PrivateUse1,
                     "torch.distributed backend 'tpu': ", op, " takes tpu tensors, got one on ",
-                    t.device(), ". CPU tensors need a group with a CPU backend, e.g. "
+                    t.device(),
+                    ". CPU tensors need a group with a CPU backend, e.g. "
                     "init_process_group('cpu:gloo,tpu:tpu') or init_process_group() with no "
                     "backend");
   TORCH_CHECK_VALUE(!t.is_sparse(), "torch.distributed backend 'tpu': ", op,
@@ -90,9 +91,7 @@ TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> inner,
               "torch.distributed backend 'tpu' needs an inner and a control host backend");
 }
 
-void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
-  options_->timeout = timeout;
-}
+void TpuBackend::setTimeout(std::chrono::milliseconds timeout) { options_->timeout = timeout; }
 
 void TpuBackend::setGroupUid(const std::string& pg_uid) {
   Backend::setGroupUid(pg_uid);
@@ -124,8 +123,10 @@ WorkPtr TpuBackend::broadcast(Tensors& tensors, const c10d::BroadcastOptions& op
       [inner = group_.inner, host, opts]() mutable -> std::vector<WorkPtr> {
         return {inner->broadcast(host, opts)};
       },
-      [tensors, host, root] { if (!root) copy_back(tensors, host); }, tensors,
-      timeout_for(opts.timeout), getRank(), OpType::BROADCAST);
+      [tensors, host, root] {
+        if (!root) copy_back(tensors, host);
+      },
+      tensors, timeout_for(opts.timeout), getRank(), OpType::BROADCAST);
 }
 
 WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
@@ -134,8 +135,7 @@ WorkPtr TpuBackend::allreduce(Tensors& tensors, const c10d::AllreduceOptions& op
   auto red = map_reduction(opts.reduceOp, "all_reduce");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host = st.in(tensors);
-  QueuedCall call(st, group_, "all_reduce",
-                  {OpType::ALLREDUCE, reduce_arg(opts.reduceOp), tensors},
+  QueuedCall call(st, group_, "all_reduce", {OpType::ALLREDUCE, reduce_arg(opts.reduceOp), tensors},
                   timeout_for(opts.timeout));
   c10d::AllreduceOptions inner_opts = opts;
   inner_opts.reduceOp = red.inner;
@@ -220,7 +220,8 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
   // this rank's input must fit its own slot.
   const int rank = getRank(), size = getSize();
   auto local = local_check([&] {
-    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "torch.distributed backend 'tpu': "
+    TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
+                      "torch.distributed backend 'tpu': "
                       "all_gather needs one output list per input");
     for (size_t i = 0; i < inputs.size(); ++i) {
       TORCH_CHECK_VALUE(static_cast<int>(outputs[i].size()) == size,
@@ -234,8 +235,7 @@ WorkPtr TpuBackend::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
   });
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(inputs);
-  QueuedCall call(st, group_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout,
-                  local);
+  QueuedCall call(st, group_, "all_gather", {OpType::ALLGATHER, 0, flat_out}, timeout, local);
   auto host_out = host_like(outputs);
   auto finish = [flat_out, host_out] { copy_back(flat_out, flatten(host_out)); };
   if (!uneven || inputs.size() != 1) {
@@ -275,13 +275,13 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
   auto local = local_check([&] {
     TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(),
                       "torch.distributed backend 'tpu': all_gather_into_tensor output has ",
-                      output.numel(), " elements, expected input numel * world size = ",
-                      input.numel() * getSize());
+                      output.numel(),
+                      " elements, expected input numel * world size = ", input.numel() * getSize());
   });
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(input);
-  QueuedCall call(st, group_, "all_gather_into_tensor",
-                  {OpType::_ALLGATHER_BASE, 0, {input}}, timeout_for(opts.timeout), local);
+  QueuedCall call(st, group_, "all_gather_into_tensor", {OpType::_ALLGATHER_BASE, 0, {input}},
+                  timeout_for(opts.timeout), local);
   auto host_out = host_like(output);
   Tensors outs{output};
   return call.issue(
@@ -291,8 +291,8 @@ WorkPtr TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
         at::Tensor flat_out = host_out.view({-1}), flat_in = host_in.reshape({-1});
         return {inner->_allgather_base(flat_out, flat_in, opts)};
       },
-      [outs, host_out] { copy_back(outs, {host_out}); }, outs, timeout_for(opts.timeout),
-      getRank(), OpType::_ALLGATHER_BASE);
+      [outs, host_out] { copy_back(outs, {host_out}); }, outs, timeout_for(opts.timeout), getRank(),
+      OpType::_ALLGATHER_BASE);
 }
 
 WorkPtr TpuBackend::allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
@@ -339,8 +339,8 @@ WorkPtr TpuBackend::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
       [inner = group_.inner, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
         return {inner->scatter(host_out, host_in, opts)};
       },
-      [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
-      timeout_for(opts.timeout), getRank(), OpType::SCATTER);
+      [outputs, host_out] { copy_back(outputs, host_out); }, outputs, timeout_for(opts.timeout),
+      getRank(), OpType::SCATTER);
 }
 
 WorkPtr TpuBackend::reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
@@ -374,10 +374,10 @@ WorkPtr TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
   check_tpu(output, "reduce_scatter_tensor");
   check_tpu(input, "reduce_scatter_tensor");
   auto local = local_check([&] {
-    TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(),
-                      "torch.distributed backend 'tpu': reduce_scatter_tensor input has ",
-                      input.numel(), " elements, expected output numel * world size = ",
-                      output.numel() * getSize());
+    TORCH_CHECK_VALUE(
+        input.numel() == output.numel() * getSize(),
+        "torch.distributed backend 'tpu': reduce_scatter_tensor input has ", input.numel(),
+        " elements, expected output numel * world size = ", output.numel() * getSize());
   });
   auto red = map_reduction(opts.reduceOp, "reduce_scatter_tensor");
   Staging st;  // before the exchange: its errors are part of the signature
@@ -432,10 +432,10 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
   Tensors agreed = even ? Tensors{input} : Tensors{};
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(input);
-  QueuedCall call(st, group_, "all_to_all_single",
-                  {OpType::ALLTOALL_BASE,
-                   even ? 0 : static_cast<int64_t>(input.scalar_type()) + 1, agreed},
-                  timeout_for(opts.timeout));
+  QueuedCall call(
+      st, group_, "all_to_all_single",
+      {OpType::ALLTOALL_BASE, even ? 0 : static_cast<int64_t>(input.scalar_type()) + 1, agreed},
+      timeout_for(opts.timeout));
   auto host_out = host_like(output);
   Tensors outs{output};
   return call.issue(
@@ -443,25 +443,24 @@ WorkPtr TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
        opts]() mutable -> std::vector<WorkPtr> {
         return {inner->alltoall_base(host_out, host_in, output_splits, input_splits, opts)};
       },
-      [outs, host_out] { copy_back(outs, {host_out}); }, outs, timeout_for(opts.timeout),
-      getRank(), OpType::ALLTOALL_BASE);
+      [outs, host_out] { copy_back(outs, {host_out}); }, outs, timeout_for(opts.timeout), getRank(),
+      OpType::ALLTOALL_BASE);
 }
 
-WorkPtr TpuBackend::alltoall(Tensors& outputs, Tensors& inputs,
-                             const c10d::AllToAllOptions& opts) {
+WorkPtr TpuBackend::alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) {
   check_all(outputs, "all_to_all");
   check_all(inputs, "all_to_all");
   Staging st;  // before the exchange: its errors are part of the signature
   auto host_in = st.in(inputs);
-  QueuedCall call(st, group_, "all_to_all", {OpType::ALLTOALL, 0, {}},
-                  timeout_for(opts.timeout), nullptr, /*checked=*/false);
+  QueuedCall call(st, group_, "all_to_all", {OpType::ALLTOALL, 0, {}}, timeout_for(opts.timeout),
+                  nullptr, /*checked=*/false);
   auto host_out = host_like(outputs);
   return call.issue(
       [inner = group_.inner, host_out, host_in, opts]() mutable -> std::vector<WorkPtr> {
         return {inner->alltoall(host_out, host_in, opts)};
       },
-      [outputs, host_out] { copy_back(outputs, host_out); }, outputs,
-      timeout_for(opts.timeout), getRank(), OpType::ALLTOALL);
+      [outputs, host_out] { copy_back(outputs, host_out); }, outputs, timeout_for(opts.timeout),
+      getRank(), OpType::ALLTOALL);
 }
 
 WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
@@ -471,8 +470,8 @@ WorkPtr TpuBackend::barrier(const c10d::BarrierOptions& opts) {
   inner_opts.device_ids.clear();
   inner_opts.device = std::nullopt;
   Staging st;  // none: no tensors
-  QueuedCall call(st, group_, "barrier", {OpType::BARRIER, 0, {}},
-                  timeout_for(opts.timeout), nullptr, /*checked=*/false);
+  QueuedCall call(st, group_, "barrier", {OpType::BARRIER, 0, {}}, timeout_for(opts.timeout),
+                  nullptr, /*checked=*/false);
   return call.issue(
       [inner = group_.inner, inner_opts]() mutable -> std::vector<WorkPtr> {
         return {inner->barrier(inner_opts)};
@@ -492,16 +491,18 @@ WorkPtr TpuBackend::recv(Tensors& tensors, int src, int tag) {
   check_all(tensors, "recv");
   auto host = host_like(tensors);
   auto work = group_.inner->recv(host, src, tag);
-  return make_work(work, [tensors, host] { copy_back(tensors, host); }, tensors,
-                   options_->timeout, OpType::RECV);
+  return make_work(
+      work, [tensors, host] { copy_back(tensors, host); }, tensors, options_->timeout,
+      OpType::RECV);
 }
 
 WorkPtr TpuBackend::recvAnysource(Tensors& tensors, int tag) {
   check_all(tensors, "recv");
   auto host = host_like(tensors);
   auto work = group_.inner->recvAnysource(host, tag);
-  return make_work(work, [tensors, host] { copy_back(tensors, host); }, tensors,
-                   options_->timeout, OpType::RECVANYSOURCE);
+  return make_work(
+      work, [tensors, host] { copy_back(tensors, host); }, tensors, options_->timeout,
+      OpType::RECVANYSOURCE);
 }
 
 }  // namespace ttpu::distributed

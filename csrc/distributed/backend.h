@@ -106,8 +106,8 @@ class TpuWork : public c10d::Work {
   std::exception_ptr inner_error_;    // the first inner future's error (under complete_mutex_)
   std::exception_ptr fail_with_;      // see issued() (under complete_mutex_)
   std::mutex complete_mutex_;
-  bool finished_ = false;         // under complete_mutex_
-  std::timed_mutex wait_mutex_;   // held by the thread waiting for the inners
+  bool finished_ = false;        // under complete_mutex_
+  std::timed_mutex wait_mutex_;  // held by the thread waiting for the inners
   // Queued calls: inners_ is set once, under issue_mutex_, before issued_.
   std::weak_ptr<Issuer> issuer_;
   mutable std::mutex issue_mutex_;
@@ -119,8 +119,8 @@ class SignatureStore;  // signature_exchange.h
 
 // What every queued call of one tpu group goes through (host_collective.h).
 struct GroupChannels {
-  std::shared_ptr<Issuer> issuer;             // the data collectives' issue order
-  c10::intrusive_ptr<c10d::Backend> inner;    // the data collectives (gloo)
+  std::shared_ptr<Issuer> issuer;           // the data collectives' issue order
+  c10::intrusive_ptr<c10d::Backend> inner;  // the data collectives (gloo)
   // The signature exchanges, each issued by its call at once: on a group of
   // their own, their order never interleaves with the data collectives', so
   // an exchange need not queue behind the collectives before it.
@@ -171,9 +171,9 @@ class TpuBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(
-      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
-      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
@@ -187,12 +187,9 @@ class TpuBackend : public c10d::Backend {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
   std::chrono::milliseconds timeout_for(std::chrono::milliseconds requested) const;
@@ -201,13 +198,11 @@ class TpuBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> make_work(std::vector<c10::intrusive_ptr<c10d::Work>> inners,
                                            std::function<void()> finish_fn,
                                            std::vector<at::Tensor> outputs,
-                                           std::chrono::milliseconds timeout,
-                                           c10d::OpType type);
+                                           std::chrono::milliseconds timeout, c10d::OpType type);
   c10::intrusive_ptr<c10d::Work> make_work(c10::intrusive_ptr<c10d::Work> inner,
                                            std::function<void()> finish_fn,
                                            std::vector<at::Tensor> outputs,
-                                           std::chrono::milliseconds timeout,
-                                           c10d::OpType type) {
+                                           std::chrono::milliseconds timeout, c10d::OpType type) {
     return make_work(std::vector<c10::intrusive_ptr<c10d::Work>>{std::move(inner)},
                      std::move(finish_fn), std::move(outputs), timeout, type);
   }

@@ -43,33 +43,33 @@ WorkPtr QueuedCall::issue(IssueFn fn, std::function<void()> finish_fn, Tensors o
   auto work = c10::make_intrusive<TpuWork>(std::vector<WorkPtr>{}, std::move(finish_fn),
                                            std::move(outputs), timeout, rank, type);
   work->defer(group_.issuer);
-  group_.issuer->push([state = state_, local = local_, fn = std::move(fn), work,
-                 pending = std::move(pending_)] {
-    trace::mark("job_start");
-    // The staging copies first: they overlap the signature exchange's round
-    // trip. One that fails (the op producing the input failed on the
-    // device) still lets the collective run, so that the ranks stay in
-    // step; this rank's work raises the error (what it sent is unspecified).
-    std::exception_ptr copy_error;
-    for (const auto& step : pending) {
-      try {
-        step();
-      } catch (...) {
-        if (!copy_error) copy_error = std::current_exception();
-      }
-    }
-    trace::mark("copied_to_host");
-    try {
-      if (state->error) std::rethrow_exception(state->error);
-      if (state->check) state->check->verify();
-      trace::mark("verified");
-      if (local) std::rethrow_exception(local);
-      work->issued(fn(), copy_error);
-      trace::mark("data_issued");
-    } catch (...) {
-      work->issue_failed(std::current_exception());
-    }
-  });
+  group_.issuer->push(
+      [state = state_, local = local_, fn = std::move(fn), work, pending = std::move(pending_)] {
+        trace::mark("job_start");
+        // The staging copies first: they overlap the signature exchange's round
+        // trip. One that fails (the op producing the input failed on the
+        // device) still lets the collective run, so that the ranks stay in
+        // step; this rank's work raises the error (what it sent is unspecified).
+        std::exception_ptr copy_error;
+        for (const auto& step : pending) {
+          try {
+            step();
+          } catch (...) {
+            if (!copy_error) copy_error = std::current_exception();
+          }
+        }
+        trace::mark("copied_to_host");
+        try {
+          if (state->error) std::rethrow_exception(state->error);
+          if (state->check) state->check->verify();
+          trace::mark("verified");
+          if (local) std::rethrow_exception(local);
+          work->issued(fn(), copy_error);
+          trace::mark("data_issued");
+        } catch (...) {
+          work->issue_failed(std::current_exception());
+        }
+      });
   trace::mark("queued");
   if (local_) work->wait();  // raises this rank's own error
   return work;

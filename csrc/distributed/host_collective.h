@@ -45,7 +45,6 @@ void copy_back(const Tensors& dst, const Tensors& src);
 // mismatch then aborts inside gloo, as it does for CPU tensors.
 bool signature_checks_enabled();
 
-
 // A rank-local argument check, run before the exchange so that its failure is
 // part of the signature: the other ranks then raise too instead of waiting in
 // a collective this rank never joins.
@@ -92,7 +91,6 @@ class Staging {
   std::exception_ptr error_;
 };
 
-
 using IssueFn = std::function<std::vector<c10::intrusive_ptr<c10d::Work>>()>;
 
 // One call through the group's issue queue (issue_order.h). The constructor issues
@@ -111,9 +109,9 @@ class QueuedCall {
              std::chrono::milliseconds timeout, std::exception_ptr local = nullptr,
              bool checked = true);
 
-  c10::intrusive_ptr<c10d::Work> issue(IssueFn fn, std::function<void()> finish_fn,
-                                       Tensors outputs, std::chrono::milliseconds timeout,
-                                       int rank, c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> issue(IssueFn fn, std::function<void()> finish_fn, Tensors outputs,
+                                       std::chrono::milliseconds timeout, int rank,
+                                       c10d::OpType type);
 
  private:
   struct State {

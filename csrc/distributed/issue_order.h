@@ -59,7 +59,7 @@ class Issuer {
   std::deque<std::function<void()>> queue_;
   bool stop_ = false;
   bool hurry_ = false;  // end the current grace (hurry())
-  std::mutex run_mu_;  // held while jobs run
+  std::mutex run_mu_;   // held while jobs run
   std::thread thread_;
 };
 

@@ -15,8 +15,7 @@ namespace py = pybind11;
 
 namespace ttpu::distributed {
 
-void bind(py::module& m,
-          std::shared_ptr<void> (*host_to_tpu)(const at::Tensor&, const at::Tensor&),
+void bind(py::module& m, std::shared_ptr<void> (*host_to_tpu)(const at::Tensor&, const at::Tensor&),
           std::function<void()> (*tpu_to_host)(const at::Tensor&, const at::Tensor&)) {
   set_host_to_tpu(host_to_tpu);
   set_tpu_to_host(tpu_to_host);
@@ -50,8 +49,8 @@ void bind(py::module& m,
   // (PJRT_Error_Code, bytes). For tests across processes.
   m.def(
       "_pjrt_kv_call",
-      [](py::object store, const std::string& op, const std::string& key,
-         const std::string& value, int timeout_ms) {
+      [](py::object store, const std::string& op, const std::string& key, const std::string& value,
+         int timeout_ms) {
         auto s = c10::intrusive_ptr<c10d::Store>::unsafe_reclaim_from_nonowning(
             store.cast<c10d::Store*>());
         std::pair<int, std::string> out;
@@ -66,14 +65,17 @@ void bind(py::module& m,
   // Stage marks for bench/profile_distributed.py (trace.h): _dist_trace(True)
   // starts recording, _dist_trace(False) stops; both return (and clear) the
   // marks so far as (stage, wall ns, thread CPU ns, thread) tuples.
-  m.def("_dist_trace", [](bool on) {
-    auto marks = trace::take();
-    trace::enable(on);
-    py::list out;
-    for (const auto& k : marks)
-      out.append(py::make_tuple(k.what, k.wall_ns, k.thread_ns, k.thread));
-    return out;
-  }, py::arg("on"));
+  m.def(
+      "_dist_trace",
+      [](bool on) {
+        auto marks = trace::take();
+        trace::enable(on);
+        py::list out;
+        for (const auto& k : marks)
+          out.append(py::make_tuple(k.what, k.wall_ns, k.thread_ns, k.thread));
+        return out;
+      },
+      py::arg("on"));
 }
 
 }  // namespace ttpu::distributed

@@ -14,9 +14,7 @@ namespace {
 
 // Header layout (int64): a tag that tells a signature from a payload (a rank
 // that called another collective sends different bytes), then the call.
-enum Field : int64_t {
-  kTag, kOp, kArg, kCount, kDtype, kNumel, kHash, kValid, kFields
-};
+enum Field : int64_t { kTag, kOp, kArg, kCount, kDtype, kNumel, kHash, kValid, kFields };
 constexpr int64_t kSignatureTag = 0x74707573'69676e31;  // "tpusign1"
 
 // FNV-1a over the dtype and element count of every tensor: lists of several
@@ -41,18 +39,30 @@ int64_t hash_tensors(const std::vector<at::Tensor>& ts) {
 std::string op_name(int64_t code) {
   using c10d::OpType;
   switch (static_cast<OpType>(code)) {
-    case OpType::BROADCAST: return "broadcast";
-    case OpType::ALLREDUCE: return "all_reduce";
-    case OpType::ALLREDUCE_COALESCED: return "all_reduce_coalesced";
-    case OpType::REDUCE: return "reduce";
-    case OpType::ALLGATHER: return "all_gather";
-    case OpType::_ALLGATHER_BASE: return "all_gather_into_tensor";
-    case OpType::GATHER: return "gather";
-    case OpType::SCATTER: return "scatter";
-    case OpType::REDUCE_SCATTER: return "reduce_scatter";
-    case OpType::_REDUCE_SCATTER_BASE: return "reduce_scatter_tensor";
-    case OpType::ALLTOALL_BASE: return "all_to_all_single";
-    default: return c10d::opTypeToString(static_cast<OpType>(code));
+    case OpType::BROADCAST:
+      return "broadcast";
+    case OpType::ALLREDUCE:
+      return "all_reduce";
+    case OpType::ALLREDUCE_COALESCED:
+      return "all_reduce_coalesced";
+    case OpType::REDUCE:
+      return "reduce";
+    case OpType::ALLGATHER:
+      return "all_gather";
+    case OpType::_ALLGATHER_BASE:
+      return "all_gather_into_tensor";
+    case OpType::GATHER:
+      return "gather";
+    case OpType::SCATTER:
+      return "scatter";
+    case OpType::REDUCE_SCATTER:
+      return "reduce_scatter";
+    case OpType::_REDUCE_SCATTER_BASE:
+      return "reduce_scatter_tensor";
+    case OpType::ALLTOALL_BASE:
+      return "all_to_all_single";
+    default:
+      return c10d::opTypeToString(static_cast<OpType>(code));
   }
 }
 

@@ -65,8 +65,8 @@ class SignatureCheck {
   const char* name_;
   int rank_;
   c10::intrusive_ptr<c10d::Backend> details_;  // for the details, on a mismatch
-  at::Tensor mine_;   // the signature (8 int64)
-  at::Tensor agree_;  // [h, ~h], then MAX over the ranks (the all_reduce form)
+  at::Tensor mine_;                            // the signature (8 int64)
+  at::Tensor agree_;                       // [h, ~h], then MAX over the ranks (the all_reduce form)
   std::shared_ptr<SignatureStore> store_;  // the store form
   int size_;
   int64_t hash_ = 0;

@@ -19,9 +19,7 @@ int store_ranks() {
 
 // The queue a sender's hashes reach a receiver through (FIFO: the calls'
 // order, which every rank shares).
-std::string queue_key(int from, int to) {
-  return std::to_string(from) + ">" + std::to_string(to);
-}
+std::string queue_key(int from, int to) { return std::to_string(from) + ">" + std::to_string(to); }
 
 // The watch's receives use a tag no collective or user send uses.
 constexpr int kWatchTag = 0x7470776c;  // "tpwl"
@@ -100,9 +98,8 @@ int64_t SignatureStore::pop(int from, const char* what, std::chrono::millisecond
     pop_->setTimeout(timeout);
     got = pop_->queuePop(key, /*block=*/true);
   } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "torch.distributed backend 'tpu': ", what, ": no signature from rank ",
-                from, " within the timeout (a peer that is late, hung, or left): ",
-                first_line(e));
+    TORCH_CHECK(false, "torch.distributed backend 'tpu': ", what, ": no signature from rank ", from,
+                " within the timeout (a peer that is late, hung, or left): ", first_line(e));
   }
   int64_t hash = 0;
   if (got.size() == sizeof hash) {
@@ -112,8 +109,7 @@ int64_t SignatureStore::pop(int from, const char* what, std::chrono::millisecond
   // The peer's left mark: put it back for the group's next call.
   try {
     pop_->queuePush(key, got);
-  } catch (const c10::Error&) {
-  }
+  } catch (const c10::Error&) {}
   TORCH_CHECK(false, "torch.distributed backend 'tpu': ", what, ": rank ", from,
               " left the group (", std::string(got.begin(), got.end()), ")");
 }

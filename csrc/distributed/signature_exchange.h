@@ -49,7 +49,7 @@ class SignatureStore {
   c10::intrusive_ptr<c10d::Backend> control_;  // outlives the receives posted on it
   // Connections of their own: a blocking pop holds its connection.
   c10::intrusive_ptr<c10d::Store> push_, pop_, alert_;
-  std::vector<at::Tensor> slots_;               // what the watch's receives would fill
+  std::vector<at::Tensor> slots_;  // what the watch's receives would fill
   std::vector<c10::intrusive_ptr<c10d::Work>> watches_;
   std::vector<std::thread> watchers_;
 };

@@ -63,7 +63,6 @@ void set_tpu_to_host(TpuToHostFn fn) { g_tpu_to_host.store(fn); }
 // A host buffer for a result: same shape and dtype, contiguous.
 at::Tensor host_like(const at::Tensor& t) { return pool().acquire(t.sizes(), t.scalar_type()); }
 
-
 // Dense, contiguous host copy: what gloo requires. With `pending`, the copy
 // itself may be left there (it reads the values `t` has now); without, it is
 // made here.

@@ -12,10 +12,10 @@
 namespace ttpu::distributed::trace {
 
 struct Mark {
-  const char* what;     // a string literal
-  int64_t wall_ns;      // steady clock
-  int64_t thread_ns;    // CLOCK_THREAD_CPUTIME_ID of the marking thread
-  uint64_t thread;      // the marking thread (a hash of its id)
+  const char* what;   // a string literal
+  int64_t wall_ns;    // steady clock
+  int64_t thread_ns;  // CLOCK_THREAD_CPUTIME_ID of the marking thread
+  uint64_t thread;    // the marking thread (a hash of its id)
 };
 
 extern std::atomic<bool> g_enabled;

@@ -25,11 +25,10 @@ TpuWork::TpuWork(std::vector<WorkPtr> inners, std::function<void()> finish_fn, T
       finish_fn_(std::move(finish_fn)),
       outputs_(std::move(outputs)),
       timeout_(timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
   // A null inner (nothing to wait for) is dropped: barrier-free copy steps.
-  inners_.erase(std::remove_if(inners_.begin(), inners_.end(),
-                               [](const WorkPtr& w) { return !w; }),
+  inners_.erase(std::remove_if(inners_.begin(), inners_.end(), [](const WorkPtr& w) { return !w; }),
                 inners_.end());
 }
 
@@ -110,8 +109,7 @@ void TpuWork::inner_done(c10::ivalue::Future& done) {
   // may escape into the future's machinery.
   try {
     finish(error);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void TpuWork::finish(std::exception_ptr error) {
@@ -172,9 +170,7 @@ bool TpuWork::isCompleted() {
   return true;
 }
 
-bool TpuWork::isSuccess() const {
-  return future_->completed() && !future_->hasError();
-}
+bool TpuWork::isSuccess() const { return future_->completed() && !future_->hasError(); }
 
 bool TpuWork::is_finished() {
   std::lock_guard<std::mutex> guard(complete_mutex_);
@@ -226,7 +222,7 @@ bool TpuWork::wait(std::chrono::milliseconds timeout) {
     C10_THROW_ERROR(DistBackendError,
                     "torch.distributed backend 'tpu': timed out waiting for the collective");
   }
-  future_->wait();  // another thread may still be marking it (immediate then)
+  future_->wait();    // another thread may still be marking it (immediate then)
   release_retired();  // this thread's reads before wait() are over
   trace::mark("wait_returns");
   if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());

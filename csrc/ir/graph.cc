@@ -12,88 +12,170 @@ namespace ttpu::ir {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kParameter: return "parameter";
-    case Op::kConstant: return "constant";
-    case Op::kIota: return "iota";
-    case Op::kNeg: return "negate";
-    case Op::kAbs: return "abs";
-    case Op::kExp: return "exponential";
-    case Op::kExpm1: return "exponential_minus_one";
-    case Op::kLog: return "log";
-    case Op::kLog1p: return "log_plus_one";
-    case Op::kSqrt: return "sqrt";
-    case Op::kRsqrt: return "rsqrt";
-    case Op::kCbrt: return "cbrt";
-    case Op::kTanh: return "tanh";
-    case Op::kLogistic: return "logistic";
-    case Op::kSin: return "sine";
-    case Op::kCos: return "cosine";
-    case Op::kTan: return "tan";
-    case Op::kFloor: return "floor";
-    case Op::kCeil: return "ceil";
-    case Op::kRoundNearestEven: return "round_nearest_even";
-    case Op::kSign: return "sign";
-    case Op::kNot: return "not";
-    case Op::kIsFinite: return "is_finite";
-    case Op::kErf: return "erf";
-    case Op::kAtan: return "atan";
-    case Op::kAsin: return "asin";
-    case Op::kAcos: return "acos";
-    case Op::kSinh: return "sinh";
-    case Op::kCosh: return "cosh";
-    case Op::kAsinh: return "asinh";
-    case Op::kAcosh: return "acosh";
-    case Op::kAtanh: return "atanh";
-    case Op::kLgamma: return "lgamma";
-    case Op::kDigamma: return "digamma";
-    case Op::kErfInv: return "erf_inv";
-    case Op::kPopcnt: return "popcnt";
-    case Op::kAdd: return "add";
-    case Op::kSub: return "subtract";
-    case Op::kMul: return "multiply";
-    case Op::kDiv: return "divide";
-    case Op::kRem: return "remainder";
-    case Op::kPow: return "power";
-    case Op::kMax: return "maximum";
-    case Op::kMin: return "minimum";
-    case Op::kAnd: return "and";
-    case Op::kOr: return "or";
-    case Op::kXor: return "xor";
-    case Op::kAtan2: return "atan2";
-    case Op::kShiftLeft: return "shift_left";
-    case Op::kShiftRightArithmetic: return "shift_right_arithmetic";
-    case Op::kShiftRightLogical: return "shift_right_logical";
-    case Op::kCompare: return "compare";
-    case Op::kSelect: return "select";
-    case Op::kClamp: return "clamp";
-    case Op::kConvert: return "convert";
-    case Op::kBitcastConvert: return "bitcast_convert";
-    case Op::kReshape: return "reshape";
-    case Op::kBroadcastInDim: return "broadcast_in_dim";
-    case Op::kTranspose: return "transpose";
-    case Op::kSlice: return "slice";
-    case Op::kConcatenate: return "concatenate";
-    case Op::kPad: return "pad";
-    case Op::kReverse: return "reverse";
-    case Op::kDynamicSlice: return "dynamic_slice";
-    case Op::kDynamicUpdateSlice: return "dynamic_update_slice";
-    case Op::kGather: return "gather";
-    case Op::kScatter: return "scatter";
-    case Op::kReduce: return "reduce";
-    case Op::kReduceWindow: return "reduce_window";
-    case Op::kSelectAndScatter: return "select_and_scatter";
-    case Op::kSort: return "sort";
-    case Op::kDotGeneral: return "dot_general";
-    case Op::kConvolution: return "convolution";
-    case Op::kCholesky: return "cholesky";
-    case Op::kTriangularSolve: return "triangular_solve";
-    case Op::kCustomCall: return "custom_call";
-    case Op::kRngBitGenerator: return "rng_bit_generator";
-    case Op::kReal: return "real";
-    case Op::kImag: return "imag";
-    case Op::kComplex: return "complex";
-    case Op::kFft: return "fft";
-    case Op::kCall: return "call";
+    case Op::kParameter:
+      return "parameter";
+    case Op::kConstant:
+      return "constant";
+    case Op::kIota:
+      return "iota";
+    case Op::kNeg:
+      return "negate";
+    case Op::kAbs:
+      return "abs";
+    case Op::kExp:
+      return "exponential";
+    case Op::kExpm1:
+      return "exponential_minus_one";
+    case Op::kLog:
+      return "log";
+    case Op::kLog1p:
+      return "log_plus_one";
+    case Op::kSqrt:
+      return "sqrt";
+    case Op::kRsqrt:
+      return "rsqrt";
+    case Op::kCbrt:
+      return "cbrt";
+    case Op::kTanh:
+      return "tanh";
+    case Op::kLogistic:
+      return "logistic";
+    case Op::kSin:
+      return "sine";
+    case Op::kCos:
+      return "cosine";
+    case Op::kTan:
+      return "tan";
+    case Op::kFloor:
+      return "floor";
+    case Op::kCeil:
+      return "ceil";
+    case Op::kRoundNearestEven:
+      return "round_nearest_even";
+    case Op::kSign:
+      return "sign";
+    case Op::kNot:
+      return "not";
+    case Op::kIsFinite:
+      return "is_finite";
+    case Op::kErf:
+      return "erf";
+    case Op::kAtan:
+      return "atan";
+    case Op::kAsin:
+      return "asin";
+    case Op::kAcos:
+      return "acos";
+    case Op::kSinh:
+      return "sinh";
+    case Op::kCosh:
+      return "cosh";
+    case Op::kAsinh:
+      return "asinh";
+    case Op::kAcosh:
+      return "acosh";
+    case Op::kAtanh:
+      return "atanh";
+    case Op::kLgamma:
+      return "lgamma";
+    case Op::kDigamma:
+      return "digamma";
+    case Op::kErfInv:
+      return "erf_inv";
+    case Op::kPopcnt:
+      return "popcnt";
+    case Op::kAdd:
+      return "add";
+    case Op::kSub:
+      return "subtract";
+    case Op::kMul:
+      return "multiply";
+    case Op::kDiv:
+      return "divide";
+    case Op::kRem:
+      return "remainder";
+    case Op::kPow:
+      return "power";
+    case Op::kMax:
+      return "maximum";
+    case Op::kMin:
+      return "minimum";
+    case Op::kAnd:
+      return "and";
+    case Op::kOr:
+      return "or";
+    case Op::kXor:
+      return "xor";
+    case Op::kAtan2:
+      return "atan2";
+    case Op::kShiftLeft:
+      return "shift_left";
+    case Op::kShiftRightArithmetic:
+      return "shift_right_arithmetic";
+    case Op::kShiftRightLogical:
+      return "shift_right_logical";
+    case Op::kCompare:
+      return "compare";
+    case Op::kSelect:
+      return "select";
+    case Op::kClamp:
+      return "clamp";
+    case Op::kConvert:
+      return "convert";
+    case Op::kBitcastConvert:
+      return "bitcast_convert";
+    case Op::kReshape:
+      return "reshape";
+    case Op::kBroadcastInDim:
+      return "broadcast_in_dim";
+    case Op::kTranspose:
+      return "transpose";
+    case Op::kSlice:
+      return "slice";
+    case Op::kConcatenate:
+      return "concatenate";
+    case Op::kPad:
+      return "pad";
+    case Op::kReverse:
+      return "reverse";
+    case Op::kDynamicSlice:
+      return "dynamic_slice";
+    case Op::kDynamicUpdateSlice:
+      return "dynamic_update_slice";
+    case Op::kGather:
+      return "gather";
+    case Op::kScatter:
+      return "scatter";
+    case Op::kReduce:
+      return "reduce";
+    case Op::kReduceWindow:
+      return "reduce_window";
+    case Op::kSelectAndScatter:
+      return "select_and_scatter";
+    case Op::kSort:
+      return "sort";
+    case Op::kDotGeneral:
+      return "dot_general";
+    case Op::kConvolution:
+      return "convolution";
+    case Op::kCholesky:
+      return "cholesky";
+    case Op::kTriangularSolve:
+      return "triangular_solve";
+    case Op::kCustomCall:
+      return "custom_call";
+    case Op::kRngBitGenerator:
+      return "rng_bit_generator";
+    case Op::kReal:
+      return "real";
+    case Op::kImag:
+      return "imag";
+    case Op::kComplex:
+      return "complex";
+    case Op::kFft:
+      return "fft";
+    case Op::kCall:
+      return "call";
   }
   return "unknown_op";
 }
@@ -147,7 +229,8 @@ void check_axes(const char* op, const char* what, const std::vector<int64_t>& ax
       fail(op, std::string(what) + " " + ints_str(axes) + " out of range for rank " +
                    std::to_string(rank));
     }
-    if (seen[a]) fail(op, std::string(what) + " " + ints_str(axes) + " repeats " + std::to_string(a));
+    if (seen[a])
+      fail(op, std::string(what) + " " + ints_str(axes) + " repeats " + std::to_string(a));
     if (sorted && i > 0 && axes[i - 1] > a) {
       fail(op, std::string(what) + " " + ints_str(axes) + " must be sorted");
     }
@@ -238,9 +321,8 @@ void Graph::donate(size_t parameter, size_t output) {
                   ", output " + std::to_string(output) + " is " + o.mlir());
   }
   if (donations_.empty()) donations_.assign(parameters_.size(), -1);
-  if (donations_[parameter] >= 0 ||
-      std::find(donations_.begin(), donations_.end(), static_cast<int32_t>(output)) !=
-          donations_.end()) {
+  if (donations_[parameter] >= 0 || std::find(donations_.begin(), donations_.end(),
+                                              static_cast<int32_t>(output)) != donations_.end()) {
     throw IrError("donate: parameter " + std::to_string(parameter) + " or output " +
                   std::to_string(output) + " is already donated");
   }
@@ -288,26 +370,40 @@ enum class Kinds { kAny, kNumeric, kSignedOrFloat, kFloat, kInt, kBoolOrInt, kFl
 
 bool accepts(Kinds k, DType t) {
   switch (k) {
-    case Kinds::kAny: return true;
-    case Kinds::kNumeric: return t != DType::kBool;
-    case Kinds::kSignedOrFloat: return is_float(t) || (is_integral(t) && !is_unsigned(t));
-    case Kinds::kFloat: return is_float(t);
-    case Kinds::kInt: return is_integral(t);
-    case Kinds::kBoolOrInt: return !is_float(t) && !is_complex(t);
-    case Kinds::kFloatOrComplex: return is_float(t) || is_complex(t);
+    case Kinds::kAny:
+      return true;
+    case Kinds::kNumeric:
+      return t != DType::kBool;
+    case Kinds::kSignedOrFloat:
+      return is_float(t) || (is_integral(t) && !is_unsigned(t));
+    case Kinds::kFloat:
+      return is_float(t);
+    case Kinds::kInt:
+      return is_integral(t);
+    case Kinds::kBoolOrInt:
+      return !is_float(t) && !is_complex(t);
+    case Kinds::kFloatOrComplex:
+      return is_float(t) || is_complex(t);
   }
   return false;
 }
 
 const char* kinds_name(Kinds k) {
   switch (k) {
-    case Kinds::kAny: return "any element type";
-    case Kinds::kNumeric: return "an integer or float element type";
-    case Kinds::kSignedOrFloat: return "a signed integer or float element type";
-    case Kinds::kFloat: return "a float element type";
-    case Kinds::kInt: return "an integer element type";
-    case Kinds::kBoolOrInt: return "an i1 or integer element type";
-    case Kinds::kFloatOrComplex: return "a float or complex element type";
+    case Kinds::kAny:
+      return "any element type";
+    case Kinds::kNumeric:
+      return "an integer or float element type";
+    case Kinds::kSignedOrFloat:
+      return "a signed integer or float element type";
+    case Kinds::kFloat:
+      return "a float element type";
+    case Kinds::kInt:
+      return "an integer element type";
+    case Kinds::kBoolOrInt:
+      return "an i1 or integer element type";
+    case Kinds::kFloatOrComplex:
+      return "a float or complex element type";
   }
   return "?";
 }
@@ -315,37 +411,87 @@ const char* kinds_name(Kinds k) {
 // Which element types each elementwise op takes (StableHLO spec constraints).
 bool unary_kinds(Op op, Kinds* k) {
   switch (op) {
-    case Op::kNeg: *k = Kinds::kNumeric; return true;
+    case Op::kNeg:
+      *k = Kinds::kNumeric;
+      return true;
     case Op::kAbs:
-    case Op::kSign: *k = Kinds::kSignedOrFloat; return true;
-    case Op::kNot: *k = Kinds::kBoolOrInt; return true;
-    case Op::kPopcnt: *k = Kinds::kInt; return true;
+    case Op::kSign:
+      *k = Kinds::kSignedOrFloat;
+      return true;
+    case Op::kNot:
+      *k = Kinds::kBoolOrInt;
+      return true;
+    case Op::kPopcnt:
+      *k = Kinds::kInt;
+      return true;
     // StableHLO defines these on complex values too (the aten layer uses them
     // only where checked against CPU: rules/elementwise/complex.cc).
-    case Op::kExp: case Op::kExpm1: case Op::kLog: case Op::kLog1p: case Op::kSqrt:
-    case Op::kRsqrt: case Op::kTanh: case Op::kSin: case Op::kCos:
+    case Op::kExp:
+    case Op::kExpm1:
+    case Op::kLog:
+    case Op::kLog1p:
+    case Op::kSqrt:
+    case Op::kRsqrt:
+    case Op::kTanh:
+    case Op::kSin:
+    case Op::kCos:
       *k = Kinds::kFloatOrComplex;
       return true;
-    case Op::kCbrt: case Op::kLogistic: case Op::kTan: case Op::kFloor: case Op::kCeil:
-    case Op::kRoundNearestEven: case Op::kIsFinite: case Op::kErf: case Op::kAtan:
-    case Op::kAsin: case Op::kAcos: case Op::kSinh: case Op::kCosh: case Op::kAsinh:
-    case Op::kAcosh: case Op::kAtanh: case Op::kLgamma: case Op::kDigamma: case Op::kErfInv:
+    case Op::kCbrt:
+    case Op::kLogistic:
+    case Op::kTan:
+    case Op::kFloor:
+    case Op::kCeil:
+    case Op::kRoundNearestEven:
+    case Op::kIsFinite:
+    case Op::kErf:
+    case Op::kAtan:
+    case Op::kAsin:
+    case Op::kAcos:
+    case Op::kSinh:
+    case Op::kCosh:
+    case Op::kAsinh:
+    case Op::kAcosh:
+    case Op::kAtanh:
+    case Op::kLgamma:
+    case Op::kDigamma:
+    case Op::kErfInv:
       *k = Kinds::kFloat;
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
 bool binary_kinds(Op op, Kinds* k) {
   switch (op) {
-    case Op::kAdd: case Op::kMul: case Op::kMax: case Op::kMin: *k = Kinds::kAny; return true;
-    case Op::kSub: case Op::kDiv: case Op::kRem: case Op::kPow: *k = Kinds::kNumeric; return true;
-    case Op::kAnd: case Op::kOr: case Op::kXor: *k = Kinds::kBoolOrInt; return true;
-    case Op::kAtan2: *k = Kinds::kFloat; return true;
-    case Op::kShiftLeft: case Op::kShiftRightArithmetic: case Op::kShiftRightLogical:
+    case Op::kAdd:
+    case Op::kMul:
+    case Op::kMax:
+    case Op::kMin:
+      *k = Kinds::kAny;
+      return true;
+    case Op::kSub:
+    case Op::kDiv:
+    case Op::kRem:
+    case Op::kPow:
+      *k = Kinds::kNumeric;
+      return true;
+    case Op::kAnd:
+    case Op::kOr:
+    case Op::kXor:
+      *k = Kinds::kBoolOrInt;
+      return true;
+    case Op::kAtan2:
+      *k = Kinds::kFloat;
+      return true;
+    case Op::kShiftLeft:
+    case Op::kShiftRightArithmetic:
+    case Op::kShiftRightLogical:
       *k = Kinds::kInt;
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -356,8 +502,9 @@ Value Graph::unary(Op op, Value x) {
   if (!unary_kinds(op, &k)) fail("unary", std::string(op_name(op)) + " is not a unary op");
   const TensorType t = operand_type(op_name(op), x);
   if (!accepts(k, t.dtype)) {
-    throw IrDtypeError(std::string(op_name(op)) + ": operand " + t.mlir() + " must have " +
-                           kinds_name(k), t.dtype);
+    throw IrDtypeError(
+        std::string(op_name(op)) + ": operand " + t.mlir() + " must have " + kinds_name(k),
+        t.dtype);
   }
   TensorType r = t;
   if (op == Op::kIsFinite) r.dtype = DType::kBool;
@@ -376,8 +523,9 @@ Value Graph::binary(Op op, Value a, Value b) {
                           " (broadcast and convert first)");
   }
   if (!accepts(k, ta.dtype)) {
-    throw IrDtypeError(std::string(op_name(op)) + ": operands " + ta.mlir() + " must have " +
-                           kinds_name(k), ta.dtype);
+    throw IrDtypeError(
+        std::string(op_name(op)) + ": operands " + ta.mlir() + " must have " + kinds_name(k),
+        ta.dtype);
   }
   return add_node(Node{op, {a, b}, {ta}, {}});
 }
@@ -462,8 +610,8 @@ Value Graph::bitcast_convert(Value x, DType to) {
   const TensorType t = operand_type("bitcast_convert", x);
   if (t.dtype == to) return x;
   if (t.dtype == DType::kBool || to == DType::kBool || byte_size(t.dtype) != byte_size(to)) {
-    fail("bitcast_convert", "cannot reinterpret " + t.mlir() + " as " +
-                                std::string(mlir_name(to)) + " (widths must match, no i1)");
+    fail("bitcast_convert", "cannot reinterpret " + t.mlir() + " as " + std::string(mlir_name(to)) +
+                                " (widths must match, no i1)");
   }
   Attrs a;
   a.dtype = to;
@@ -491,8 +639,10 @@ Value Graph::broadcast_in_dim(Value x, const std::vector<int64_t>& dims,
   detail::check_dims(op, dims);
   const TensorType r{t.dtype, dims};
   if (static_cast<int64_t>(broadcast_dimensions.size()) != t.rank()) {
-    fail(op, "broadcast_dimensions " + ints_str(broadcast_dimensions) + " must have one entry per "
-             "dimension of " + t.mlir());
+    fail(op, "broadcast_dimensions " + ints_str(broadcast_dimensions) +
+                 " must have one entry per "
+                 "dimension of " +
+                 t.mlir());
   }
   check_axes(op, "broadcast_dimensions", broadcast_dimensions, r.rank(), false);
   for (int64_t i = 0; i < t.rank(); ++i) {
@@ -593,8 +743,8 @@ Value Graph::pad(Value x, Value pad_value, const std::vector<int64_t>& low,
     const int64_t size = low[i] + high[i] + d + std::max<int64_t>(d - 1, 0) * interior[i];
     if (interior[i] < 0 || size < 0) {
       fail("pad", "dimension " + std::to_string(i) + " of " + t.mlir() + ": low " +
-                      std::to_string(low[i]) + ", high " + std::to_string(high[i]) +
-                      ", interior " + std::to_string(interior[i]) + " give a negative size");
+                      std::to_string(low[i]) + ", high " + std::to_string(high[i]) + ", interior " +
+                      std::to_string(interior[i]) + " give a negative size");
     }
     r.dims.push_back(size);
   }
@@ -642,8 +792,8 @@ Value Graph::dynamic_slice(Value x, const std::vector<Value>& start_indices,
   operands.insert(operands.end(), start_indices.begin(), start_indices.end());
   Attrs a;
   a.ints = {slice_sizes};
-  return add_node(Node{Op::kDynamicSlice, std::move(operands), {TensorType{t.dtype, slice_sizes}},
-                       std::move(a)});
+  return add_node(Node{
+      Op::kDynamicSlice, std::move(operands), {TensorType{t.dtype, slice_sizes}}, std::move(a)});
 }
 
 Value Graph::dynamic_update_slice(Value x, Value update, const std::vector<Value>& start_indices) {
@@ -652,8 +802,7 @@ Value Graph::dynamic_update_slice(Value x, Value update, const std::vector<Value
   const TensorType tu = operand_type(op, update);
   if (is_float8(t.dtype) && tu.dtype == t.dtype) {  // on the bit patterns, as select
     return bitcast_convert(dynamic_update_slice(bitcast_convert(x, DType::kU8),
-                                                bitcast_convert(update, DType::kU8),
-                                                start_indices),
+                                                bitcast_convert(update, DType::kU8), start_indices),
                            t.dtype);
   }
   bool ok = tu.dtype == t.dtype && tu.rank() == t.rank();

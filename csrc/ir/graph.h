@@ -28,44 +28,86 @@ enum class Op : uint8_t {
   kConstant,  // splat literal: attrs.literal (bit pattern of the value)
   kIota,      // attrs.dim
   // elementwise unary (result type = operand type unless noted)
-  kNeg, kAbs, kExp, kExpm1, kLog, kLog1p, kSqrt, kRsqrt, kCbrt, kTanh, kLogistic,
-  kSin, kCos, kTan, kFloor, kCeil, kRoundNearestEven, kSign, kNot, kIsFinite /*->i1*/,
-  kErf, kAtan, kAsin, kAcos, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kLgamma, kDigamma,
-  kErfInv, kPopcnt,
+  kNeg,
+  kAbs,
+  kExp,
+  kExpm1,
+  kLog,
+  kLog1p,
+  kSqrt,
+  kRsqrt,
+  kCbrt,
+  kTanh,
+  kLogistic,
+  kSin,
+  kCos,
+  kTan,
+  kFloor,
+  kCeil,
+  kRoundNearestEven,
+  kSign,
+  kNot,
+  kIsFinite /*->i1*/,
+  kErf,
+  kAtan,
+  kAsin,
+  kAcos,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kLgamma,
+  kDigamma,
+  kErfInv,
+  kPopcnt,
   // elementwise binary (same operand types; shapes must already match)
   // (kMax/kMin on floats propagate NaN, as IEEE maximum and PyTorch do)
-  kAdd, kSub, kMul, kDiv, kRem, kPow, kMax, kMin, kAnd, kOr, kXor, kAtan2,
-  kShiftLeft, kShiftRightArithmetic, kShiftRightLogical,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kRem,
+  kPow,
+  kMax,
+  kMin,
+  kAnd,
+  kOr,
+  kXor,
+  kAtan2,
+  kShiftLeft,
+  kShiftRightArithmetic,
+  kShiftRightLogical,
   // other elementwise
-  kCompare,        // attrs.cmp; result i1
-  kSelect,         // (pred i1, on_true, on_false)
-  kClamp,          // (min, operand, max)
-  kConvert,        // to attrs.dtype
-  kBitcastConvert, // to attrs.dtype (same width)
+  kCompare,         // attrs.cmp; result i1
+  kSelect,          // (pred i1, on_true, on_false)
+  kClamp,           // (min, operand, max)
+  kConvert,         // to attrs.dtype
+  kBitcastConvert,  // to attrs.dtype (same width)
   // movement
   kReshape,
-  kBroadcastInDim,  // attrs.ints[0] = broadcast_dimensions
-  kTranspose,       // attrs.ints[0] = permutation
-  kSlice,           // ints[0] start, ints[1] limit, ints[2] strides
-  kConcatenate,     // attrs.dim
-  kPad,             // (operand, pad value); ints[0] low, ints[1] high, ints[2] interior
-  kReverse,         // ints[0] dimensions
-  kDynamicSlice,    // (operand, scalar index...); ints[0] slice sizes
+  kBroadcastInDim,      // attrs.ints[0] = broadcast_dimensions
+  kTranspose,           // attrs.ints[0] = permutation
+  kSlice,               // ints[0] start, ints[1] limit, ints[2] strides
+  kConcatenate,         // attrs.dim
+  kPad,                 // (operand, pad value); ints[0] low, ints[1] high, ints[2] interior
+  kReverse,             // ints[0] dimensions
+  kDynamicSlice,        // (operand, scalar index...); ints[0] slice sizes
   kDynamicUpdateSlice,  // (operand, update, scalar index...)
-  kGather,          // (operand, indices); see GatherDims
-  kScatter,         // (operand, indices, updates); see ScatterDims, attrs.reducer
+  kGather,              // (operand, indices); see GatherDims
+  kScatter,             // (operand, indices, updates); see ScatterDims, attrs.reducer
   // reductions and windows (the combining region is attrs.reducer)
-  kReduce,          // (operands..., inits...); ints[0] dimensions; multi-result
-  kReduceWindow,    // (operand, init); ints: window, strides, base dil, win dil, pad lo, pad hi
+  kReduce,            // (operands..., inits...); ints[0] dimensions; multi-result
+  kReduceWindow,      // (operand, init); ints: window, strides, base dil, win dil, pad lo, pad hi
   kSelectAndScatter,  // (operand, source, init); ints: window, strides, pad lo, pad hi;
                       // select = attrs.cmp (GE for max pool), scatter = add
-  kSort,            // (operands...); attrs.dim; attrs.cmp on operand 0 (LT/GT); multi-result
+  kSort,              // (operands...); attrs.dim; attrs.cmp on operand 0 (LT/GT); multi-result
   // linear algebra
-  kDotGeneral,      // ints: lhs batch, rhs batch, lhs contract, rhs contract
-  kConvolution,     // see ConvDims
-  kCholesky,        // (a [..., n, n]); attrs.linalg.lower; the other triangle is unspecified
+  kDotGeneral,       // ints: lhs batch, rhs batch, lhs contract, rhs contract
+  kConvolution,      // see ConvDims
+  kCholesky,         // (a [..., n, n]); attrs.linalg.lower; the other triangle is unspecified
   kTriangularSolve,  // (a [..., n, n], b); attrs.linalg; solves op(a) x = b (left) or x op(a) = b
-  kCustomCall,      // (operands...); attrs.custom_call; multi-result (types given by the caller)
+  kCustomCall,       // (operands...); attrs.custom_call; multi-result (types given by the caller)
   // random
   kRngBitGenerator,  // (state ui64[2]) -> (new state, bits of result type); THREE_FRY
   // complex numbers and spectral transforms
@@ -74,7 +116,7 @@ enum class Op : uint8_t {
   kComplex,  // (real, imag) of the same float type -> complex
   kFft,      // attrs.dim = FftType, ints[0] = fft_length (the trailing dims transformed)
   // user kernels
-  kCall,     // (operands...); attrs.call; multi-result: a call of a user's StableHLO function
+  kCall,  // (operands...); attrs.call; multi-result: a call of a user's StableHLO function
 };
 
 // stablehlo.fft's fft_type. FFT/IFFT: complex -> complex; RFFT: float ->
@@ -93,7 +135,18 @@ enum class Cmp : uint8_t { kEQ, kNE, kLT, kLE, kGT, kGE };
 // NaN wins for both, so the first NaN's index is the result (PyTorch's argmax
 // and argmin semantics: torch.argmin([1, nan]) == 1). kMax/kMin on floats
 // propagate NaN. kReplace is scatter only.
-enum class Reducer : uint8_t { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kArgMax, kArgMin, kReplace };
+enum class Reducer : uint8_t {
+  kNone,
+  kAdd,
+  kMul,
+  kMax,
+  kMin,
+  kAnd,
+  kOr,
+  kArgMax,
+  kArgMin,
+  kReplace
+};
 
 struct Value {
   int32_t node = -1;
@@ -143,10 +196,10 @@ struct CustomCall {
 // module. `key` is a content hash of the user's text and is what the
 // fingerprint records, so equal keys must mean equal `funcs`.
 struct UserFunction {
-  std::string name;    // the user's name for the kernel, for error messages
-  std::string key;     // content hash (hex) of the kernel text
-  std::string entry;   // the symbol a call names (without '@')
-  std::string funcs;   // the private func.func definitions, MLIR text
+  std::string name;                         // the user's name for the kernel, for error messages
+  std::string key;                          // content hash (hex) of the kernel text
+  std::string entry;                        // the symbol a call names (without '@')
+  std::string funcs;                        // the private func.func definitions, MLIR text
   std::vector<TensorType> params, results;  // entry's signature
 };
 
@@ -199,8 +252,8 @@ class Graph {
   Value broadcast_in_dim(Value x, const std::vector<int64_t>& dims,
                          const std::vector<int64_t>& broadcast_dimensions);
   Value transpose(Value x, const std::vector<int64_t>& permutation);
-  Value slice(Value x, const std::vector<int64_t>& start,
-              const std::vector<int64_t>& limit, const std::vector<int64_t>& strides);
+  Value slice(Value x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+              const std::vector<int64_t>& strides);
   Value concatenate(const std::vector<Value>& xs, int64_t dim);
   Value pad(Value x, Value pad_value, const std::vector<int64_t>& low,
             const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
@@ -214,26 +267,23 @@ class Graph {
                 Reducer reducer);
 
   // --- reductions and windows
-  std::vector<Value> reduce(const std::vector<Value>& operands,
-                            const std::vector<Value>& inits,
+  std::vector<Value> reduce(const std::vector<Value>& operands, const std::vector<Value>& inits,
                             const std::vector<int64_t>& dimensions, Reducer reducer);
   Value reduce_window(Value x, Value init, const std::vector<int64_t>& window,
                       const std::vector<int64_t>& strides,
                       const std::vector<int64_t>& base_dilations,
                       const std::vector<int64_t>& window_dilations,
-                      const std::vector<int64_t>& pad_low,
-                      const std::vector<int64_t>& pad_high, Reducer reducer);
+                      const std::vector<int64_t>& pad_low, const std::vector<int64_t>& pad_high,
+                      Reducer reducer);
   Value select_and_scatter(Value operand, Value source, Value init,
-                           const std::vector<int64_t>& window,
-                           const std::vector<int64_t>& strides,
+                           const std::vector<int64_t>& window, const std::vector<int64_t>& strides,
                            const std::vector<int64_t>& pad_low,
                            const std::vector<int64_t>& pad_high, Cmp select);
   std::vector<Value> sort(const std::vector<Value>& operands, int64_t dim, Cmp cmp);
 
   // --- linear algebra
   Value dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
-                    const std::vector<int64_t>& rhs_batch,
-                    const std::vector<int64_t>& lhs_contract,
+                    const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
                     const std::vector<int64_t>& rhs_contract);
   Value convolution(Value input, Value kernel, const ConvDims& dims);
   // a [..., n, n] float -> its Cholesky factor in the `lower` (else upper)

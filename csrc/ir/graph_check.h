@@ -15,7 +15,7 @@ namespace ttpu::ir::detail {
   throw IrError(op + ": " + message);
 }
 
-std::string ints_str(const std::vector<int64_t>& v);  // "[1, 2]"
+std::string ints_str(const std::vector<int64_t>& v);                // "[1, 2]"
 void check_dims(const char* op, const std::vector<int64_t>& dims);  // all >= 0
 // Each axis in [0, rank), no repeats, ascending when `sorted`.
 void check_axes(const char* op, const char* what, const std::vector<int64_t>& axes, int64_t rank,

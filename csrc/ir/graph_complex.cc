@@ -33,8 +33,8 @@ Value Graph::fft(Value x, FftType type, const std::vector<int64_t>& fft_length) 
   const TensorType t = operand_type("fft", x);
   const int64_t k = static_cast<int64_t>(fft_length.size());
   if (k < 1 || k > 3 || k > t.rank()) {
-    fail("fft", "fft_length " + ints_str(fft_length) + " must name 1 to 3 trailing dims of " +
-                    t.mlir());
+    fail("fft",
+         "fft_length " + ints_str(fft_length) + " must name 1 to 3 trailing dims of " + t.mlir());
   }
   for (int64_t n : fft_length) {
     if (n < 1) fail("fft", "fft_length " + ints_str(fft_length) + " must be positive");
@@ -75,7 +75,8 @@ Value Graph::fft(Value x, FftType type, const std::vector<int64_t>& fft_length) 
       r.dtype = complex_part(t.dtype);
       r.dims[last] = n;
       break;
-    default: fail("fft", "unknown fft type");
+    default:
+      fail("fft", "unknown fft type");
   }
   Attrs a;
   a.dim = static_cast<int64_t>(type);

@@ -33,10 +33,10 @@ Value Graph::convert_float8(Value x, DType to) {
       } else {
         const bool e5m2 = from == DType::kF8E5M2;
         const Value sign = binary(Op::kShiftLeft, binary(Op::kAnd, code, u32(0x80)), u32(24));
-        const Value man = binary(Op::kShiftLeft, binary(Op::kAnd, code, u32(e5m2 ? 3 : 7)),
-                                 u32(e5m2 ? 21 : 20));
-        nan_bits = binary(Op::kOr, binary(Op::kOr, sign, man),
-                          u32(e5m2 ? 0x7FC00000u : 0x7F800000u));
+        const Value man =
+            binary(Op::kShiftLeft, binary(Op::kAnd, code, u32(e5m2 ? 3 : 7)), u32(e5m2 ? 21 : 20));
+        nan_bits =
+            binary(Op::kOr, binary(Op::kOr, sign, man), u32(e5m2 ? 0x7FC00000u : 0x7F800000u));
       }
       f = select(compare(Cmp::kNE, y, y), bitcast_convert(nan_bits, DType::kF32), y);
     }
@@ -87,9 +87,9 @@ Value Graph::convert_float8(Value x, DType to) {
   // NaN is 0x7F (0xFF when negative) in PyTorch, 0x7E in XLA. The sign is
   // taken with integer ops: a signed compare of the bitcast NaN came out
   // false for -NaN on XLA:CPU (measured).
-  const Value sign = binary(Op::kAnd, binary(Op::kShiftRightLogical,
-                                             bitcast_convert(f, DType::kU32), u32(24)),
-                            u32(0x80));
+  const Value sign =
+      binary(Op::kAnd, binary(Op::kShiftRightLogical, bitcast_convert(f, DType::kU32), u32(24)),
+             u32(0x80));
   const Value nan_code = convert_node(binary(Op::kOr, sign, u32(0x7F)), DType::kU8);
   return select(compare(Cmp::kNE, f, f), bitcast_convert(nan_code, to), y);
 }

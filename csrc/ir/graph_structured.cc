@@ -20,8 +20,8 @@ std::vector<int64_t> per_dim(const char* op, const char* what, const std::vector
                              int64_t rank, int64_t dflt) {
   if (v.empty()) return std::vector<int64_t>(static_cast<size_t>(rank), dflt);
   if (static_cast<int64_t>(v.size()) != rank) {
-    fail(op, std::string(what) + " " + ints_str(v) + " must have " + std::to_string(rank) +
-                 " entries");
+    fail(op,
+         std::string(what) + " " + ints_str(v) + " must have " + std::to_string(rank) + " entries");
   }
   return v;
 }
@@ -45,9 +45,15 @@ int64_t window_output(int64_t in, int64_t window, int64_t stride, int64_t base_d
 
 bool simple_reducer(Reducer r) {
   switch (r) {
-    case Reducer::kAdd: case Reducer::kMul: case Reducer::kMax: case Reducer::kMin:
-    case Reducer::kAnd: case Reducer::kOr: return true;
-    default: return false;
+    case Reducer::kAdd:
+    case Reducer::kMul:
+    case Reducer::kMax:
+    case Reducer::kMin:
+    case Reducer::kAnd:
+    case Reducer::kOr:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -123,8 +129,8 @@ Value Graph::gather(Value operand, Value indices, const GatherDims& dims,
   std::vector<int64_t> expect;
   size_t next_offset = 0, next_batch = 0;
   for (int64_t i = 0; i < rank; ++i) {
-    const bool is_offset = next_offset < dims.offset_dims.size() &&
-                           dims.offset_dims[next_offset] == i;
+    const bool is_offset =
+        next_offset < dims.offset_dims.size() && dims.offset_dims[next_offset] == i;
     expect.push_back(is_offset ? offsets[next_offset++] : batch[next_batch++]);
   }
   if (expect != result_dims) {
@@ -133,8 +139,8 @@ Value Graph::gather(Value operand, Value indices, const GatherDims& dims,
   }
   Attrs a;
   a.gather = dims;
-  return add_node(Node{Op::kGather, {operand, indices}, {TensorType{t.dtype, result_dims}},
-                       std::move(a)});
+  return add_node(
+      Node{Op::kGather, {operand, indices}, {TensorType{t.dtype, result_dims}}, std::move(a)});
 }
 
 Value Graph::scatter(Value operand, Value indices, Value updates, const ScatterDims& dims,
@@ -217,7 +223,8 @@ std::vector<Value> Graph::reduce(const std::vector<Value>& operands,
                  " inits (need one init per operand, at least one)");
   }
   const bool arg = reducer == Reducer::kArgMax || reducer == Reducer::kArgMin;
-  if (!arg && !simple_reducer(reducer)) fail(op, "reducer must be add/mul/max/min/and/or/argmax/argmin");
+  if (!arg && !simple_reducer(reducer))
+    fail(op, "reducer must be add/mul/max/min/and/or/argmax/argmin");
   const TensorType t0 = operand_type(op, operands[0]);
   check_axes(op, "dimensions", dimensions, t0.rank(), false);
   std::vector<TensorType> results;
@@ -235,8 +242,9 @@ std::vector<Value> Graph::reduce(const std::vector<Value>& operands,
     results.push_back(std::move(r));
   }
   if (arg && (operands.size() != 2 || !is_integral(results[1].dtype))) {
-    fail(op, "argmax/argmin reduce (values, indices): needs exactly 2 operands, the second "
-             "integer");
+    fail(op,
+         "argmax/argmin reduce (values, indices): needs exactly 2 operands, the second "
+         "integer");
   }
   std::vector<Value> node_operands = operands;
   node_operands.insert(node_operands.end(), inits.begin(), inits.end());
@@ -245,7 +253,8 @@ std::vector<Value> Graph::reduce(const std::vector<Value>& operands,
   a.reducer = reducer;
   Value v = add_node(Node{Op::kReduce, std::move(node_operands), std::move(results), std::move(a)});
   std::vector<Value> out;
-  for (size_t i = 0; i < operands.size(); ++i) out.push_back(Value{v.node, static_cast<int32_t>(i)});
+  for (size_t i = 0; i < operands.size(); ++i)
+    out.push_back(Value{v.node, static_cast<int32_t>(i)});
   return out;
 }
 
@@ -335,7 +344,8 @@ std::vector<Value> Graph::sort(const std::vector<Value>& operands, int64_t dim, 
   a.cmp = cmp;
   Value v = add_node(Node{Op::kSort, operands, std::move(results), std::move(a)});
   std::vector<Value> out;
-  for (size_t i = 0; i < operands.size(); ++i) out.push_back(Value{v.node, static_cast<int32_t>(i)});
+  for (size_t i = 0; i < operands.size(); ++i)
+    out.push_back(Value{v.node, static_cast<int32_t>(i)});
   return out;
 }
 
@@ -361,16 +371,19 @@ Value Graph::dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_b
   for (size_t i = 0; i < lhs_used.size(); ++i) {
     if (tl.dims[lhs_used[i]] != tr.dims[rhs_used[i]]) {
       fail(op, "lhs " + tl.mlir() + " dimension " + std::to_string(lhs_used[i]) +
-                   " does not match rhs " + tr.mlir() + " dimension " + std::to_string(rhs_used[i]));
+                   " does not match rhs " + tr.mlir() + " dimension " +
+                   std::to_string(rhs_used[i]));
     }
   }
   TensorType r{tl.dtype, {}};
   for (int64_t d : lhs_batch) r.dims.push_back(tl.dims[d]);
   for (int64_t d = 0; d < tl.rank(); ++d) {
-    if (std::find(lhs_used.begin(), lhs_used.end(), d) == lhs_used.end()) r.dims.push_back(tl.dims[d]);
+    if (std::find(lhs_used.begin(), lhs_used.end(), d) == lhs_used.end())
+      r.dims.push_back(tl.dims[d]);
   }
   for (int64_t d = 0; d < tr.rank(); ++d) {
-    if (std::find(rhs_used.begin(), rhs_used.end(), d) == rhs_used.end()) r.dims.push_back(tr.dims[d]);
+    if (std::find(rhs_used.begin(), rhs_used.end(), d) == rhs_used.end())
+      r.dims.push_back(tr.dims[d]);
   }
   Attrs a;
   a.ints = {lhs_batch, rhs_batch, lhs_contract, rhs_contract};
@@ -381,7 +394,8 @@ Value Graph::convolution(Value input, Value kernel, const ConvDims& dims) {
   const char* op = "convolution";
   const TensorType ti = operand_type(op, input);
   const TensorType tk = operand_type(op, kernel);
-  if (ti.dtype != tk.dtype) fail(op, "input " + ti.mlir() + " and kernel " + tk.mlir() + " differ in dtype");
+  if (ti.dtype != tk.dtype)
+    fail(op, "input " + ti.mlir() + " and kernel " + tk.mlir() + " differ in dtype");
   if (ti.rank() < 2 || ti.rank() != tk.rank()) {
     fail(op, "input " + ti.mlir() + " [N, C, spatial...] and kernel " + tk.mlir() +
                  " [O, I, spatial...] need the same rank >= 2");
@@ -407,8 +421,9 @@ Value Graph::convolution(Value input, Value kernel, const ConvDims& dims) {
   const int64_t out_features = tk.dims[0], kernel_in = tk.dims[1];
   if (in_features % fg != 0 || in_features / fg != kernel_in || out_features % fg != 0 ||
       out_features % bg != 0 || batch % bg != 0) {
-    fail(op, "input " + ti.mlir() + " and kernel " + tk.mlir() + " do not fit feature_group_count " +
-                 std::to_string(fg) + ", batch_group_count " + std::to_string(bg));
+    fail(op, "input " + ti.mlir() + " and kernel " + tk.mlir() +
+                 " do not fit feature_group_count " + std::to_string(fg) + ", batch_group_count " +
+                 std::to_string(bg));
   }
   TensorType r{ti.dtype, {batch / bg, out_features}};
   for (int64_t d = 0; d < n; ++d) {

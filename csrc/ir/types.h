@@ -55,9 +55,7 @@ struct TensorType {
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
   int64_t numel() const;
   std::string mlir() const;  // "tensor<2x3xf32>", "tensor<i64>"
-  bool operator==(const TensorType& o) const {
-    return dtype == o.dtype && dims == o.dims;
-  }
+  bool operator==(const TensorType& o) const { return dtype == o.dtype && dims == o.dims; }
 };
 
 // Literal helpers: the bit pattern of a scalar in `dtype`, as stored in

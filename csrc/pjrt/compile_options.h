@@ -12,9 +12,9 @@ namespace ttpu::pjrt {
 
 // How a program over several partitions is split into per-device programs.
 enum class Partitioner {
-  kNone,   // every device runs the program as written (replicas, or MPMD by id)
-  kGspmd,  // use_spmd_partitioning: `mhlo.sharding` attributes (XLA warns it is deprecated)
-  kShardy, // use_spmd_partitioning + use_shardy_partitioner: `sdy.mesh`/`sdy.sharding`
+  kNone,    // every device runs the program as written (replicas, or MPMD by id)
+  kGspmd,   // use_spmd_partitioning: `mhlo.sharding` attributes (XLA warns it is deprecated)
+  kShardy,  // use_spmd_partitioning + use_shardy_partitioner: `sdy.mesh`/`sdy.sharding`
 };
 
 // One program over num_replicas x num_partitions devices, executed with

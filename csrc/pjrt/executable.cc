@@ -65,16 +65,17 @@ Executable::~Executable() {
   TTPU_CALL_NOTHROW(client_->api(), PJRT_LoadedExecutable_Destroy, &args);
 }
 
-std::vector<std::shared_ptr<Buffer>> Executable::execute(
-    const std::vector<Buffer*>& args, int device_index) {
+std::vector<std::shared_ptr<Buffer>> Executable::execute(const std::vector<Buffer*>& args,
+                                                         int device_index) {
   constexpr char kMethod[] = "PJRT_LoadedExecutable_Execute";
   check_device_index(kMethod, device_index, client_->device_count());
   // Launching one device of a multi-device program is allowed by the C API,
   // but its collectives would wait forever for the peers never launched.
   if (addressable_devices_.size() > 1) {
-    throw PjrtError(kMethod, "the executable runs on " +
-                                 std::to_string(addressable_devices_.size()) +
-                                 " devices; use execute_multi", -1);
+    throw PjrtError(kMethod,
+                    "the executable runs on " + std::to_string(addressable_devices_.size()) +
+                        " devices; use execute_multi",
+                    -1);
   }
   // Handles on the stack for the usual few (an eager op's program): two
   // allocations per execute fewer; a heap vector past that.
@@ -120,7 +121,6 @@ std::vector<std::shared_ptr<Buffer>> Executable::execute(
   }
   return result;
 }
-
 
 std::string Executable::serialize() const {
   const PJRT_Api* api = client_->api();

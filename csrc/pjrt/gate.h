@@ -61,16 +61,14 @@ inline std::string take_error(const PJRT_Api* api, PJRT_Error* error, int* code)
 // slot past api->struct_size is garbage, not null; newer plugins may also leave
 // optional methods null. Either way the caller gets a PjrtError, not a crash.
 template <typename Fn, typename Args>
-void call(const PJRT_Api* api, Fn* PJRT_Api::*slot, const char* method,
-          Args* args) {
-  const size_t offset = reinterpret_cast<const char*>(&(api->*slot)) -
-                        reinterpret_cast<const char*>(api);
+void call(const PJRT_Api* api, Fn* PJRT_Api::* slot, const char* method, Args* args) {
+  const size_t offset =
+      reinterpret_cast<const char*>(&(api->*slot)) - reinterpret_cast<const char*>(api);
   // A forked child cannot use the parent's client (its threads did not
   // survive fork): refuse before the plugin can block forever.
   if (in_forked_child()) throw PjrtError(method, fork_message(), -1);
   if (!has_slot(api, offset, sizeof(Fn*)) || api->*slot == nullptr) {
-    throw PjrtError(method, "not implemented by this PJRT plugin",
-                    PJRT_Error_Code_UNIMPLEMENTED);
+    throw PjrtError(method, "not implemented by this PJRT plugin", PJRT_Error_Code_UNIMPLEMENTED);
   }
   if (PJRT_Error* error = (api->*slot)(args)) {
     int code = 0;
@@ -83,12 +81,11 @@ void call(const PJRT_Api* api, Fn* PJRT_Api::*slot, const char* method,
 // For destructors, which must not throw: the handle is gone either way and a
 // failure to free it is not something a caller can act on.
 template <typename Fn, typename Args>
-void call_in_destructor(const PJRT_Api* api, Fn* PJRT_Api::*slot,
-                        const char* method, Args* args) noexcept {
+void call_in_destructor(const PJRT_Api* api, Fn* PJRT_Api::* slot, const char* method,
+                        Args* args) noexcept {
   try {
     call(api, slot, method, args);
-  } catch (const PjrtError&) {
-  }
+  } catch (const PjrtError&) {}
 }
 #define TTPU_CALL_NOTHROW(api, Method, args) \
   call_in_destructor(api, &PJRT_Api::Method, #Method, args)

@@ -30,7 +30,8 @@ template <typename Args>
 KvCallResult value_of(PJRT_Error* error, Args& a, const char* what) {
   if (error != nullptr) return result(error);
   if (a.value == nullptr || a.value_deleter_callback == nullptr)
-    throw std::logic_error(std::string("kv ") + what + " callback returned neither value nor error");
+    throw std::logic_error(std::string("kv ") + what +
+                           " callback returned neither value nor error");
   KvCallResult out{0, std::string(a.value, a.value_size)};
   a.value_deleter_callback(a.value);
   return out;

@@ -104,8 +104,7 @@ PJRT_Error* kv_try_get(PJRT_KeyValueTryGetCallback_Args* args) {
 PJRT_Error* kv_put(PJRT_KeyValuePutCallback_Args* args) {
   return guarded(args->callback_error, "put", [&]() -> PJRT_Error* {
     auto* store = static_cast<KeyValueStore*>(args->user_arg);
-    store->put(std::string(args->key, args->key_size),
-               std::string(args->value, args->value_size));
+    store->put(std::string(args->key, args->key_size), std::string(args->value, args->value_size));
     return nullptr;
   });
 }

@@ -17,29 +17,35 @@ std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text,
                                             const MultiDeviceOptions& o) {
   constexpr char kMethod[] = "PJRT_Client_Compile";
   if (o.num_replicas < 1 || o.num_partitions < 1) {
-    throw PjrtError(kMethod, "num_replicas and num_partitions must be >= 1, got " +
-                                 std::to_string(o.num_replicas) + " and " +
-                                 std::to_string(o.num_partitions), -1);
+    throw PjrtError(kMethod,
+                    "num_replicas and num_partitions must be >= 1, got " +
+                        std::to_string(o.num_replicas) + " and " + std::to_string(o.num_partitions),
+                    -1);
   }
   const int64_t n = static_cast<int64_t>(o.num_replicas) * o.num_partitions;
   if (o.device_ids.empty()) {
     const int available = global_device_count();
     if (n > available) {
-      throw PjrtError(kMethod, std::to_string(o.num_replicas) + " replicas x " +
-                                   std::to_string(o.num_partitions) + " partitions need " +
-                                   std::to_string(n) + " devices; the client has " +
-                                   std::to_string(available), -1);
+      throw PjrtError(kMethod,
+                      std::to_string(o.num_replicas) + " replicas x " +
+                          std::to_string(o.num_partitions) + " partitions need " +
+                          std::to_string(n) + " devices; the client has " +
+                          std::to_string(available),
+                      -1);
     }
   } else {
     if (static_cast<int64_t>(o.device_ids.size()) != n) {
-      throw PjrtError(kMethod, "device_ids has " + std::to_string(o.device_ids.size()) +
-                                   " ids for " + std::to_string(n) + " devices", -1);
+      throw PjrtError(kMethod,
+                      "device_ids has " + std::to_string(o.device_ids.size()) + " ids for " +
+                          std::to_string(n) + " devices",
+                      -1);
     }
     std::set<int64_t> seen;
     for (int64_t id : o.device_ids) {
       if (id < 0 || !seen.insert(id).second) {
-        throw PjrtError(kMethod, "device id " + std::to_string(id) +
-                                     (id < 0 ? " is negative" : " appears twice"), -1);
+        throw PjrtError(
+            kMethod,
+            "device id " + std::to_string(id) + (id < 0 ? " is negative" : " appears twice"), -1);
       }
     }
   }
@@ -88,21 +94,23 @@ void Executable::check_multi_args(const std::vector<std::vector<Buffer*>>& args)
   std::vector<std::vector<int64_t>> dims;
   for (size_t d = 0; d < args.size(); ++d) {
     if (args[d].size() != num_args) {
-      throw PjrtError(kMethod, "argument list " + std::to_string(d) + " has " +
-                                   std::to_string(args[d].size()) + " arguments, the program " +
-                                   (params_ ? "takes " : "list 0 has ") +
-                                   std::to_string(num_args), -1);
+      throw PjrtError(kMethod,
+                      "argument list " + std::to_string(d) + " has " +
+                          std::to_string(args[d].size()) + " arguments, the program " +
+                          (params_ ? "takes " : "list 0 has ") + std::to_string(num_args),
+                      -1);
     }
     PJRT_Device* device = client_->device(addressable_devices_[d]);
     for (size_t i = 0; i < num_args; ++i) {
       const Buffer* b = args[d][i];
-      const std::string where = "argument " + std::to_string(i) + " of device list " +
-                                std::to_string(d);
+      const std::string where =
+          "argument " + std::to_string(i) + " of device list " + std::to_string(d);
       if (b == nullptr || b->raw() == nullptr) throw PjrtError(kMethod, where + " is null", -1);
       if (b->device() != device) {
-        throw PjrtError(kMethod, where + " is not on device " +
-                                     std::to_string(addressable_devices_[d]) +
-                                     ", the device that list runs on", -1);
+        throw PjrtError(kMethod,
+                        where + " is not on device " + std::to_string(addressable_devices_[d]) +
+                            ", the device that list runs on",
+                        -1);
       }
       const ElementType type = b->element_type();
       std::vector<int64_t> shape = b->dims();
@@ -111,16 +119,20 @@ void Executable::check_multi_args(const std::vector<std::vector<Buffer*>>& args)
         dims.push_back(shape);
         const ParamType* p = params_ ? &(*params_)[i] : nullptr;
         if (p && p->known && params_are_per_device_ && (p->type != type || p->dims != shape)) {
-          throw PjrtError(kMethod, where + " has type " + std::to_string(static_cast<int>(type)) +
-                                       " dims " + dims_text(shape) + "; the program takes type " +
-                                       std::to_string(static_cast<int>(p->type)) + " dims " +
-                                       dims_text(p->dims), -1);
+          throw PjrtError(kMethod,
+                          where + " has type " + std::to_string(static_cast<int>(type)) + " dims " +
+                              dims_text(shape) + "; the program takes type " +
+                              std::to_string(static_cast<int>(p->type)) + " dims " +
+                              dims_text(p->dims),
+                          -1);
         }
       } else if (type != types[i] || shape != dims[i]) {
-        throw PjrtError(kMethod, where + " has dims " + dims_text(shape) + " (type " +
-                                     std::to_string(static_cast<int>(type)) + "), list 0 has " +
-                                     dims_text(dims[i]) + " (type " +
-                                     std::to_string(static_cast<int>(types[i])) + ")", -1);
+        throw PjrtError(kMethod,
+                        where + " has dims " + dims_text(shape) + " (type " +
+                            std::to_string(static_cast<int>(type)) + "), list 0 has " +
+                            dims_text(dims[i]) + " (type " +
+                            std::to_string(static_cast<int>(types[i])) + ")",
+                        -1);
       }
     }
   }
@@ -131,13 +143,18 @@ std::vector<std::vector<std::shared_ptr<Buffer>>> Executable::execute_multi(
   constexpr char kMethod[] = "PJRT_LoadedExecutable_Execute";
   const std::vector<int>& devices = addressable_devices_;
   if (devices.empty()) {
-    throw PjrtError(kMethod, "the executable was compiled for one device chosen at "
-                             "execute time; compile it with MultiDeviceOptions", -1);
+    throw PjrtError(kMethod,
+                    "the executable was compiled for one device chosen at "
+                    "execute time; compile it with MultiDeviceOptions",
+                    -1);
   }
   if (args.size() != devices.size()) {
-    throw PjrtError(kMethod, std::to_string(args.size()) + " argument lists for an "
-                                 "executable over " + std::to_string(devices.size()) +
-                                 " devices", -1);
+    throw PjrtError(kMethod,
+                    std::to_string(args.size()) +
+                        " argument lists for an "
+                        "executable over " +
+                        std::to_string(devices.size()) + " devices",
+                    -1);
   }
   check_multi_args(args);
   std::vector<std::vector<PJRT_Buffer*>> handles(args.size());
@@ -146,8 +163,8 @@ std::vector<std::vector<std::shared_ptr<Buffer>>> Executable::execute_multi(
   }
 
   auto options = TTPU_ARGS(PJRT_ExecuteOptions);  // dereferenced unchecked
-  std::vector<std::vector<PJRT_Buffer*>> outputs(
-      args.size(), std::vector<PJRT_Buffer*>(num_outputs_, nullptr));
+  std::vector<std::vector<PJRT_Buffer*>> outputs(args.size(),
+                                                 std::vector<PJRT_Buffer*>(num_outputs_, nullptr));
   std::vector<PJRT_Buffer* const*> argument_lists;
   std::vector<PJRT_Buffer**> output_lists;
   for (size_t d = 0; d < args.size(); ++d) {

@@ -58,7 +58,6 @@ std::function<void()>& wait_poll() {
   return poll;
 }
 
-
 // Owns a PJRT_Event. Await blocks and returns the event's status; the C API
 // defines that status through PJRT_Event_Error, so it is read there as well.
 class Event {
@@ -150,8 +149,7 @@ class Event {
 
 bool is_known_type(ElementType type) {
   const int t = static_cast<int>(type);
-  return (t >= static_cast<int>(ElementType::kPred) &&
-          t <= static_cast<int>(ElementType::kC128)) ||
+  return (t >= static_cast<int>(ElementType::kPred) && t <= static_cast<int>(ElementType::kC128)) ||
          type == ElementType::kF8E5M2 || type == ElementType::kF8E4M3FN ||
          type == ElementType::kF8E5M2FNUZ || type == ElementType::kF8E4M3FNUZ ||
          type == ElementType::kF8E8M0FNU;
@@ -178,16 +176,14 @@ void poll_wait() {
 }
 
 PjrtError::PjrtError(std::string method, std::string message, int code)
-    : std::runtime_error(method + ": " + message),
-      method_(std::move(method)),
-      code_(code) {}
+    : std::runtime_error(method + ": " + message), method_(std::move(method)), code_(code) {}
 
 int64_t element_size(ElementType type) {
   // Indexed by PJRT_Buffer_Type, PRED (1) through C128 (15); 0 is INVALID.
   static constexpr int64_t kSizes[] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2, 8, 16};
   if (!is_known_type(type)) {
-    throw PjrtError("element_size", "unknown element type " +
-                                        std::to_string(static_cast<int>(type)), -1);
+    throw PjrtError("element_size",
+                    "unknown element type " + std::to_string(static_cast<int>(type)), -1);
   }
   if (static_cast<int>(type) > static_cast<int>(ElementType::kC128)) return 1;  // float8
   return kSizes[static_cast<int>(type)];
@@ -211,14 +207,16 @@ std::shared_ptr<Plugin> load_plugin(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    throw PluginError("cannot load PJRT plugin '" + path + "': " +
-                      (why ? why : "dlopen failed") + "; " + kPluginHint);
+    throw PluginError("cannot load PJRT plugin '" + path + "': " + (why ? why : "dlopen failed") +
+                      "; " + kPluginHint);
   }
   using GetPjrtApiFn = const PJRT_Api* (*)();
   auto get_api = reinterpret_cast<GetPjrtApiFn>(dlsym(handle, "GetPjrtApi"));
   if (get_api == nullptr) {
-    throw PluginError("'" + path + "' does not export GetPjrtApi, so it is not a "
-                      "PJRT plugin (jaxlib's CPU client is not one); " + kPluginHint);
+    throw PluginError("'" + path +
+                      "' does not export GetPjrtApi, so it is not a "
+                      "PJRT plugin (jaxlib's CPU client is not one); " +
+                      kPluginHint);
   }
   const PJRT_Api* api = get_api();
   if (api == nullptr ||
@@ -228,10 +226,9 @@ std::shared_ptr<Plugin> load_plugin(const std::string& path) {
   const int major = api->pjrt_api_version.major_version;
   const int minor = api->pjrt_api_version.minor_version;
   if (major != PJRT_API_MAJOR || minor < kMinApiMinor) {
-    throw PluginError("'" + path + "' implements PJRT C API " + std::to_string(major) +
-                      "." + std::to_string(minor) + "; torchtpu needs " +
-                      std::to_string(PJRT_API_MAJOR) + "." +
-                      std::to_string(kMinApiMinor) + " or newer: use a newer plugin");
+    throw PluginError("'" + path + "' implements PJRT C API " + std::to_string(major) + "." +
+                      std::to_string(minor) + "; torchtpu needs " + std::to_string(PJRT_API_MAJOR) +
+                      "." + std::to_string(kMinApiMinor) + " or newer: use a newer plugin");
   }
   // The gate itself reports errors through these three; without them it cannot.
   if (!has_slot(api, offsetof(PJRT_Api, PJRT_Error_GetCode), sizeof(void*)) ||
@@ -291,8 +288,10 @@ std::shared_ptr<Client> Plugin::create_client(const ClientOptions& o) {
     throw PjrtError(kMethod, "num_nodes must be >= 0, got " + std::to_string(o.num_nodes), -1);
   }
   if (o.num_nodes > 0 && (o.node_id < 0 || o.node_id >= o.num_nodes)) {
-    throw PjrtError(kMethod, "node_id " + std::to_string(o.node_id) + " out of range [0, " +
-                                 std::to_string(o.num_nodes) + ")", -1);
+    throw PjrtError(kMethod,
+                    "node_id " + std::to_string(o.node_id) + " out of range [0, " +
+                        std::to_string(o.num_nodes) + ")",
+                    -1);
   }
   // Plugins that read num_nodes build their cross-process topology through the
   // store; without one they would fail later, or wait, less clearly.
@@ -413,8 +412,8 @@ PJRT_Buffer* Client::from_host_raw(const void* data, ElementType type,
                                    int semantics, PJRT_Event** done) const {
   // The plugin aborts on a type it does not know instead of returning an error.
   if (!is_known_type(type)) {
-    throw PjrtError(kFromHostMethod, "unsupported element type " +
-                                         std::to_string(static_cast<int>(type)), -1);
+    throw PjrtError(kFromHostMethod,
+                    "unsupported element type " + std::to_string(static_cast<int>(type)), -1);
   }
   int64_t elements = 1;
   for (int64_t d : dims) {
@@ -453,11 +452,9 @@ std::shared_ptr<Buffer> Client::buffer_from_host(const void* data, ElementType t
   return buffer;
 }
 
-std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text,
-                                            Optimization level) {
+std::shared_ptr<Executable> Client::compile(const std::string& stablehlo_text, Optimization level) {
   return compile_bytes(stablehlo_text, compile_options_bytes(level));
 }
-
 
 std::shared_ptr<Executable> Client::compile_bytes(const std::string& stablehlo_text,
                                                   const std::string& options) {
@@ -684,17 +681,17 @@ void Buffer::to_host(void* dst, int64_t nbytes) const {
   // with its own method name.
   try {
     await_ready(/*interruptible=*/true);
-  } catch (const PjrtError&) {
-  }
+  } catch (const PjrtError&) {}
   // dst = null asks for the size of the dense row-major host copy.
   auto query = TTPU_ARGS(PJRT_Buffer_ToHostBuffer_Args);
   query.src = buffer_;
   TTPU_CALL(api, PJRT_Buffer_ToHostBuffer, &query);
   Event(api, query.event).await(kMethod);
   if (nbytes < 0 || static_cast<size_t>(nbytes) != query.dst_size) {
-    throw PjrtError(kMethod, "host buffer has " + std::to_string(nbytes) +
-                                 " bytes, the device buffer needs " +
-                                 std::to_string(query.dst_size), -1);
+    throw PjrtError(kMethod,
+                    "host buffer has " + std::to_string(nbytes) +
+                        " bytes, the device buffer needs " + std::to_string(query.dst_size),
+                    -1);
   }
   if (nbytes == 0) return;
   if (dst == nullptr) throw PjrtError(kMethod, "null destination", -1);

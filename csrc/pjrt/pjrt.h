@@ -175,8 +175,7 @@ class Client : public std::enable_shared_from_this<Client> {
   // Copies `data` (dense row-major, `dims`) to device `device_index`. The host
   // bytes may be reused as soon as this returns.
   std::shared_ptr<Buffer> buffer_from_host(const void* data, ElementType type,
-                                           const std::vector<int64_t>& dims,
-                                           int device_index);
+                                           const std::vector<int64_t>& dims, int device_index);
   // Like buffer_from_host, but the plugin may make `data` the buffer's own
   // memory instead of copying it (PJRT's kMutableZeroCopy: no allocation, no
   // copy on the CPU plugin; a plain copy on others). `release` runs once when
@@ -185,8 +184,8 @@ class Client : public std::enable_shared_from_this<Client> {
   // a plugin thread: it must be quick and must not call into PJRT. Until then
   // the caller must neither write nor free `data`. On a throw, `release` has run.
   std::shared_ptr<Buffer> buffer_adopting_host(void* data, ElementType type,
-                                               const std::vector<int64_t>& dims,
-                                               int device_index, std::function<void()> release);
+                                               const std::vector<int64_t>& dims, int device_index,
+                                               std::function<void()> release);
   // Copies `data` to the device, possibly after this returns (PJRT's
   // kImmutableUntilTransferCompletes: the CPU plugin copies buffers of 100 KB
   // and more on its worker threads). The buffer is never an alias of `data`.
@@ -194,8 +193,8 @@ class Client : public std::enable_shared_from_this<Client> {
   // then the caller must neither write nor free it. What a non_blocking copy
   // from pinned memory does on CUDA.
   std::shared_ptr<Buffer> buffer_from_host_async(const void* data, ElementType type,
-                                                 const std::vector<int64_t>& dims,
-                                                 int device_index, std::function<void()> release);
+                                                 const std::vector<int64_t>& dims, int device_index,
+                                                 std::function<void()> release);
 
   // Compiles StableHLO text (MLIR, entry @main) for one replica, one partition.
   // Throws PjrtError (method "PJRT_Client_Compile") with the plugin's message.
@@ -303,8 +302,7 @@ class Executable {
   // without waiting for them (the plugin computes asynchronously; errors surface
   // in Buffer::await_ready / to_host). Throws PjrtError if the plugin rejects
   // the call, or (code -1) if the executable runs on several devices.
-  std::vector<std::shared_ptr<Buffer>> execute(
-      const std::vector<Buffer*>& args, int device_index);
+  std::vector<std::shared_ptr<Buffer>> execute(const std::vector<Buffer*>& args, int device_index);
 
   // The client device indices a multi-device executable runs on, in the order
   // execute_multi takes its argument lists (replica-major, this process's

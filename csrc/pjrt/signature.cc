@@ -9,14 +9,25 @@ namespace {
 // MLIR element type names -> PJRT types. Anything else stays "unknown".
 std::optional<ElementType> element_type(const std::string& name) {
   static const std::pair<const char*, ElementType> kTypes[] = {
-      {"i1", ElementType::kPred},   {"i8", ElementType::kS8},     {"i16", ElementType::kS16},
-      {"i32", ElementType::kS32},   {"i64", ElementType::kS64},   {"ui8", ElementType::kU8},
-      {"ui16", ElementType::kU16},  {"ui32", ElementType::kU32},  {"ui64", ElementType::kU64},
-      {"f16", ElementType::kF16},   {"f32", ElementType::kF32},   {"f64", ElementType::kF64},
-      {"bf16", ElementType::kBF16}, {"complex<f32>", ElementType::kC64},
+      {"i1", ElementType::kPred},
+      {"i8", ElementType::kS8},
+      {"i16", ElementType::kS16},
+      {"i32", ElementType::kS32},
+      {"i64", ElementType::kS64},
+      {"ui8", ElementType::kU8},
+      {"ui16", ElementType::kU16},
+      {"ui32", ElementType::kU32},
+      {"ui64", ElementType::kU64},
+      {"f16", ElementType::kF16},
+      {"f32", ElementType::kF32},
+      {"f64", ElementType::kF64},
+      {"bf16", ElementType::kBF16},
+      {"complex<f32>", ElementType::kC64},
       {"complex<f64>", ElementType::kC128},
-      {"f8E5M2", ElementType::kF8E5M2},         {"f8E4M3FN", ElementType::kF8E4M3FN},
-      {"f8E5M2FNUZ", ElementType::kF8E5M2FNUZ}, {"f8E4M3FNUZ", ElementType::kF8E4M3FNUZ},
+      {"f8E5M2", ElementType::kF8E5M2},
+      {"f8E4M3FN", ElementType::kF8E4M3FN},
+      {"f8E5M2FNUZ", ElementType::kF8E5M2FNUZ},
+      {"f8E4M3FNUZ", ElementType::kF8E4M3FNUZ},
       {"f8E8M0FNU", ElementType::kF8E8M0FNU},
   };
   for (const auto& [n, t] : kTypes) {

@@ -50,12 +50,10 @@ void bind_device(py::module& m) {
     out["num_ooms"] = stats.num_ooms;
     return out;
   });
-  m.def("_reset_peak_memory_stats", [](int device) {
-    ttpu::aten::tpu_device_allocator()->resetPeakStats(device);
-  });
-  m.def("_reset_accumulated_memory_stats", [](int device) {
-    ttpu::aten::tpu_device_allocator()->resetAccumulatedStats(device);
-  });
+  m.def("_reset_peak_memory_stats",
+        [](int device) { ttpu::aten::tpu_device_allocator()->resetPeakStats(device); });
+  m.def("_reset_accumulated_memory_stats",
+        [](int device) { ttpu::aten::tpu_device_allocator()->resetAccumulatedStats(device); });
   m.def("_mem_get_info", [](int device) {
     return guarded([&] { return ttpu::aten::tpu_device_allocator()->getMemoryInfo(device); });
   });
@@ -86,9 +84,8 @@ void bind_device(py::module& m) {
     std::lock_guard<std::mutex> lock(gen.mutex());
     return gen.seed();
   });
-  m.def("_initial_seed", [](int device) {
-    return ttpu::aten::default_generator(device).current_seed();
-  });
+  m.def("_initial_seed",
+        [](int device) { return ttpu::aten::default_generator(device).current_seed(); });
   m.def("_get_rng_state", [](int device) {
     auto gen = ttpu::aten::default_generator(device);
     std::lock_guard<std::mutex> lock(gen.mutex());

@@ -88,7 +88,10 @@ void bind_metrics(py::module& m) {
     }
   });
   m.def("_reset_metrics", [] {
-    guarded([] { Runtime::get().metrics().reset(); return 0; });
+    guarded([] {
+      Runtime::get().metrics().reset();
+      return 0;
+    });
     ttpu::aten::reset_fallback_counts();
   });
   m.def("_fallback_counts", &ttpu::aten::fallback_counts);

@@ -69,9 +69,8 @@ void install_recompile_hooks() {
   ttpu::runtime::set_recompile_handler([](const ttpu::runtime::NewGraph& g) {
     if (python_unavailable()) return;
     py::gil_scoped_acquire gil;
-    py::module_::import("torchtpu._recompile").attr("on_new_graph")(g.start, g.count,
-                                                                    g.difference,
-                                                                    g.shape_changes);
+    py::module_::import("torchtpu._recompile")
+        .attr("on_new_graph")(g.start, g.count, g.difference, g.shape_changes);
   });
 }
 
@@ -135,11 +134,24 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_set_default_plugin", &Runtime::set_default_plugin);
   m.def("_is_in_bad_fork", [] { return ttpu::pjrt::in_forked_child(); });
-  m.def("_drain_autograd_threads", [] { guarded([] { drain_autograd_device_threads(); return 0; }); });
-  m.def("_init", [](const std::string& path, int n) {
-    guarded([&] { Runtime::init(path, n); return 0; });
+  m.def("_drain_autograd_threads", [] {
+    guarded([] {
+      drain_autograd_device_threads();
+      return 0;
+    });
   });
-  m.def("_ensure_initialized", [] { guarded([] { Runtime::get(); return 0; }); });
+  m.def("_init", [](const std::string& path, int n) {
+    guarded([&] {
+      Runtime::init(path, n);
+      return 0;
+    });
+  });
+  m.def("_ensure_initialized", [] {
+    guarded([] {
+      Runtime::get();
+      return 0;
+    });
+  });
   m.def("_is_initialized", &Runtime::initialized);
   // Compiles still running on their own threads (the exit hook waits for them).
   m.def("_compiles_running", [] {

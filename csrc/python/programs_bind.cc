@@ -49,7 +49,10 @@ void bind_programs(py::module& m) {
   });
   // For tests: the error path of a program the plugin rejects.
   m.def("_compile_stablehlo", [](const std::string& text, const std::string& op) {
-    guarded([&] { Runtime::get().compile_text(text, op); return 0; });
+    guarded([&] {
+      Runtime::get().compile_text(text, op);
+      return 0;
+    });
   });
   // User kernels (torchtpu/kernels.py): register StableHLO text -> (handle,
   // argument types, result types), each type a (shape, MLIR element type) pair.

@@ -25,26 +25,31 @@ void bind_runtime(py::module& m) {
   m.def("_set_growing_buckets", &ttpu::aten::set_growing_buckets);
   m.def("_set_fused_hybrid", &ttpu::runtime::set_fused_hybrid);
   m.def("_get_fused_hybrid", &ttpu::runtime::fused_hybrid);
-  m.def("_resolve_plugin_path", [] { return guarded([] { return Runtime::resolve_plugin_path(); }); });
+  m.def("_resolve_plugin_path",
+        [] { return guarded([] { return Runtime::resolve_plugin_path(); }); });
   m.def("_plugin_path", [] { return guarded([] { return Runtime::get().plugin_path(); }); });
-  m.def("_platform_name", [] { return guarded([] { return Runtime::get().client().platform_name(); }); });
+  m.def("_platform_name",
+        [] { return guarded([] { return Runtime::get().client().platform_name(); }); });
   m.def("_device_count", [] { return ttpu::aten::device_count_or_zero(); });
   // Fused mode: flushes made by reads (the step hook tells them from cuts).
   m.def("_fused_read_flushes", &ttpu::runtime::read_flushes);
   // Fused mode: the pending graph of `device` (-1: every device) becomes an
   // enqueued program; nothing waits (the end of a training step,
   // torchtpu/_step_flush.py).
-  m.def("_flush", [](int device) {
-    py::gil_scoped_release release;
-    guarded([device] {
-      if (device < 0) {
-        ttpu::runtime::flush_all();
-      } else {
-        ttpu::runtime::fusion(device).flush();
-      }
-      return 0;
-    });
-  }, py::arg("device") = -1);
+  m.def(
+      "_flush",
+      [](int device) {
+        py::gil_scoped_release release;
+        guarded([device] {
+          if (device < 0) {
+            ttpu::runtime::flush_all();
+          } else {
+            ttpu::runtime::fusion(device).flush();
+          }
+          return 0;
+        });
+      },
+      py::arg("device") = -1);
   m.def("_synchronize", [] {
     py::gil_scoped_release release;
     guarded([] {
@@ -58,7 +63,10 @@ void bind_runtime(py::module& m) {
   m.def("_set_eager_mode", [](const std::string& mode) {
     auto& rt = guarded([]() -> Runtime& { return Runtime::get(); });
     // Whatever the old mode recorded runs before the new mode takes over.
-    guarded([] { ttpu::runtime::flush_all(); return 0; });
+    guarded([] {
+      ttpu::runtime::flush_all();
+      return 0;
+    });
     if (mode == "strict") {
       rt.set_mode(ttpu::runtime::EagerMode::kStrict);
     } else if (mode == "debug") {
@@ -73,9 +81,12 @@ void bind_runtime(py::module& m) {
   m.def("_get_eager_mode", [] {
     return guarded([] {
       switch (Runtime::get().chosen_mode()) {
-        case ttpu::runtime::EagerMode::kDebug: return "debug";
-        case ttpu::runtime::EagerMode::kFused: return "fused";
-        default: return "strict";
+        case ttpu::runtime::EagerMode::kDebug:
+          return "debug";
+        case ttpu::runtime::EagerMode::kFused:
+          return "fused";
+        default:
+          return "strict";
       }
     });
   });

@@ -50,8 +50,8 @@ struct Capture {
 // What a Fusion tracks while a capture is being taken.
 struct CaptureState {
   bool active = false;
-  bool broken = false;   // a reason to refuse was met
-  bool ending = false;   // end_capture's own flush
+  bool broken = false;  // a reason to refuse was met
+  bool ending = false;  // end_capture's own flush
   std::vector<Slot*> inputs;
   std::vector<const pjrt::Buffer*> input_buffers;
   std::vector<const pjrt::Buffer*> rng_buffers;  // one per draw, in order

@@ -18,21 +18,36 @@ constexpr size_t kMaxCollectivePrograms = 256;
 const char* mlir_element(pjrt::ElementType t) {
   using E = pjrt::ElementType;
   switch (t) {
-    case E::kS8: return "i8";
-    case E::kS16: return "i16";
-    case E::kS32: return "i32";
-    case E::kS64: return "i64";
-    case E::kU8: return "ui8";
-    case E::kU16: return "ui16";
-    case E::kU32: return "ui32";
-    case E::kU64: return "ui64";
-    case E::kF16: return "f16";
-    case E::kBF16: return "bf16";
-    case E::kF32: return "f32";
-    case E::kF64: return "f64";
-    case E::kC64: return "complex<f32>";
-    case E::kC128: return "complex<f64>";
-    case E::kPred: break;
+    case E::kS8:
+      return "i8";
+    case E::kS16:
+      return "i16";
+    case E::kS32:
+      return "i32";
+    case E::kS64:
+      return "i64";
+    case E::kU8:
+      return "ui8";
+    case E::kU16:
+      return "ui16";
+    case E::kU32:
+      return "ui32";
+    case E::kU64:
+      return "ui64";
+    case E::kF16:
+      return "f16";
+    case E::kBF16:
+      return "bf16";
+    case E::kF32:
+      return "f32";
+    case E::kF64:
+      return "f64";
+    case E::kC64:
+      return "complex<f32>";
+    case E::kC128:
+      return "complex<f64>";
+    case E::kPred:
+      break;
   }
   return nullptr;
 }
@@ -46,16 +61,20 @@ bool is_inexact(pjrt::ElementType t) {
 const char* combiner(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return "stablehlo.add";
-    case ReduceOp::kProduct: return "stablehlo.multiply";
-    case ReduceOp::kMin: return "stablehlo.minimum";
-    case ReduceOp::kMax: return "stablehlo.maximum";
+    case ReduceOp::kAvg:
+      return "stablehlo.add";
+    case ReduceOp::kProduct:
+      return "stablehlo.multiply";
+    case ReduceOp::kMin:
+      return "stablehlo.minimum";
+    case ReduceOp::kMax:
+      return "stablehlo.maximum";
   }
   return "stablehlo.add";
 }
 
-std::string all_reduce_text(pjrt::ElementType type, const std::vector<int64_t>& dims,
-                            ReduceOp op, int n) {
+std::string all_reduce_text(pjrt::ElementType type, const std::vector<int64_t>& dims, ReduceOp op,
+                            int n) {
   const std::string elem = mlir_element(type);
   std::string shape;
   for (int64_t d : dims) shape += std::to_string(d) + "x";
@@ -66,18 +85,25 @@ std::string all_reduce_text(pjrt::ElementType type, const std::vector<int64_t>& 
 
   std::string text = "module @all_reduce {\n  func.func public @main(%a: " + t + ") -> " + t +
                      " {\n    %0 = \"stablehlo.all_reduce\"(%a) ({\n"
-                     "      ^bb0(%x: " + scalar + ", %y: " + scalar + "):\n"
-                     "        %s = " + combiner(op) + " %x, %y : " + scalar + "\n"
-                     "        stablehlo.return %s : " + scalar + "\n"
-                     "    }) {replica_groups = dense<[[" + group + "]]> : tensor<1x" +
-                     std::to_string(n) + "xi64>} : (" + t + ") -> " + t + "\n";
+                     "      ^bb0(%x: " +
+                     scalar + ", %y: " + scalar +
+                     "):\n"
+                     "        %s = " +
+                     combiner(op) + " %x, %y : " + scalar +
+                     "\n"
+                     "        stablehlo.return %s : " +
+                     scalar +
+                     "\n"
+                     "    }) {replica_groups = dense<[[" +
+                     group + "]]> : tensor<1x" + std::to_string(n) + "xi64>} : (" + t + ") -> " +
+                     t + "\n";
   std::string result = "%0";
   if (op == ReduceOp::kAvg) {
     // Divided on the device, in the buffer's own type, as c10d's AVG does.
     const std::string count = std::to_string(n) + ".0";
     const bool complex = type == pjrt::ElementType::kC64 || type == pjrt::ElementType::kC128;
-    text += "    %n = stablehlo.constant dense<" +
-            (complex ? "(" + count + ", 0.0)" : count) + "> : " + t + "\n";
+    text += "    %n = stablehlo.constant dense<" + (complex ? "(" + count + ", 0.0)" : count) +
+            "> : " + t + "\n";
     text += "    %1 = stablehlo.divide %0, %n : " + t + "\n";
     result = "%1";
   }
@@ -106,9 +132,10 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::all_reduce_local(
     }
     if (index < 0 || !seen.insert(index).second) {
       throw std::invalid_argument("all_reduce_local: buffer " + std::to_string(i) +
-                                  (index < 0 ? " is not on a device of this runtime"
-                                             : " is on device " + std::to_string(index) +
-                                                   ", as an earlier one is: one buffer per device"));
+                                  (index < 0
+                                       ? " is not on a device of this runtime"
+                                       : " is on device " + std::to_string(index) +
+                                             ", as an earlier one is: one buffer per device"));
     }
     devices.push_back(index);
   }
@@ -121,8 +148,9 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::all_reduce_local(
     }
   }
   if (mlir_element(type) == nullptr) {
-    throw std::invalid_argument("all_reduce_local: bool buffers are not reduced; "
-                                "convert to uint8 first");
+    throw std::invalid_argument(
+        "all_reduce_local: bool buffers are not reduced; "
+        "convert to uint8 first");
   }
   if (op == ReduceOp::kAvg && !is_inexact(type)) {
     throw std::invalid_argument("all_reduce_local: AVG needs a floating or complex type");
@@ -160,8 +188,9 @@ std::shared_ptr<pjrt::Executable> Runtime::multi_device_program(
   const auto start = std::chrono::steady_clock::now();
   auto exe = client_->compile(text, options);
   ++metrics_.compiles;
-  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::steady_clock::now() - start).count();
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   metrics_.compile_ns += ns;
   if (trace::active()) {
     trace::Record r;
@@ -207,9 +236,10 @@ std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> Runtime::run_spmd(
   options.partitioner = pjrt::Partitioner::kShardy;
   for (int d : devices) {
     if (d < 0 || d >= client_->device_count()) {
-      throw std::invalid_argument(name + ": device " + std::to_string(d) + " is not one of this "
-                                  "process's " + std::to_string(client_->device_count()) +
-                                  " devices");
+      throw std::invalid_argument(name + ": device " + std::to_string(d) +
+                                  " is not one of this "
+                                  "process's " +
+                                  std::to_string(client_->device_count()) + " devices");
     }
     if (!seen.insert(d).second) {
       throw std::invalid_argument(name + ": device " + std::to_string(d) + " is named twice");

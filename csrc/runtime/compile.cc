@@ -47,8 +47,7 @@ struct Runtime::CompileJob {
   std::exception_ptr error;
 };
 
-std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
-                                                   const std::string& op,
+std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph, const std::string& op,
                                                    const std::string* fingerprint,
                                                    pjrt::Optimization level) {
   if (!quick_compile_) level = pjrt::Optimization::kFull;
@@ -90,7 +89,7 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph,
         error = std::current_exception();
       }
       finish(key, *job, std::move(exe), error);
-      job.reset();  // its last owner may be this thread: gone before it counts as done
+      job.reset();               // its last owner may be this thread: gone before it counts as done
       std::string().swap(text);  // so is the program text
       --compiles_running_;
     };
@@ -125,14 +124,13 @@ void Runtime::compile_ahead(const ir::Graph& graph, const std::string& op,
     std::shared_ptr<pjrt::Executable> exe;
     std::exception_ptr error;
     if (compile_queue_closed()) {
-      error = std::make_exception_ptr(pjrt::PjrtError(
-          "compile", op + ": its compile was dropped: the process is exiting", -1));
+      error = std::make_exception_ptr(
+          pjrt::PjrtError("compile", op + ": its compile was dropped: the process is exiting", -1));
     } else {
       static std::atomic<int64_t> busy{0};  // compiles on the pool now
       const int64_t now = ++busy;
       int64_t peak = metrics_.background_compiles_peak.load();
-      while (now > peak && !metrics_.background_compiles_peak.compare_exchange_weak(peak, now)) {
-      }
+      while (now > peak && !metrics_.background_compiles_peak.compare_exchange_weak(peak, now)) {}
       try {
         exe = load_or_compile(stablehlo::emit(graph, "torchtpu", emit_options_), op, level);
       } catch (...) {
@@ -175,8 +173,8 @@ std::shared_ptr<pjrt::Executable> Runtime::await(CompileJob& job) {
   return job.exe;
 }
 
-void Runtime::finish(const std::string& key, CompileJob& job,
-                     std::shared_ptr<pjrt::Executable> exe, std::exception_ptr error) {
+void Runtime::finish(const std::string& key, CompileJob& job, std::shared_ptr<pjrt::Executable> exe,
+                     std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     compiling_.erase(key);  // a failed compile is tried again by the next caller
@@ -223,9 +221,8 @@ void Runtime::open_disk_cache(const pjrt::Plugin& plugin) {
   std::string dir = cache::cache_dir_from_env();
   if (dir.empty()) return;
   try {
-    cache_keys_ = std::make_unique<cache::KeyBuilder>(plugin.path(), plugin.api_major(),
-                                                      plugin.api_minor(),
-                                                      pjrt::compile_options_bytes());
+    cache_keys_ = std::make_unique<cache::KeyBuilder>(
+        plugin.path(), plugin.api_major(), plugin.api_minor(), pjrt::compile_options_bytes());
     disk_cache_ = std::make_unique<cache::DiskStore>(dir);
   } catch (const std::exception& e) {
     // The cache only saves time: without it every program is compiled.
@@ -244,7 +241,8 @@ std::shared_ptr<pjrt::Executable> Runtime::load_from_disk(const cache::Key& key,
       auto exe = client_->deserialize(entry.payload);
       ++metrics_.persistent_hits;
       metrics_.persistent_load_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now() - start).count();
+                                         std::chrono::steady_clock::now() - start)
+                                         .count();
       return exe;
     } catch (const pjrt::PjrtError& e) {
       entry.status = cache::LoadStatus::kCorrupt;
@@ -271,7 +269,8 @@ void Runtime::store_to_disk(const cache::Key& key, const pjrt::Executable& exe) 
   }
   static std::atomic<bool> warned{false};
   if (!error.empty() && !warned.exchange(true)) {
-    std::fprintf(stderr, "torchtpu: warning: cannot write to the compile cache (%s); "
+    std::fprintf(stderr,
+                 "torchtpu: warning: cannot write to the compile cache (%s); "
                  "programs still compile, they are just not saved (warned once)\n",
                  error.c_str());
   }
@@ -286,11 +285,11 @@ std::shared_ptr<pjrt::Executable> Runtime::compile_text(const std::string& text,
     exe = client_->compile(text, level);
   } catch (const pjrt::PjrtError& e) {
     throw pjrt::PjrtError(e.method(),
-                          "XLA rejected the program lowered for " + op + ": " + e.what(),
-                          e.code());
+                          "XLA rejected the program lowered for " + op + ": " + e.what(), e.code());
   }
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::steady_clock::now() - start).count();
+  auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   ++metrics_.compiles;
   metrics_.compile_ns += ns;
   if (trace::active()) {

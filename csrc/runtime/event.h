@@ -36,10 +36,10 @@ class DeviceEvent {
   struct Point {
     std::mutex mu;
     std::condition_variable cv;
-    int remaining = 0;     // buffers not yet computed
-    int64_t done_ns = 0;   // steady-clock time the last one was
+    int remaining = 0;    // buffers not yet computed
+    int64_t done_ns = 0;  // steady-clock time the last one was
     int device = 0;
-    uint64_t mark = 0;     // Runtime::in_flight's mark, retired when done
+    uint64_t mark = 0;  // Runtime::in_flight's mark, retired when done
     void finish_one();
   };
   bool timing_;

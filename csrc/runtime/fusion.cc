@@ -208,9 +208,10 @@ void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
   // is recorded, as the lowering refuses a failed input.
   for (const RecordedArg& a : args) {
     if (a.slot != nullptr && !a.slot->pending && a.slot->buffer == nullptr) {
-      throw pjrt::PjrtError("fused execution", op + ": an input was never computed: " +
-                                                   (a.slot->error.empty() ? std::string("lost")
-                                                                          : a.slot->error), -1);
+      throw pjrt::PjrtError("fused execution",
+                            op + ": an input was never computed: " +
+                                (a.slot->error.empty() ? std::string("lost") : a.slot->error),
+                            -1);
     }
   }
   // The user's line is looked up before anything else, so a flush the op
@@ -245,8 +246,8 @@ void Fusion::record(ir::Graph& op_graph, const std::vector<RecordedArg>& args,
   }
   // A storm's graph keeps the op's own program too (keep_op reads op_graph).
   std::vector<ir::Value> mapped = per_op_ || keep_graph
-                                     ? graph_.append(op_graph, bound, values)
-                                     : graph_.append(std::move(op_graph), bound, values);
+                                      ? graph_.append(op_graph, bound, values)
+                                      : graph_.append(std::move(op_graph), bound, values);
   if (per_op_) keep_op(op_graph, args, bound, values, mapped, op);
   t_bound = std::move(bound);
   for (size_t i = 0; i < out_slots.size(); ++i) {
@@ -515,8 +516,7 @@ std::unique_ptr<Capture> Fusion::end_capture() {
   return std::move(capture_.result);
 }
 
-void Fusion::take_capture(const ir::Graph& graph, const std::string& key,
-                          const std::string& name,
+void Fusion::take_capture(const ir::Graph& graph, const std::string& key, const std::string& name,
                           const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
                           const std::vector<Slot*>& live) {
   auto find = [](const auto& list, const pjrt::Buffer* b) {
@@ -558,8 +558,8 @@ void Fusion::forget(Slot* slot) {
   if (!slot->pending && flushing_.empty()) return;
   auto it = std::find(live_.rbegin(), live_.rend(), slot);
   if (it != live_.rend()) live_.erase(std::next(it).base());
-  for (std::vector<Slot*>* live : flushing_) std::replace(live->begin(), live->end(), slot,
-                                                          static_cast<Slot*>(nullptr));
+  for (std::vector<Slot*>* live : flushing_)
+    std::replace(live->begin(), live->end(), slot, static_cast<Slot*>(nullptr));
   slot->pending = false;
 }
 
@@ -632,7 +632,8 @@ void materialize(Slot& slot) {
     // the recompile handler (a warning hook) read it before it exists.
     throw pjrt::PjrtError("fused execution",
                           "a value was read while the graph computing it was being compiled "
-                          "(from code run by the recompile warning?)", -1);
+                          "(from code run by the recompile warning?)",
+                          -1);
   }
   if (!slot.error.empty()) throw pjrt::PjrtError("fused execution", slot.error, -1);
 }

@@ -124,8 +124,7 @@ class Fusion {
   // slot buffer.
   // Discounts the runtime's hold on the device's last program output.
   Donated donate(ir::Graph& graph, const std::vector<std::shared_ptr<pjrt::Buffer>>& args,
-                 const std::vector<SlotParam>& slot_params,
-                 const std::vector<Slot*>& live) const;
+                 const std::vector<SlotParam>& slot_params, const std::vector<Slot*>& live) const;
 
   // Ops may come from several threads (user threads, autograd's device
   // threads): every entry point holds this (recursive: a flush may record or
@@ -139,7 +138,7 @@ class Fusion {
   std::vector<Slot*> live_;
   size_t ops_ = 0;
   std::string first_op_;
-  std::string start_;               // user's "file:line" of the first op
+  std::string start_;  // user's "file:line" of the first op
   // Storms (see the top): the recorded ops of a graph whose start line
   // stopped fusing, to run one by one instead of compiling the fused graph.
   // A buffer input is a raw pointer: args_ (then the flush's `args`) owns
@@ -156,9 +155,9 @@ class Fusion {
   struct Producer {
     size_t op, result;
   };
-  bool region_ = false;  // recorded inside a FusedRegion (fusion.h's end)
-  bool per_op_ = false;  // start_ stopped fusing: ops_ are kept in per_op_ops_
-  bool hybrid_ = false;  // per_op_ because of hybrid mode, not a storm
+  bool region_ = false;    // recorded inside a FusedRegion (fusion.h's end)
+  bool per_op_ = false;    // start_ stopped fusing: ops_ are kept in per_op_ops_
+  bool hybrid_ = false;    // per_op_ because of hybrid mode, not a storm
   bool deferred_ = false;  // strict ops waiting for their compiles (record_deferred)
   std::vector<OpProgram> per_op_ops_;
   std::map<std::pair<int32_t, int32_t>, Producer> producers_;  // graph_ value -> op result

@@ -52,8 +52,7 @@ size_t common_prefix(const GraphSummary& a, const GraphSummary& b) {
 }
 
 size_t size_gap(const GraphSummary& a, const GraphSummary& b) {
-  return a.ops.size() > b.ops.size() ? a.ops.size() - b.ops.size()
-                                     : b.ops.size() - a.ops.size();
+  return a.ops.size() > b.ops.size() ? a.ops.size() - b.ops.size() : b.ops.size() - a.ops.size();
 }
 
 }  // namespace
@@ -87,8 +86,8 @@ std::string describe_difference(const GraphSummary& now, const GraphSummary& bef
     if (a.op != b.op) {
       return "op sequence: " + where + " is " + a.op + " here, " + b.op + " in the earlier graph";
     }
-    std::string kind = a.results.size() == b.results.size() ? kind_of(a.results, b.results)
-                                                             : "structure";
+    std::string kind =
+        a.results.size() == b.results.size() ? kind_of(a.results, b.results) : "structure";
     return kind + ": " + where + " (" + a.op + ") produces " + types_str(a.results) + " here, " +
            types_str(b.results) + " in the earlier graph";
   }
@@ -101,14 +100,14 @@ std::string describe_difference(const GraphSummary& now, const GraphSummary& bef
            std::to_string(m) + " (which went on with " + before.ops[n].op + ")";
   }
   if (now.parameters.size() != before.parameters.size()) {
-    return "structure: same ops, but " + std::to_string(now.parameters.size()) +
-           " inputs here, " + std::to_string(before.parameters.size()) + " in the earlier graph";
+    return "structure: same ops, but " + std::to_string(now.parameters.size()) + " inputs here, " +
+           std::to_string(before.parameters.size()) + " in the earlier graph";
   }
   for (size_t k = 0; k < now.parameters.size(); ++k) {
     if (now.parameters[k] == before.parameters[k]) continue;
-    return kind_of({now.parameters[k]}, {before.parameters[k]}) + ": input " +
-           std::to_string(k) + " is " + type_str(now.parameters[k]) + " here, " +
-           type_str(before.parameters[k]) + " in the earlier graph";
+    return kind_of({now.parameters[k]}, {before.parameters[k]}) + ": input " + std::to_string(k) +
+           " is " + type_str(now.parameters[k]) + " here, " + type_str(before.parameters[k]) +
+           " in the earlier graph";
   }
   auto donated = [](const GraphSummary& g, size_t k) {
     return k < g.donations.size() && g.donations[k] >= 0;

@@ -66,8 +66,7 @@ class RecompileGuard {
   // outside the lock. Throws whatever the handler throws. `may_stop_fusing`
   // false (a torch.compile graph, always one program) reports no shape
   // changes, so the handler never marks the line for it.
-  void on_new_graph(const std::string& start, GraphSummary summary,
-                    bool may_stop_fusing = true);
+  void on_new_graph(const std::string& start, GraphSummary summary, bool may_stop_fusing = true);
   // Distinct graphs compiled per start line.
   std::map<std::string, int> counts() const;
   // A storm: graphs starting at `start` run strict from now on (fusion.h);

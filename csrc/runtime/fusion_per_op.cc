@@ -34,8 +34,8 @@ void Fusion::keep_op(const ir::Graph& op_graph, const std::vector<RecordedArg>& 
       }
       p.inputs.push_back({nullptr, it->second.op, it->second.result});
     } else {
-      p.inputs.push_back({args[k].slot != nullptr ? args[k].slot->buffer.get()
-                                                  : args[k].buffer.get()});
+      p.inputs.push_back(
+          {args[k].slot != nullptr ? args[k].slot->buffer.get() : args[k].buffer.get()});
     }
   }
   for (size_t i = 0; i < mapped.size(); ++i) {
@@ -104,8 +104,8 @@ void Fusion::run_segment(const std::vector<OpProgram>& ops, size_t begin, size_t
     }
   }
   g.set_outputs(outs);
-  std::string name = "fused segment of " + std::to_string(end - begin) + " ops (first: " +
-                     ops[begin].op + ")";
+  std::string name =
+      "fused segment of " + std::to_string(end - begin) + " ops (first: " + ops[begin].op + ")";
   std::vector<std::shared_ptr<pjrt::Buffer>> got = Runtime::get().run(g, raw, device_, name);
   size_t k = 0;
   for (size_t m = begin; m < end; ++m) {
@@ -142,8 +142,8 @@ void Fusion::run_per_op(const std::string& start, const std::vector<OpProgram>& 
         raw.push_back(in.buffer != nullptr ? in.buffer : results[in.op][in.result].get());
       }
       // Compiled as strict mode compiles it, so both modes share the program.
-      results[j] = rt.run(ops[j].graph, raw, device_, ops[j].op, nullptr,
-                          per_op_optimization(ops[j].graph));
+      results[j] =
+          rt.run(ops[j].graph, raw, device_, ops[j].op, nullptr, per_op_optimization(ops[j].graph));
     }
     j = end;
   }
@@ -214,8 +214,7 @@ std::string Fusion::run_deferred(const std::vector<OpProgram>& ops,
       }
       settle(j, failed[j].empty() ? results[j].data() : nullptr, failed[j]);
       for (const OpInput& in : ops[j].inputs) {
-        if (in.buffer == nullptr && last_reader[in.op][in.result] == j &&
-            !results[in.op].empty()) {
+        if (in.buffer == nullptr && last_reader[in.op][in.result] == j && !results[in.op].empty()) {
           results[in.op][in.result].reset();
         }
       }

@@ -44,7 +44,6 @@ int device_index_of(pjrt::Client& client, const pjrt::Buffer& buffer) {
   return 0;
 }
 
-
 // A copy's profiler record (trace.h), its end set by the caller or by the
 // buffer's readiness.
 trace::Record copy_record(trace::Kind kind, int device, const char* name, int64_t start_ns,
@@ -84,26 +83,46 @@ void Metrics::reset() {
 pjrt::ElementType element_type(ir::DType t) {
   using E = pjrt::ElementType;
   switch (t) {
-    case ir::DType::kBool: return E::kPred;
-    case ir::DType::kU8: return E::kU8;
-    case ir::DType::kI8: return E::kS8;
-    case ir::DType::kI16: return E::kS16;
-    case ir::DType::kI32: return E::kS32;
-    case ir::DType::kI64: return E::kS64;
-    case ir::DType::kU32: return E::kU32;
-    case ir::DType::kU64: return E::kU64;
-    case ir::DType::kU16: return E::kU16;
-    case ir::DType::kF16: return E::kF16;
-    case ir::DType::kBF16: return E::kBF16;
-    case ir::DType::kF32: return E::kF32;
-    case ir::DType::kF64: return E::kF64;
-    case ir::DType::kC64: return E::kC64;
-    case ir::DType::kC128: return E::kC128;
-    case ir::DType::kF8E4M3FN: return E::kF8E4M3FN;
-    case ir::DType::kF8E5M2: return E::kF8E5M2;
-    case ir::DType::kF8E4M3FNUZ: return E::kF8E4M3FNUZ;
-    case ir::DType::kF8E5M2FNUZ: return E::kF8E5M2FNUZ;
-    case ir::DType::kF8E8M0FNU: return E::kF8E8M0FNU;
+    case ir::DType::kBool:
+      return E::kPred;
+    case ir::DType::kU8:
+      return E::kU8;
+    case ir::DType::kI8:
+      return E::kS8;
+    case ir::DType::kI16:
+      return E::kS16;
+    case ir::DType::kI32:
+      return E::kS32;
+    case ir::DType::kI64:
+      return E::kS64;
+    case ir::DType::kU32:
+      return E::kU32;
+    case ir::DType::kU64:
+      return E::kU64;
+    case ir::DType::kU16:
+      return E::kU16;
+    case ir::DType::kF16:
+      return E::kF16;
+    case ir::DType::kBF16:
+      return E::kBF16;
+    case ir::DType::kF32:
+      return E::kF32;
+    case ir::DType::kF64:
+      return E::kF64;
+    case ir::DType::kC64:
+      return E::kC64;
+    case ir::DType::kC128:
+      return E::kC128;
+    case ir::DType::kF8E4M3FN:
+      return E::kF8E4M3FN;
+    case ir::DType::kF8E5M2:
+      return E::kF8E5M2;
+    case ir::DType::kF8E4M3FNUZ:
+      return E::kF8E4M3FNUZ;
+    case ir::DType::kF8E5M2FNUZ:
+      return E::kF8E5M2FNUZ;
+    case ir::DType::kF8E8M0FNU:
+      return E::kF8E8M0FNU;
   }
   throw std::runtime_error("unknown dtype");
 }
@@ -189,9 +208,11 @@ Runtime::Runtime(std::string plugin_path, int cpu_device_count)
   if (mode == "fused") mode_ = EagerMode::kFused;
 }
 
-std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(
-    const ir::Graph& graph, const std::vector<pjrt::Buffer*>& args, int device,
-    const std::string& op, const std::string* fingerprint, pjrt::Optimization level) {
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(const ir::Graph& graph,
+                                                        const std::vector<pjrt::Buffer*>& args,
+                                                        int device, const std::string& op,
+                                                        const std::string* fingerprint,
+                                                        pjrt::Optimization level) {
   if (args.size() != graph.parameters().size()) {
     throw std::runtime_error("internal: " + op + " bound " + std::to_string(args.size()) +
                              " buffers to a program of " +
@@ -201,9 +222,9 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::run(
   return execute(*exe, args, device, op);
 }
 
-std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
-    pjrt::Executable& exe, const std::vector<pjrt::Buffer*>& args, int device,
-    const std::string& op) {
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(pjrt::Executable& exe,
+                                                            const std::vector<pjrt::Buffer*>& args,
+                                                            int device, const std::string& op) {
   const int64_t queued = trace::active() ? trace::now_ns() : 0;
   auto outs = exe.execute(args, device);
   ++metrics_.executes;
@@ -226,8 +247,8 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
   return outs;
 }
 
-void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs,
-                    const std::string& op, int device, bool program) {
+void Runtime::track(const std::vector<std::shared_ptr<pjrt::Buffer>>& outs, const std::string& op,
+                    int device, bool program) {
   std::vector<InFlight> oldest;
   std::shared_ptr<pjrt::Buffer> before;  // let go after the lock (its destroy calls the plugin)
   {
@@ -283,8 +304,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::in_flight(int device, uint64
 void Runtime::retire(int device, uint64_t mark) {
   auto& r = retired_[device];
   uint64_t cur = r.load(std::memory_order_relaxed);
-  while (cur < mark && !r.compare_exchange_weak(cur, mark, std::memory_order_release)) {
-  }
+  while (cur < mark && !r.compare_exchange_weak(cur, mark, std::memory_order_release)) {}
 }
 
 void Runtime::synchronize() {
@@ -304,8 +324,8 @@ void Runtime::synchronize() {
     try {
       b->await_ready(/*interruptible=*/true);
     } catch (const pjrt::PjrtError& e) {
-      throw pjrt::PjrtError(e.method(), pending[i].op + " (run asynchronously) failed: " +
-                                            e.what(), e.code());
+      throw pjrt::PjrtError(e.method(), pending[i].op + " (run asynchronously) failed: " + e.what(),
+                            e.code());
     } catch (...) {
       // Interrupted: what was not awaited stays tracked for the next sync,
       // with the last programs' outputs where no newer program replaced them.
@@ -364,8 +384,8 @@ std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, ir::DType dtype,
 }
 
 std::shared_ptr<pjrt::Buffer> Runtime::upload_adopting(void* data, ir::DType dtype,
-                                                       const std::vector<int64_t>& dims,
-                                                       int device, std::function<void()> release) {
+                                                       const std::vector<int64_t>& dims, int device,
+                                                       std::function<void()> release) {
   // Counted as a transfer, copied or not.
   return uploaded(byte_count(dtype, dims), device, [&] {
     return client_->buffer_adopting_host(data, element_type(dtype), dims, device,

@@ -125,7 +125,7 @@ class Runtime {
   // Initialise explicitly (torchtpu.init). Throws std::runtime_error if already
   // initialised with a different plugin or device count.
   static Runtime& init(const std::string& plugin_path, int cpu_device_count);
-  static void set_default_plugin(const std::string& path) ;
+  static void set_default_plugin(const std::string& path);
   static std::string resolve_plugin_path();
 
   pjrt::Client& client() { return *client_; }
@@ -146,11 +146,10 @@ class Runtime {
   // outputs, so an execution error is raised here. `op` names the ATen op for
   // error messages. `fingerprint`, when given, is graph.fingerprint() already
   // computed (a fused graph's can be large). Throws pjrt::PjrtError.
-  std::vector<std::shared_ptr<pjrt::Buffer>> run(const ir::Graph& graph,
-                                                 const std::vector<pjrt::Buffer*>& args,
-                                                 int device, const std::string& op,
-                                                 const std::string* fingerprint = nullptr,
-                                                 pjrt::Optimization level = pjrt::Optimization::kFull);
+  std::vector<std::shared_ptr<pjrt::Buffer>> run(
+      const ir::Graph& graph, const std::vector<pjrt::Buffer*>& args, int device,
+      const std::string& op, const std::string* fingerprint = nullptr,
+      pjrt::Optimization level = pjrt::Optimization::kFull);
   // Enqueues a compiled program (as run() does after compiling); `op` names it
   // in an asynchronous failure that synchronize() reports.
   std::vector<std::shared_ptr<pjrt::Buffer>> execute(pjrt::Executable& exe,
@@ -183,8 +182,8 @@ class Runtime {
   // loaded or compiling already. A later compile() of it waits for this one
   // (interruptibly), and gets its error if it failed. Counted as a cache miss
   // now, and in compiles_running() until it is done.
-  void compile_ahead(const ir::Graph& graph, const std::string& op,
-                     const std::string& fingerprint, pjrt::Optimization level);
+  void compile_ahead(const ir::Graph& graph, const std::string& op, const std::string& fingerprint,
+                     pjrt::Optimization level);
   // Whether a program with this fingerprint was compiled (or loaded) in this
   // process, evicted since or not: the recompile guard's "new graph".
   // A program still compiling (one a Ctrl-C left running) counts as compiled.
@@ -199,8 +198,9 @@ class Runtime {
   // so torchtpu's exit hook waits for this to reach 0.
   int compiles_running() const { return compiles_running_.load(); }
   // Compiles StableHLO text (uncached); a rejection is a PjrtError naming `op`.
-  std::shared_ptr<pjrt::Executable> compile_text(const std::string& text, const std::string& op,
-                                                pjrt::Optimization level = pjrt::Optimization::kFull);
+  std::shared_ptr<pjrt::Executable> compile_text(
+      const std::string& text, const std::string& op,
+      pjrt::Optimization level = pjrt::Optimization::kFull);
 
   // Host -> device copy of dense row-major data.
   std::shared_ptr<pjrt::Buffer> upload(const void* data, ir::DType dtype,
@@ -324,10 +324,10 @@ class Runtime {
   std::shared_ptr<pjrt::Client> client_;
   EagerMode mode_ = EagerMode::kStrict;
   Metrics metrics_;
-  std::unique_ptr<cache::KeyBuilder> cache_keys_;   // null iff disk_cache_ is
+  std::unique_ptr<cache::KeyBuilder> cache_keys_;  // null iff disk_cache_ is
   std::unique_ptr<cache::DiskStore> disk_cache_;
   bool quick_compile_ = true;  // TORCHTPU_QUICK_COMPILE=0: every program at full optimization
-  bool cache_log_ = false;  // TORCHTPU_CACHE_LOG=1: one stderr line per disk miss
+  bool cache_log_ = false;     // TORCHTPU_CACHE_LOG=1: one stderr line per disk miss
   // Guards the maps and in_flight_ below (ops may come from several threads;
   // never held while compiling or calling out).
   mutable std::mutex mu_;

@@ -18,8 +18,8 @@ struct State {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<Record> records;
-  int pending = 0;          // add_when_ready callbacks of this session not yet fired
-  uint64_t session = 0;     // bumped by start(): late callbacks of an older one are dropped
+  int pending = 0;       // add_when_ready callbacks of this session not yet fired
+  uint64_t session = 0;  // bumped by start(): late callbacks of an older one are dropped
   uint64_t next_seq = 0;
 };
 
@@ -75,8 +75,7 @@ std::vector<Record> stop(std::chrono::milliseconds wait) {
     s.pending = 0;
     out.swap(s.records);
   }
-  std::sort(out.begin(), out.end(),
-            [](const Record& a, const Record& b) { return a.seq < b.seq; });
+  std::sort(out.begin(), out.end(), [](const Record& a, const Record& b) { return a.seq < b.seq; });
   queue_starts(out);
   return out;
 }

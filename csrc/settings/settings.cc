@@ -40,8 +40,7 @@ int64_t integer(const char* name, int64_t fallback, int64_t min, int64_t max) {
   const long long n = std::strtoll(v->c_str(), &end, 10);
   const bool starts_well = std::isdigit(static_cast<unsigned char>((*v)[0])) || (*v)[0] == '-';
   if (!starts_well || errno != 0 || *end != '\0' || n < min || n > max) {
-    bad(name, *v, "expected an integer from " + std::to_string(min) + " to " +
-                      std::to_string(max));
+    bad(name, *v, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max));
   }
   return n;
 }

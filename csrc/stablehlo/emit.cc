@@ -51,18 +51,30 @@ std::string string_literal(const std::string& v) {
 // end-to-end test in csrc/tests/stablehlo_run_test.cc).
 std::string elementwise_op(Op op) {
   switch (op) {
-    case Op::kErf: return "chlo.erf";
-    case Op::kErfInv: return "chlo.erf_inv";
-    case Op::kLgamma: return "chlo.lgamma";
-    case Op::kDigamma: return "chlo.digamma";
-    case Op::kAsin: return "chlo.asin";
-    case Op::kAcos: return "chlo.acos";
-    case Op::kSinh: return "chlo.sinh";
-    case Op::kCosh: return "chlo.cosh";
-    case Op::kAsinh: return "chlo.asinh";
-    case Op::kAcosh: return "chlo.acosh";
-    case Op::kAtanh: return "chlo.atanh";
-    default: return std::string("stablehlo.") + ir::op_name(op);
+    case Op::kErf:
+      return "chlo.erf";
+    case Op::kErfInv:
+      return "chlo.erf_inv";
+    case Op::kLgamma:
+      return "chlo.lgamma";
+    case Op::kDigamma:
+      return "chlo.digamma";
+    case Op::kAsin:
+      return "chlo.asin";
+    case Op::kAcos:
+      return "chlo.acos";
+    case Op::kSinh:
+      return "chlo.sinh";
+    case Op::kCosh:
+      return "chlo.cosh";
+    case Op::kAsinh:
+      return "chlo.asinh";
+    case Op::kAcosh:
+      return "chlo.acosh";
+    case Op::kAtanh:
+      return "chlo.atanh";
+    default:
+      return std::string("stablehlo.") + ir::op_name(op);
   }
 }
 
@@ -105,9 +117,8 @@ std::string dot_dimension_numbers(const std::vector<std::vector<int64_t>>& ints)
 std::string convolution_attrs(int32_t id, const ir::ConvDims& c, size_t spatial) {
   std::string s;
   for (size_t i = 0; i < spatial; ++i) s += ", " + std::to_string(i);
-  std::string attrs = "dimension_numbers = #stablehlo.conv<[b, f" + s + "]x[o, i" + s +
-                      "]->[b, f" + s + "]>, feature_group_count = " +
-                      std::to_string(c.feature_group_count) +
+  std::string attrs = "dimension_numbers = #stablehlo.conv<[b, f" + s + "]x[o, i" + s + "]->[b, f" +
+                      s + "]>, feature_group_count = " + std::to_string(c.feature_group_count) +
                       " : i64, batch_group_count = " + std::to_string(c.batch_group_count) +
                       " : i64";
   if (spatial == 0) return attrs;
@@ -178,8 +189,8 @@ class Emitter {
     g_.type(v);  // validates node and result index
     const Node& n = g_.nodes()[v.node];
     if (names_[v.node].empty()) {
-      throw IrError("stablehlo emit: node " + std::to_string(v.node) + " (" +
-                    ir::op_name(n.op) + ") is used before it is defined");
+      throw IrError("stablehlo emit: node " + std::to_string(v.node) + " (" + ir::op_name(n.op) +
+                    ") is used before it is defined");
     }
     if (n.results.size() == 1) return names_[v.node];
     return names_[v.node] + "#" + std::to_string(v.index);
@@ -430,11 +441,12 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
   switch (n.op) {
     case Op::kGather: {
       const auto& d = a.gather;
-      const std::string dn = index_dimension_numbers(
-          "gather", {{"offset_dims", &d.offset_dims},
-                     {"collapsed_slice_dims", &d.collapsed_slice_dims},
-                     {"start_index_map", &d.start_index_map}},
-          d.index_vector_dim);
+      const std::string dn =
+          index_dimension_numbers("gather",
+                                  {{"offset_dims", &d.offset_dims},
+                                   {"collapsed_slice_dims", &d.collapsed_slice_dims},
+                                   {"start_index_map", &d.start_index_map}},
+                                  d.index_vector_dim);
       line(id, "stablehlo.gather", n.operands,
            "dimension_numbers = " + dn + ", slice_sizes = " + i64_array(d.slice_sizes) +
                ", indices_are_sorted = false");
@@ -443,9 +455,10 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
     case Op::kScatter: {
       const auto& d = a.scatter;
       const std::string dn = index_dimension_numbers(
-          "scatter", {{"update_window_dims", &d.update_window_dims},
-                      {"inserted_window_dims", &d.inserted_window_dims},
-                      {"scatter_dims_to_operand_dims", &d.scatter_dims_to_operand_dims}},
+          "scatter",
+          {{"update_window_dims", &d.update_window_dims},
+           {"inserted_window_dims", &d.inserted_window_dims},
+           {"scatter_dims_to_operand_dims", &d.scatter_dims_to_operand_dims}},
           d.index_vector_dim);
       const DType t = n.results[0].dtype;
       line(id, "stablehlo.scatter", n.operands,
@@ -465,10 +478,9 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
     }
     case Op::kReduceWindow: {
       need_ints(6);
-      std::string attrs = "window_dimensions = " + i64_array(ints[0]) +
-                          ", window_strides = " + i64_array(ints[1]) +
-                          ", base_dilations = " + i64_array(ints[2]) +
-                          ", window_dilations = " + i64_array(ints[3]);
+      std::string attrs =
+          "window_dimensions = " + i64_array(ints[0]) + ", window_strides = " + i64_array(ints[1]) +
+          ", base_dilations = " + i64_array(ints[2]) + ", window_dilations = " + i64_array(ints[3]);
       if (!ints[4].empty()) attrs += ", padding = " + padding_attr(ints[4], ints[5]);
       line(id, "stablehlo.reduce_window", n.operands, attrs,
            reducer_region(a.reducer, {n.results[0].dtype}, rc, kRegionIndent));
@@ -512,12 +524,12 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
       // api_version 1 (original): the targets XLA expands are matched by name
       // before any calling convention matters.
       line(id, "stablehlo.custom_call", n.operands,
-           "call_target_name = " + string_literal(a.custom_call.target) +
-               ", backend_config = " + string_literal(a.custom_call.backend_config) +
-               ", api_version = 1 : i32");
+           "call_target_name = " + string_literal(a.custom_call.target) + ", backend_config = " +
+               string_literal(a.custom_call.backend_config) + ", api_version = 1 : i32");
       return;
     case Op::kCall: {
-      if (!a.call) throw IrError("stablehlo emit: call node " + std::to_string(id) + " has no kernel");
+      if (!a.call)
+        throw IrError("stablehlo emit: call node " + std::to_string(id) + " has no kernel");
       bool seen = false;
       for (const auto& fn : kernels_) seen = seen || fn->key == a.call->key;
       if (!seen) kernels_.push_back(a.call);
@@ -575,8 +587,8 @@ bool Emitter::emit_dot_with_rhs_transposed(int32_t id, const Node& n) {
   barrier(trb, tr, lt);
   body_ += "    " + dot + " = \"stablehlo.dot_general\"(" + ref(n.operands[1]) + ", " + trb +
            ") {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
-           "rhs_contracting_dimensions = [0]>} : (" + rhs.mlir() + ", " + lt.mlir() + ") -> " +
-           ot.mlir() + "\n";
+           "rhs_contracting_dimensions = [0]>} : (" +
+           rhs.mlir() + ", " + lt.mlir() + ") -> " + ot.mlir() + "\n";
   barrier(dotb, dot, ot);
   const std::string name = "%" + std::to_string(id);
   transpose(name, dotb, ot, n.results[0]);
@@ -617,8 +629,8 @@ bool Emitter::emit_staged_sum(int32_t id, const Node& n) {
   std::string value = ref(n.operands[0]);
   if (cur.rank() != in.rank()) {
     const std::string merged = "%t" + std::to_string(temp_++);
-    body_ += "    " + merged + " = \"stablehlo.reshape\"(" + value + ") : (" + in.mlir() +
-             ") -> " + cur.mlir() + "\n";
+    body_ += "    " + merged + " = \"stablehlo.reshape\"(" + value + ") : (" + in.mlir() + ") -> " +
+             cur.mlir() + "\n";
     value = merged;
   }
   const std::string init = ref(n.operands[1]);
@@ -630,8 +642,8 @@ bool Emitter::emit_staged_sum(int32_t id, const Node& n) {
     const std::string sum = k == 0 ? name : "%t" + std::to_string(temp_++);
     body_ += "    " + sum + " = \"stablehlo.reduce\"(" + value + ", " + init + ") (" +
              reducer_region(ir::Reducer::kAdd, {in.dtype}, &region_counter_, kRegionIndent) +
-             ") {dimensions = " + i64_array({runs[k]}) + "} : (" + cur.mlir() + ", " +
-             init_type + ") -> " + next.mlir() + "\n";
+             ") {dimensions = " + i64_array({runs[k]}) + "} : (" + cur.mlir() + ", " + init_type +
+             ") -> " + next.mlir() + "\n";
     value = sum;
     if (k > 0) {
       value = "%t" + std::to_string(temp_++);
@@ -709,11 +721,10 @@ std::string Emitter::flat_operand(Value v, int64_t numel) {
     return ref(n.operands[0]);
   }
   if (n.op == Op::kConstant) return temp_constant(n.attrs.literal, ft);
-  if (n.op == Op::kBroadcastInDim && n.operands.size() == 1 &&
-      g_.type(n.operands[0]).rank() == 0) {
+  if (n.op == Op::kBroadcastInDim && n.operands.size() == 1 && g_.type(n.operands[0]).rank() == 0) {
     body_ += "    " + name + " = \"stablehlo.broadcast_in_dim\"(" + ref(n.operands[0]) +
-             ") {broadcast_dimensions = array<i64>} : (" + g_.type(n.operands[0]).mlir() +
-             ") -> " + ft.mlir() + "\n";
+             ") {broadcast_dimensions = array<i64>} : (" + g_.type(n.operands[0]).mlir() + ") -> " +
+             ft.mlir() + "\n";
     return name;
   }
   body_ += "    " + name + " = \"stablehlo.reshape\"(" + ref(v) + ") : (" + t.mlir() + ") -> " +
@@ -730,8 +741,7 @@ void Emitter::emit_flat(int32_t id, const Node& n) {
   std::string operands, types;
   for (size_t i = 0; i < n.operands.size(); ++i) {
     operands += (i ? ", " : "") + flat_operand(n.operands[i], numel);
-    types += std::string(i ? ", " : "") +
-             TensorType{g_.type(n.operands[i]).dtype, {numel}}.mlir();
+    types += std::string(i ? ", " : "") + TensorType{g_.type(n.operands[i]).dtype, {numel}}.mlir();
   }
   std::string op = elementwise_op(n.op), attrs;
   if (n.op == Op::kCompare) {

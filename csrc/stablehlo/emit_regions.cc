@@ -14,9 +14,11 @@ using ir::IrError;
 using ir::Reducer;
 
 std::string symbol(const std::string& name) {
-  bool bare = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  bool bare =
+      !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
   for (char c : name) {
-    bare = bare && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.');
+    bare =
+        bare && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.');
   }
   if (bare) return "@" + name;
   std::string s = "@\"";
@@ -75,7 +77,9 @@ std::string comparison_direction(Cmp cmp) {
 }
 
 std::string comparison_type(DType dtype) {
-  const char* t = ir::is_float(dtype) || ir::is_complex(dtype) ? "FLOAT" : ir::is_unsigned(dtype) ? "UNSIGNED" : "SIGNED";
+  const char* t = ir::is_float(dtype) || ir::is_complex(dtype) ? "FLOAT"
+                  : ir::is_unsigned(dtype)                     ? "UNSIGNED"
+                                                               : "SIGNED";
   return std::string("#stablehlo<comparison_type ") + t + ">";
 }
 
@@ -103,9 +107,8 @@ Region::Val Region::compare(Cmp cmp, const Val& a, const Val& b) {
   Val r{fresh(), DType::kBool};
   const std::string t = scalar_type(a.dtype);
   lines_.push_back(r.name + " = \"stablehlo.compare\"(" + a.name + ", " + b.name +
-                   ") {comparison_direction = " + comparison_direction(cmp) +
-                   ", compare_type = " + comparison_type(a.dtype) + "} : (" + t + ", " + t +
-                   ") -> tensor<i1>");
+                   ") {comparison_direction = " + comparison_direction(cmp) + ", compare_type = " +
+                   comparison_type(a.dtype) + "} : (" + t + ", " + t + ") -> tensor<i1>");
   return r;
 }
 
@@ -141,13 +144,20 @@ namespace {
 std::string combiner(Reducer r, DType dtype) {
   const bool pred = dtype == DType::kBool;
   switch (r) {
-    case Reducer::kAdd: return pred ? "stablehlo.or" : "stablehlo.add";
-    case Reducer::kMul: return pred ? "stablehlo.and" : "stablehlo.multiply";
-    case Reducer::kMax: return pred ? "stablehlo.or" : "stablehlo.maximum";
-    case Reducer::kMin: return pred ? "stablehlo.and" : "stablehlo.minimum";
-    case Reducer::kAnd: return "stablehlo.and";
-    case Reducer::kOr: return "stablehlo.or";
-    default: throw IrError("stablehlo emit: reducer has no combining op");
+    case Reducer::kAdd:
+      return pred ? "stablehlo.or" : "stablehlo.add";
+    case Reducer::kMul:
+      return pred ? "stablehlo.and" : "stablehlo.multiply";
+    case Reducer::kMax:
+      return pred ? "stablehlo.or" : "stablehlo.maximum";
+    case Reducer::kMin:
+      return pred ? "stablehlo.and" : "stablehlo.minimum";
+    case Reducer::kAnd:
+      return "stablehlo.and";
+    case Reducer::kOr:
+      return "stablehlo.or";
+    default:
+      throw IrError("stablehlo emit: reducer has no combining op");
   }
 }
 

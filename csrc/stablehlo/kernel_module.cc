@@ -205,7 +205,8 @@ std::string rename(const std::string& text, const std::set<std::string>& names,
       const size_t end = e == std::string::npos ? text.size() : e;
       out += text.substr(i, end - i);
       i = end;
-    } else if (c == '@' && i + 1 < text.size() && (text[i + 1] == '"' || ident_start(text[i + 1]))) {
+    } else if (c == '@' && i + 1 < text.size() &&
+               (text[i + 1] == '"' || ident_start(text[i + 1]))) {
       size_t e = i + 1;
       std::string name;
       if (text[e] == '"') {
@@ -281,7 +282,8 @@ TensorType parse_tensor_type(const std::string& text, const std::string& what) {
   std::string inner = t.substr(7, t.size() - 8);
   TensorType out;
   size_t i = 0;
-  while (i < inner.size() && (std::isdigit(static_cast<unsigned char>(inner[i])) || inner[i] == '?')) {
+  while (i < inner.size() &&
+         (std::isdigit(static_cast<unsigned char>(inner[i])) || inner[i] == '?')) {
     if (inner[i] == '?') bad("dynamic dimensions; shapes must be static");
     size_t e = i;
     while (e < inner.size() && std::isdigit(static_cast<unsigned char>(inner[e]))) ++e;
@@ -291,15 +293,26 @@ TensorType parse_tensor_type(const std::string& text, const std::string& what) {
   }
   const std::string elem = inner.substr(i);
   if (elem.find(',') != std::string::npos) bad("tensor encodings");
-  static const std::pair<const char*, DType> kTypes[] = {
-      {"i1", DType::kBool},   {"ui8", DType::kU8},   {"i8", DType::kI8},
-      {"i16", DType::kI16},   {"i32", DType::kI32},  {"i64", DType::kI64},
-      {"ui32", DType::kU32},  {"ui64", DType::kU64}, {"ui16", DType::kU16}, {"f16", DType::kF16},
-      {"bf16", DType::kBF16}, {"f32", DType::kF32},  {"f64", DType::kF64},
-      {"complex<f32>", DType::kC64}, {"complex<f64>", DType::kC128},
-      {"f8E4M3FN", DType::kF8E4M3FN}, {"f8E5M2", DType::kF8E5M2},
-      {"f8E4M3FNUZ", DType::kF8E4M3FNUZ}, {"f8E5M2FNUZ", DType::kF8E5M2FNUZ},
-      {"f8E8M0FNU", DType::kF8E8M0FNU}};
+  static const std::pair<const char*, DType> kTypes[] = {{"i1", DType::kBool},
+                                                         {"ui8", DType::kU8},
+                                                         {"i8", DType::kI8},
+                                                         {"i16", DType::kI16},
+                                                         {"i32", DType::kI32},
+                                                         {"i64", DType::kI64},
+                                                         {"ui32", DType::kU32},
+                                                         {"ui64", DType::kU64},
+                                                         {"ui16", DType::kU16},
+                                                         {"f16", DType::kF16},
+                                                         {"bf16", DType::kBF16},
+                                                         {"f32", DType::kF32},
+                                                         {"f64", DType::kF64},
+                                                         {"complex<f32>", DType::kC64},
+                                                         {"complex<f64>", DType::kC128},
+                                                         {"f8E4M3FN", DType::kF8E4M3FN},
+                                                         {"f8E5M2", DType::kF8E5M2},
+                                                         {"f8E4M3FNUZ", DType::kF8E4M3FNUZ},
+                                                         {"f8E5M2FNUZ", DType::kF8E5M2FNUZ},
+                                                         {"f8E8M0FNU", DType::kF8E8M0FNU}};
   for (const auto& [name, dtype] : kTypes) {
     if (elem == name) {
       out.dtype = dtype;
@@ -361,7 +374,8 @@ ir::UserFunction prepare_kernel(const std::string& original, const std::string& 
       const std::string a = strip_attrs(arg);
       const size_t colon = a.find(':');
       if (a.empty() || a[0] != '%' || colon == std::string::npos) {
-        sc.fail("@" + f.name + ": an argument is not '%name: type' (a declaration without a body?)");
+        sc.fail("@" + f.name +
+                ": an argument is not '%name: type' (a declaration without a body?)");
       }
       f.args.push_back(a);
     }

@@ -143,8 +143,7 @@ TEST(Sha256, KnownVectors) {
   // FIPS 180-2 appendix B.1 and the empty string.
   EXPECT_EQ(to_hex(sha256("abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(to_hex(sha256("")),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(to_hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   Sha256 h;
   h.update("a");
   h.update("bc");
@@ -171,7 +170,8 @@ TEST(Key, EveryPartChangesTheDigest) {
   KeyBuilder b(plugin_path(), 0, 90, pjrt::compile_options_bytes());
   const std::string base = b.key("a").digest();
   EXPECT_NE(base, b.key("b").digest());
-  EXPECT_NE(base, KeyBuilder(plugin_path(), 0, 91, pjrt::compile_options_bytes()).key("a").digest());
+  EXPECT_NE(base,
+            KeyBuilder(plugin_path(), 0, 91, pjrt::compile_options_bytes()).key("a").digest());
   EXPECT_NE(base, KeyBuilder(plugin_path(), 0, 90, "other options").key("a").digest());
   EXPECT_NE(test_key("a", "sha256:00").digest(), test_key("a", "sha256:01").digest());
   // Length prefixes: moving a byte between name and value is a different key.
@@ -195,9 +195,14 @@ TEST(Key, XlaEnvironmentNamesTheFlagsSet) {
   ::setenv("XLA_FLAGS", "", 1);
   ::unsetenv("LIBTPU_INIT_ARGS");
   EXPECT_EQ(xla_environment(), "XLA_FLAGS=");
-  if (saved_flags) ::setenv("XLA_FLAGS", flags.c_str(), 1); else ::unsetenv("XLA_FLAGS");
-  if (saved_libtpu) ::setenv("LIBTPU_INIT_ARGS", libtpu.c_str(), 1);
-  else ::unsetenv("LIBTPU_INIT_ARGS");
+  if (saved_flags)
+    ::setenv("XLA_FLAGS", flags.c_str(), 1);
+  else
+    ::unsetenv("XLA_FLAGS");
+  if (saved_libtpu)
+    ::setenv("LIBTPU_INIT_ARGS", libtpu.c_str(), 1);
+  else
+    ::unsetenv("LIBTPU_INIT_ARGS");
 }
 
 TEST(Key, DescribeDifferenceNamesThePart) {
@@ -258,7 +263,7 @@ TEST(DiskStore, RoundTripAndOwnerOnlyDirectory) {
   TempDir tmp;
   const std::string dir = tmp.path() + "/nested/cache";
   DiskStore store(dir);
-  struct stat st {};
+  struct stat st{};
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(::stat((tmp.path() + "/nested").c_str(), &st), 0);
@@ -333,7 +338,8 @@ TEST(DiskStore, RandomBytesAreRejected) {
   std::string huge("TTPUEXE\0", 8);
   huge += std::string("\x01\x00\x00\x00\xff\xff\xff\xff", 8);
   EXPECT_EQ(decode_entry(huge, key).status, LoadStatus::kCorrupt);
-  huge = std::string("TTPUEXE\0", 8) + std::string("\x01\x00\x00\x00\x01\x00\x00\x00\xff\xff\xff\x7f", 12);
+  huge = std::string("TTPUEXE\0", 8) +
+         std::string("\x01\x00\x00\x00\x01\x00\x00\x00\xff\xff\xff\x7f", 12);
   EXPECT_EQ(decode_entry(huge, key).status, LoadStatus::kCorrupt);
 }
 
@@ -406,7 +412,10 @@ TEST(DiskStore, ClearRemovesEntriesAndStaleTempFilesOnly) {
 TEST(DiskStore, DirectoryFromEnvironment) {
   auto with_env = [](const char* cache, const char* dir, const char* xdg, const char* home) {
     auto set = [](const char* name, const char* v) {
-      if (v) ::setenv(name, v, 1); else ::unsetenv(name);
+      if (v)
+        ::setenv(name, v, 1);
+      else
+        ::unsetenv(name);
     };
     set("TORCHTPU_CACHE", cache);
     set("TORCHTPU_CACHE_DIR", dir);
@@ -471,8 +480,7 @@ TEST(PluginRoundTrip, StoredExecutableLoadsAndRuns) {
   auto t3 = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   std::cout << "[ measure  ] compile " << ms(t0, t1) << " ms; serialize+store " << ms(t1, t2)
-            << " ms; load+deserialize " << ms(t2, t3) << " ms; " << bytes.size()
-            << " bytes\n";
+            << " ms; load+deserialize " << ms(t2, t3) << " ms; " << bytes.size() << " bytes\n";
 
   const std::vector<float> want = {11, 42, 93, 164};
   EXPECT_EQ(run(*loaded, 0), want);

@@ -16,8 +16,7 @@ using ir::DType;
 using ir::TensorType;
 
 // A small fused step: x = randn(batch, 8); act(addmm(x)).sum().
-GraphSummary step(int64_t batch, DType dtype = DType::kF32,
-                  const std::string& act = "aten::relu") {
+GraphSummary step(int64_t batch, DType dtype = DType::kF32, const std::string& act = "aten::relu") {
   GraphSummary g;
   g.ops = {{"aten::normal_", {{dtype, {batch, 8}}}},
            {"aten::addmm", {{dtype, {batch, 4}}}},
@@ -105,9 +104,9 @@ TEST(Guard, CountsShapeChangesAndMarksLinesThatStopFusing) {
   std::vector<int> changes;
   set_recompile_handler([&](const NewGraph& g) { changes.push_back(g.shape_changes); });
   guard.on_new_graph("gen.py:7", step(4));
-  guard.on_new_graph("gen.py:7", step(5));                          // shape
+  guard.on_new_graph("gen.py:7", step(5));                             // shape
   guard.on_new_graph("gen.py:7", step(5, DType::kF32, "aten::gelu"));  // op sequence
-  guard.on_new_graph("gen.py:7", step(6));                          // shape
+  guard.on_new_graph("gen.py:7", step(6));                             // shape
   guard.on_new_graph("gen.py:7", step(7), /*may_stop_fusing=*/false);  // a compiled graph
   set_recompile_handler(nullptr);
   EXPECT_EQ(changes, (std::vector<int>{0, 1, 1, 2, 0}));

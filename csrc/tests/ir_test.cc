@@ -72,7 +72,7 @@ TEST(Literal, Float8AsPyTorch) {
   EXPECT_EQ(literal_bits(244.0, DType::kF8E4M3FNUZ), 0x7Fu);
   EXPECT_EQ(literal_bits(248.0, DType::kF8E4M3FNUZ), 0x80u);  // overflow: NaN
   EXPECT_EQ(literal_bits(-0.0, DType::kF8E4M3FNUZ), 0u);
-  EXPECT_EQ(literal_bits(3.0, DType::kF8E8M0FNU), 129u);  // ties up
+  EXPECT_EQ(literal_bits(3.0, DType::kF8E8M0FNU), 129u);   // ties up
   EXPECT_EQ(literal_bits(-4.0, DType::kF8E8M0FNU), 129u);  // sign dropped
   EXPECT_EQ(literal_bits(0.0, DType::kF8E8M0FNU), 0u);
   EXPECT_EQ(literal_to_double(0x7E, DType::kF8E4M3FN), 448.0);
@@ -91,10 +91,10 @@ TEST(Literal, HalfRoundsToNearestEven) {
   EXPECT_EQ(f16_bits(65504.0), 0x7BFF);
   EXPECT_EQ(f16_bits(65520.0), 0x7C00);  // halfway to 2^16 rounds to even: inf
   EXPECT_EQ(f16_bits(65519.0), 0x7BFF);
-  EXPECT_EQ(f16_bits(1.0 + std::ldexp(1.0, -11)), 0x3C00);  // tie -> even (down)
+  EXPECT_EQ(f16_bits(1.0 + std::ldexp(1.0, -11)), 0x3C00);      // tie -> even (down)
   EXPECT_EQ(f16_bits(1.0 + 3 * std::ldexp(1.0, -11)), 0x3C02);  // tie -> even (up)
-  EXPECT_EQ(f16_bits(std::ldexp(1.0, -24)), 0x0001);  // smallest subnormal
-  EXPECT_EQ(f16_bits(std::ldexp(1.0, -25)), 0x0000);  // tie -> even zero
+  EXPECT_EQ(f16_bits(std::ldexp(1.0, -24)), 0x0001);            // smallest subnormal
+  EXPECT_EQ(f16_bits(std::ldexp(1.0, -25)), 0x0000);            // tie -> even zero
   EXPECT_EQ(f16_bits(std::ldexp(1.5, -25)), 0x0001);
   EXPECT_EQ(f16_bits(-0.0), 0x8000);
   EXPECT_EQ(f16_bits(INFINITY), 0x7C00);
@@ -108,8 +108,8 @@ TEST(Literal, HalfRoundsToNearestEven) {
 TEST(Literal, BFloat16RoundsToNearestEven) {
   EXPECT_EQ(bf16_bits(1.0), 0x3F80);
   EXPECT_EQ(bf16_bits(3.140625), 0x4049);
-  EXPECT_EQ(bf16_bits(1.0 + std::ldexp(1.0, -8)), 0x3F80);      // tie -> even
-  EXPECT_EQ(bf16_bits(1.0 + 3 * std::ldexp(1.0, -8)), 0x3F82);  // tie -> even
+  EXPECT_EQ(bf16_bits(1.0 + std::ldexp(1.0, -8)), 0x3F80);          // tie -> even
+  EXPECT_EQ(bf16_bits(1.0 + 3 * std::ldexp(1.0, -8)), 0x3F82);      // tie -> even
   EXPECT_EQ(bf16_bits(std::numeric_limits<float>::max()), 0x7F80);  // rounds up to inf
   EXPECT_EQ(bf16_bits(-INFINITY), 0xFF80);
   EXPECT_EQ(bf16_value(0x4049), 3.140625);
@@ -218,7 +218,8 @@ TEST(Builders, Movement) {
   EXPECT_EQ(g.type(g.dynamic_update_slice(x, g.parameter(f32({1, 3})), {i, i})), f32({2, 3}));
 
   expect_ir_error([&] { g.reshape(x, {4}); }, {"reshape", "tensor<2x3xf32>", "tensor<4xf32>"});
-  expect_ir_error([&] { g.broadcast_in_dim(x, {2, 4}, {0, 1}); }, {"broadcast_in_dim", "tensor<2x4xf32>"});
+  expect_ir_error([&] { g.broadcast_in_dim(x, {2, 4}, {0, 1}); },
+                  {"broadcast_in_dim", "tensor<2x4xf32>"});
   expect_ir_error([&] { g.transpose(x, {0, 0}); }, {"transpose", "repeats"});
   expect_ir_error([&] { g.slice(x, {0, 0}, {3, 3}, {1, 1}); }, {"slice", "tensor<2x3xf32>"});
   expect_ir_error([&] { g.concatenate({x, g.parameter(f32({3, 3}))}, 1); }, {"concatenate"});
@@ -245,7 +246,8 @@ TEST(Builders, GatherAndScatter) {
   EXPECT_EQ(g.type(g.scatter(table, idx, upd, sd, Reducer::kAdd)), f32({5, 4}));
   expect_ir_error([&] { g.scatter(table, idx, g.parameter(f32({2, 4})), sd, Reducer::kAdd); },
                   {"scatter", "tensor<2x4xf32>"});
-  expect_ir_error([&] { g.scatter(table, idx, upd, sd, Reducer::kArgMax); }, {"scatter", "reducer"});
+  expect_ir_error([&] { g.scatter(table, idx, upd, sd, Reducer::kArgMax); },
+                  {"scatter", "reducer"});
 }
 
 TEST(Builders, Reductions) {
@@ -264,7 +266,8 @@ TEST(Builders, Reductions) {
   expect_ir_error([&] { g.reduce({x}, {zero}, {3}, Reducer::kAdd); }, {"reduce", "[3]"});
   expect_ir_error([&] { g.reduce({x}, {g.constant(0, f32({1}))}, {0}, Reducer::kAdd); },
                   {"reduce", "tensor<1xf32>"});
-  expect_ir_error([&] { g.reduce({x}, {zero}, {0}, Reducer::kAnd); }, {"reduce", "tensor<2x3x4xf32>"});
+  expect_ir_error([&] { g.reduce({x}, {zero}, {0}, Reducer::kAnd); },
+                  {"reduce", "tensor<2x3x4xf32>"});
   expect_ir_error([&] { g.reduce({x}, {zero}, {0}, Reducer::kArgMax); }, {"reduce", "argmax"});
 
   // reduce_window: 2x2 max pool, stride 2, on [1, 1, 5, 5] padded high by 1 -> 3x3.
@@ -275,8 +278,8 @@ TEST(Builders, Reductions) {
   EXPECT_EQ(g.type(pool), f32({1, 1, 3, 3}));
   EXPECT_EQ(g.nodes()[pool.node].attrs.ints[2], (Dims{1, 1, 1, 1}));  // defaults filled in
   // Base dilation 2 on 5 -> 9, window 3 dilated 2 -> 5, stride 1 -> 5.
-  EXPECT_EQ(g.type(g.reduce_window(img, ninf, {1, 1, 3, 3}, {}, {1, 1, 2, 2}, {1, 1, 2, 2}, {},
-                                   {}, Reducer::kMax)),
+  EXPECT_EQ(g.type(g.reduce_window(img, ninf, {1, 1, 3, 3}, {}, {1, 1, 2, 2}, {1, 1, 2, 2}, {}, {},
+                                   Reducer::kMax)),
             f32({1, 1, 5, 5}));
   expect_ir_error([&] { g.reduce_window(img, ninf, {2, 2}, {}, {}, {}, {}, {}, Reducer::kMax); },
                   {"reduce_window", "window"});
@@ -284,9 +287,9 @@ TEST(Builders, Reductions) {
   EXPECT_EQ(g.type(g.select_and_scatter(img, src, zero, {1, 1, 2, 2}, {1, 1, 2, 2}, {},
                                         {0, 0, 1, 1}, Cmp::kGE)),
             f32({1, 1, 5, 5}));
-  expect_ir_error([&] { g.select_and_scatter(img, src, zero, {1, 1, 2, 2}, {1, 1, 2, 2}, {}, {},
-                                             Cmp::kGE); },
-                  {"select_and_scatter", "tensor<1x1x2x2xf32>"});
+  expect_ir_error(
+      [&] { g.select_and_scatter(img, src, zero, {1, 1, 2, 2}, {1, 1, 2, 2}, {}, {}, Cmp::kGE); },
+      {"select_and_scatter", "tensor<1x1x2x2xf32>"});
 
   auto sorted = g.sort({x, idx}, 2, Cmp::kLT);
   EXPECT_EQ(g.type(sorted[1]), i64({2, 3, 4}));
@@ -326,7 +329,8 @@ TEST(Builders, Convolution) {
   grouped.feature_group_count = 2;
   Value wg = g.parameter(f32({6, 2, 3, 3}));
   EXPECT_EQ(g.type(g.convolution(x, wg, grouped)), f32({2, 6, 7, 7}));
-  expect_ir_error([&] { g.convolution(x, wg, ConvDims{}); }, {"convolution", "tensor<6x2x3x3xf32>"});
+  expect_ir_error([&] { g.convolution(x, wg, ConvDims{}); },
+                  {"convolution", "tensor<6x2x3x3xf32>"});
   ConvDims short_strides;
   short_strides.window_strides = {1};
   expect_ir_error([&] { g.convolution(x, w, short_strides); }, {"convolution", "window_strides"});

@@ -36,9 +36,11 @@ std::string all_reduce_program(int n, const std::string& combiner) {
   func.func public @main(%a: tensor<3xf32>) -> tensor<3xf32> {
     %0 = "stablehlo.all_reduce"(%a) ({
       ^bb0(%x: tensor<f32>, %y: tensor<f32>):
-        %s = )" + combiner + R"( %x, %y : tensor<f32>
+        %s = )" +
+         combiner + R"( %x, %y : tensor<f32>
         stablehlo.return %s : tensor<f32>
-    }) {replica_groups = )" + all_replicas(n) + R"(} : (tensor<3xf32>) -> tensor<3xf32>
+    }) {replica_groups = )" +
+         all_replicas(n) + R"(} : (tensor<3xf32>) -> tensor<3xf32>
     return %0 : tensor<3xf32>
   }
 })";
@@ -192,18 +194,22 @@ constexpr char kSumOfSquaresBody[] = R"(
 
 TEST(Spmd, GspmdShardedArgument) {
   const std::string program =
-      std::string(R"(module @m attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+      std::string(
+          R"(module @m attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
   func.func public @main(%a: tensor<8x4xf32> {mhlo.sharding = "{devices=[4,1]0,1,2,3}"})
-      -> (tensor<4xf32> {mhlo.sharding = "{replicated}"}) {)") + kSumOfSquaresBody;
+      -> (tensor<4xf32> {mhlo.sharding = "{replicated}"}) {)") +
+      kSumOfSquaresBody;
   expect_sharded_sum_of_squares(program, Partitioner::kGspmd);
 }
 
 TEST(Spmd, ShardyShardedArgument) {
   const std::string program =
-      std::string(R"(module @m attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+      std::string(
+          R"(module @m attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
   sdy.mesh @mesh = <["x"=4]>
   func.func public @main(%a: tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>})
-      -> (tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {)") + kSumOfSquaresBody;
+      -> (tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {)") +
+      kSumOfSquaresBody;
   expect_sharded_sum_of_squares(program, Partitioner::kShardy);
 }
 
@@ -253,13 +259,15 @@ TEST(Misuse, ArgumentsAreCheckedBeforeTheLaunch) {
   MultiDeviceOptions options;
   options.num_replicas = 2;
   auto exe = client()->compile(all_reduce_program(2, "stablehlo.add"), options);
-  auto bufs = upload_per_device({0, 1}, {3}, [](int d) { return std::vector<float>{1, 2, float(d)}; });
+  auto bufs =
+      upload_per_device({0, 1}, {3}, [](int d) { return std::vector<float>{1, 2, float(d)}; });
   expect_error([&] { exe->execute_multi({{bufs[0].get()}}); },
                "1 argument lists for an executable over 2 devices");
   expect_error([&] { exe->execute_multi({{bufs[0].get()}, {}}); },
                "argument list 1 has 0 arguments, the program takes 1");
-  expect_error([&] { exe->execute_multi({{bufs[0].get(), bufs[0].get()}, {bufs[1].get(), bufs[1].get()}}); },
-               "argument list 0 has 2 arguments, the program takes 1");
+  expect_error(
+      [&] { exe->execute_multi({{bufs[0].get(), bufs[0].get()}, {bufs[1].get(), bufs[1].get()}}); },
+      "argument list 0 has 2 arguments, the program takes 1");
   expect_error([&] { exe->execute_multi({{bufs[0].get()}, {nullptr}}); },
                "argument 0 of device list 1 is null");
   expect_error([&] { exe->execute_multi({{bufs[1].get()}, {bufs[0].get()}}); },
@@ -269,8 +277,9 @@ TEST(Misuse, ArgumentsAreCheckedBeforeTheLaunch) {
   // Wrong size everywhere (the plugin: "expected parameter 0 of size 12 but
   // got buffer with incompatible size 16"), and on one device only.
   auto big = upload_per_device({0, 1}, {4}, [](int) { return std::vector<float>{1, 2, 3, 4}; });
-  expect_error([&] { exe->execute_multi(one_arg_each(big)); },
-               "argument 0 of device list 0 has type 11 dims [4]; the program takes type 11 dims [3]");
+  expect_error(
+      [&] { exe->execute_multi(one_arg_each(big)); },
+      "argument 0 of device list 0 has type 11 dims [4]; the program takes type 11 dims [3]");
   expect_error([&] { exe->execute_multi({{bufs[0].get()}, {big[1].get()}}); },
                "argument 0 of device list 1 has dims [4] (type 11), list 0 has [3] (type 11)");
   // Same size, other type: the plugin would reinterpret the bytes silently.

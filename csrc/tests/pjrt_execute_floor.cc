@@ -71,10 +71,11 @@ int main(int argc, char** argv) {
         const double cpu = cpu_seconds() - cpu0;
         if (wall < best_wall) best_wall = wall, cpu_at_best = cpu;
       }
-      std::printf("{\"numel\": %lld, \"outputs\": \"%s\", \"ops\": %d, "
-                  "\"wall_us_per_execute\": %.3f, \"cpu_us_per_execute\": %.3f}\n",
-                  static_cast<long long>(n), keep ? "keep" : "drop", ops,
-                  1e6 * best_wall / ops, 1e6 * cpu_at_best / ops);
+      std::printf(
+          "{\"numel\": %lld, \"outputs\": \"%s\", \"ops\": %d, "
+          "\"wall_us_per_execute\": %.3f, \"cpu_us_per_execute\": %.3f}\n",
+          static_cast<long long>(n), keep ? "keep" : "drop", ops, 1e6 * best_wall / ops,
+          1e6 * cpu_at_best / ops);
     }
   }
   return 0;

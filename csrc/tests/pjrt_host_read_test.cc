@@ -59,8 +59,8 @@ TEST(HostRead, SameBytesAsToHostForEveryType) {
       if (type == ElementType::kPred)
         for (auto& b : bytes) b &= 1;  // a pred byte is 0 or 1
       auto buffer = client()->buffer_from_host(bytes.data(), type, dims, 0);
-      SCOPED_TRACE(::testing::Message() << "type " << static_cast<int>(type) << " rank "
-                                      << dims.size());
+      SCOPED_TRACE(::testing::Message()
+                   << "type " << static_cast<int>(type) << " rank " << dims.size());
       expect_same_bytes(*buffer, nbytes);
       std::vector<uint8_t> in_place(nbytes);
       ASSERT_TRUE(read_in_place(*client(), *buffer, in_place.data(), nbytes));

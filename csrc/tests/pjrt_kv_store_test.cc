@@ -121,7 +121,8 @@ TEST(ClientOptions, RejectedBeforeCallingThePlugin) {
   } catch (const PjrtError& e) {
     EXPECT_EQ(e.method(), "PJRT_Client_Create");
     EXPECT_EQ(e.code(), -1);
-    EXPECT_NE(std::string(e.what()).find("num_nodes > 1 needs a key-value store"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("num_nodes > 1 needs a key-value store"),
+              std::string::npos);
   }
   o.kv_store = std::make_shared<InMemoryKeyValueStore>();
   o.node_id = 2;

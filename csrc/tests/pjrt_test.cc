@@ -44,8 +44,8 @@ constexpr char kTwoOutputs[] = R"(module @m {
 })";
 
 template <typename T>
-std::vector<T> round_trip(const std::vector<T>& in, ElementType type,
-                          std::vector<int64_t> dims, int device = 0) {
+std::vector<T> round_trip(const std::vector<T>& in, ElementType type, std::vector<int64_t> dims,
+                          int device = 0) {
   auto buf = client()->buffer_from_host(in.data(), type, dims, device);
   EXPECT_EQ(buf->element_type(), type);
   EXPECT_EQ(buf->dims(), dims);
@@ -228,8 +228,7 @@ TEST(Buffer, WrongNbytesIsPjrtError) {
 
 TEST(Buffer, InvalidTypeRejectedBeforePlugin) {
   float x = 0;
-  EXPECT_THROW(client()->buffer_from_host(&x, static_cast<ElementType>(0), {1}, 0),
-               PjrtError);
+  EXPECT_THROW(client()->buffer_from_host(&x, static_cast<ElementType>(0), {1}, 0), PjrtError);
   EXPECT_THROW(client()->buffer_from_host(&x, ElementType::kF32, {1}, 5), PjrtError);
   EXPECT_THROW(client()->buffer_from_host(nullptr, ElementType::kF32, {1}, 0), PjrtError);
   EXPECT_THROW(client()->buffer_from_host(&x, ElementType::kF32, {-1}, 0), PjrtError);

@@ -32,15 +32,15 @@ TEST(Trace, OffUnlessStarted) {
 TEST(Trace, QueuedProgramsStartWhenThePreviousOneEnds) {
   trace::start();
   trace::add(exec(0, 100, 200, "a"));
-  trace::add(exec(0, 150, 300, "b"));   // waited behind a: starts at 200
-  trace::add(exec(1, 160, 260, "c"));   // another device: unchanged
-  trace::add(exec(0, 400, 450, "d"));   // queue empty when enqueued: unchanged
+  trace::add(exec(0, 150, 300, "b"));  // waited behind a: starts at 200
+  trace::add(exec(1, 160, 260, "c"));  // another device: unchanged
+  trace::add(exec(0, 400, 450, "d"));  // queue empty when enqueued: unchanged
   trace::Record copy;
   copy.kind = trace::Kind::kHostToDevice;
   copy.start_ns = 120;
   copy.end_ns = 130;
   copy.bytes = 64;
-  trace::add(copy);                     // copies are not programs: unchanged
+  trace::add(copy);  // copies are not programs: unchanged
   auto got = trace::stop();
   ASSERT_EQ(got.size(), 5u);
   EXPECT_EQ(got[0].name, "a");

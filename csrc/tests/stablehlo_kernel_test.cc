@@ -17,7 +17,8 @@ using ir::TensorType;
 
 // What jax.jit(f).lower(...).as_text() prints for f(x) = (sort(x) * 2, x + 1),
 // trimmed: module attributes, result attributes, a private helper.
-const char* kJaxLike = R"(module @jit_f attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+const char* kJaxLike =
+    R"(module @jit_f attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
   func.func public @main(%arg0: tensor<4xf32> {mhlo.layout_mode = "default"}) -> (tensor<4xf32> {jax.result_info = "result[0]"}, tensor<4xf32> {jax.result_info = "result[1]"}) {
     %0 = call @sort(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
     %cst = stablehlo.constant dense<2.000000e+00> : tensor<4xf32>
@@ -61,8 +62,10 @@ TEST(KernelModule, PreparesJaxLikeModule) {
       "  %0 = stablehlo.custom_call @main(%x) {backend_config = \"@main\"} : "
       "(tensor<f32>) -> tensor<f32>\n  return %0 : tensor<f32>\n}",
       "g", kKeyA);
-  EXPECT_NE(g.funcs.find("custom_call @ttpu_k0123456789abcdef_main(%x) {backend_config = \"@main\"}"),
-            std::string::npos) << g.funcs;
+  EXPECT_NE(
+      g.funcs.find("custom_call @ttpu_k0123456789abcdef_main(%x) {backend_config = \"@main\"}"),
+      std::string::npos)
+      << g.funcs;
   EXPECT_EQ(f.funcs.find("jax.result_info"), std::string::npos);
   EXPECT_EQ(f.funcs.find("mhlo.layout_mode"), std::string::npos);
   EXPECT_EQ(f.funcs.find("public"), std::string::npos);
@@ -77,8 +80,8 @@ TEST(KernelModule, ErrorsNameTheKernel) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error("module { func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {").find(
-                "kernel 'mine': unbalanced"),
+  EXPECT_NE(error("module { func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {")
+                .find("kernel 'mine': unbalanced"),
             std::string::npos);
   EXPECT_NE(error("module {}").find("defines no function"), std::string::npos);
   EXPECT_NE(error("module { sdy.mesh @m = <[\"x\"=1]> }").find("only func.func"),
@@ -92,8 +95,9 @@ TEST(KernelModule, ErrorsNameTheKernel) {
   EXPECT_NE(error("func.func private @a(%x: tensor<4xf32>) -> tensor<4xf32> { return %x }")
                 .find("no @main"),
             std::string::npos);
-  EXPECT_NE(error(std::string(kSquare) + "\n#map = affine_map<(d0) -> (d0)>").find("only func.func"),
-            std::string::npos);
+  EXPECT_NE(
+      error(std::string(kSquare) + "\n#map = affine_map<(d0) -> (d0)>").find("only func.func"),
+      std::string::npos);
 }
 
 TEST(KernelModule, DropsDebugLocations) {
@@ -115,8 +119,8 @@ module @jit_f {
 }
 
 TEST(KernelModule, CallChecksArgumentTypes) {
-  auto fn = std::make_shared<const ir::UserFunction>(
-      stablehlo::prepare_kernel(kSquare, "square", kKeyB));
+  auto fn =
+      std::make_shared<const ir::UserFunction>(stablehlo::prepare_kernel(kSquare, "square", kKeyB));
   ir::Graph g;
   ir::Value p = g.parameter({DType::kF64, {4}});
   try {
@@ -129,18 +133,20 @@ TEST(KernelModule, CallChecksArgumentTypes) {
 }
 
 TEST(KernelModule, TwoKernelsRunInOneProgram) {
-  auto f = std::make_shared<const ir::UserFunction>(stablehlo::prepare_kernel(kJaxLike, "f", kKeyA));
-  auto sq = std::make_shared<const ir::UserFunction>(
-      stablehlo::prepare_kernel(kSquare, "square", kKeyB));
+  auto f =
+      std::make_shared<const ir::UserFunction>(stablehlo::prepare_kernel(kJaxLike, "f", kKeyA));
+  auto sq =
+      std::make_shared<const ir::UserFunction>(stablehlo::prepare_kernel(kSquare, "square", kKeyB));
   ir::Graph g;
   ir::Value x = g.parameter({DType::kF32, {4}});
-  auto r = g.call(f, {x});                // (sort(x) * 2, x + 1)
-  ir::Value s1 = g.call(sq, {r[1]})[0];   // (x + 1)^2
-  ir::Value s2 = g.call(sq, {s1})[0];     // (x + 1)^4: the same kernel twice
+  auto r = g.call(f, {x});               // (sort(x) * 2, x + 1)
+  ir::Value s1 = g.call(sq, {r[1]})[0];  // (x + 1)^2
+  ir::Value s2 = g.call(sq, {s1})[0];    // (x + 1)^4: the same kernel twice
   g.set_outputs({r[0], s2});
   const std::string text = stablehlo::emit(g, "k");
   size_t count = 0;
-  for (size_t p = text.find("func.func private @ttpu_kfedcba9876543210_main"); p != std::string::npos;
+  for (size_t p = text.find("func.func private @ttpu_kfedcba9876543210_main");
+       p != std::string::npos;
        p = text.find("func.func private @ttpu_kfedcba9876543210_main", p + 1)) {
     ++count;
   }

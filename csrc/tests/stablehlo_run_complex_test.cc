@@ -49,8 +49,8 @@ TEST(RunComplex, PartsAndConstant) {
   Value im = g.parameter({DType::kF32, {3}});
   Value z = g.binary(Op::kMul, g.complex(re, im), g.constant(2, {DType::kC64, {3}}));
   g.set_outputs({z, g.real(z), g.imag(z)});
-  auto out = run(g, {array_of(DType::kF32, {3}, {1, -2, 0.5}),
-                     array_of(DType::kF32, {3}, {3, 4, -1})});
+  auto out =
+      run(g, {array_of(DType::kF32, {3}, {1, -2, 0.5}), array_of(DType::kF32, {3}, {3, 4, -1})});
   expect_close(complexes<float>(out[0]), {C(2, 6), C(-4, 8), C(1, -2)}, 0, "z");
   expect_near(out[1].doubles(), {2, -4, 1}, 0, 0, "real");
   expect_near(out[2].doubles(), {6, 8, -2}, 0, 0, "imag");

@@ -35,9 +35,9 @@ Graph adam_like(bool flat, Value* mn2d) {
   Value diff = g.binary(Op::kSub, grad, M);
   Value small = g.compare(Cmp::kLT, g.unary(Op::kAbs, bw), g.constant(0.5, {DType::kF32, d}));
   Value one = g.constant(1.0, {DType::kF32, d});
-  Value mn = g.select(small, g.binary(Op::kAdd, M, g.binary(Op::kMul, bw, diff)),
-                      g.binary(Op::kSub, grad,
-                               g.binary(Op::kMul, diff, g.binary(Op::kSub, one, bw))));
+  Value mn =
+      g.select(small, g.binary(Op::kAdd, M, g.binary(Op::kMul, bw, diff)),
+               g.binary(Op::kSub, grad, g.binary(Op::kMul, diff, g.binary(Op::kSub, one, bw))));
   Value denom = g.binary(Op::kAdd, g.unary(Op::kSqrt, g.binary(Op::kMul, mn, mn)),
                          g.constant(1e-8, {DType::kF32, d}));
   Value pn = g.binary(Op::kSub, P, g.binary(Op::kDiv, mn, denom));
@@ -76,8 +76,7 @@ TEST(RunFlatOutputs, ElementwiseOutputsComputedFlatAreBitIdentical) {
   }
   for (double w : {0.1, 0.9}) {  // both branches of the lerp
     std::vector<Array> args = {array_of(DType::kF32, {12}, pv), array_of(DType::kF32, {12}, mv),
-                               array_of(DType::kF32, {3, 4}, gv),
-                               array_of(DType::kF32, {}, {w})};
+                               array_of(DType::kF32, {3, 4}, gv), array_of(DType::kF32, {}, {w})};
     auto a = run(g, args);
     auto b = run(plain, args);
     ASSERT_EQ(a.size(), 4u);

@@ -51,15 +51,19 @@ TEST(GoldenLinalg, Attributes) {
   f.transpose_a = true;
   Value l = g.cholesky(a, true);
   Value x = g.triangular_solve(l, a, f);
-  auto e = g.custom_call({"Eigh", "1,1,100,1e-6"}, {x}, {{DType::kF32, {3, 3}}, {DType::kF32, {3}}});
+  auto e =
+      g.custom_call({"Eigh", "1,1,100,1e-6"}, {x}, {{DType::kF32, {3, 3}}, {DType::kF32, {3}}});
   g.set_outputs({e[0], e[1]});
   const std::string text = stablehlo::emit(g, "m");
-  expect_contains(text, R"("stablehlo.cholesky"(%arg0) {lower = true} : (tensor<3x3xf32>) -> tensor<3x3xf32>)");
-  expect_contains(text, "\"stablehlo.triangular_solve\"(%1, %arg0) {left_side = true, lower = true, "
-                        "unit_diagonal = false, transpose_a = #stablehlo<transpose TRANSPOSE>}");
-  expect_contains(text, "%3:2 = \"stablehlo.custom_call\"(%2) {call_target_name = \"Eigh\", "
-                        "backend_config = \"1,1,100,1e-6\", api_version = 1 : i32} : "
-                        "(tensor<3x3xf32>) -> (tensor<3x3xf32>, tensor<3xf32>)");
+  expect_contains(
+      text, R"("stablehlo.cholesky"(%arg0) {lower = true} : (tensor<3x3xf32>) -> tensor<3x3xf32>)");
+  expect_contains(text,
+                  "\"stablehlo.triangular_solve\"(%1, %arg0) {left_side = true, lower = true, "
+                  "unit_diagonal = false, transpose_a = #stablehlo<transpose TRANSPOSE>}");
+  expect_contains(text,
+                  "%3:2 = \"stablehlo.custom_call\"(%2) {call_target_name = \"Eigh\", "
+                  "backend_config = \"1,1,100,1e-6\", api_version = 1 : i32} : "
+                  "(tensor<3x3xf32>) -> (tensor<3x3xf32>, tensor<3xf32>)");
 }
 
 TEST(GoldenLinalg, CustomCallStringsAreEscaped) {
@@ -123,8 +127,8 @@ TEST(RunLinalg, QrAndHouseholderProduct) {
 TEST(RunLinalg, Eigh) {
   Graph g;
   Value a = g.parameter({DType::kF64, {3, 3}});
-  auto e = g.custom_call({"Eigh", "1,1,100,1e-6"}, {a},
-                         {{DType::kF64, {3, 3}}, {DType::kF64, {3}}});
+  auto e =
+      g.custom_call({"Eigh", "1,1,100,1e-6"}, {a}, {{DType::kF64, {3, 3}}, {DType::kF64, {3}}});
   g.set_outputs({e[0], e[1]});
   auto out = run(g, {array_of(DType::kF64, {3, 3}, kSpd)});
   const Doubles w = out[1].doubles();

@@ -38,7 +38,8 @@ Doubles iota_values(int64_t n, double start = 0) {
 // Deterministic values in [-1, 1) without a RNG: a fixed quadratic sequence.
 Doubles pseudo(int64_t n, int seed) {
   Doubles v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<double>((i * i * 7 + i * 13 + seed * 31) % 97) / 48.5 - 1);
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(static_cast<double>((i * i * 7 + i * 13 + seed * 31) % 97) / 48.5 - 1);
   return v;
 }
 
@@ -88,8 +89,10 @@ TEST(RunIndexing, ScatterEveryReducer) {
             (Doubles{5, 6, 10, 20, 3, 3, 30, 40}));
   const Doubles bits{0, 1, 0, 1, 0, 1, 0, 1};
   const Doubles ubits{1, 1, 0, 0, 1, 0};
-  EXPECT_EQ(scatter(Reducer::kOr, dup, DType::kBool, bits, ubits), (Doubles{0, 1, 1, 1, 0, 1, 0, 1}));
-  EXPECT_EQ(scatter(Reducer::kAnd, dup, DType::kBool, bits, ubits), (Doubles{0, 1, 0, 0, 0, 1, 0, 0}));
+  EXPECT_EQ(scatter(Reducer::kOr, dup, DType::kBool, bits, ubits),
+            (Doubles{0, 1, 1, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(scatter(Reducer::kAnd, dup, DType::kBool, bits, ubits),
+            (Doubles{0, 1, 0, 0, 0, 1, 0, 0}));
 }
 
 // ---------------------------------------------------------------- reductions
@@ -104,15 +107,13 @@ TEST(RunReduce, SimpleReducers) {
   auto p = [&](double v) { return g.constant(v, {DType::kBool, {}}); };
   Value zi = g.constant_int(0, {DType::kI32, {}});
   auto two = g.reduce({x, i}, {f(0), zi}, {1}, Reducer::kAdd);  // variadic, independent
-  g.set_outputs({g.reduce({x}, {f(0)}, {1}, Reducer::kAdd)[0],
-                 g.reduce({x}, {f(-kInf)}, {0}, Reducer::kMax)[0],
-                 g.reduce({x}, {f(kInf)}, {0, 1}, Reducer::kMin)[0],
-                 g.reduce({x}, {f(1)}, {0}, Reducer::kMul)[0],
-                 g.reduce({b}, {p(1)}, {1}, Reducer::kAnd)[0],
-                 g.reduce({b}, {p(0)}, {1}, Reducer::kOr)[0],
-                 g.reduce({b}, {p(0)}, {0}, Reducer::kAdd)[0],
-                 g.reduce({h}, {g.constant(0, {DType::kBF16, {}})}, {0}, Reducer::kAdd)[0],
-                 two[0], two[1]});
+  g.set_outputs(
+      {g.reduce({x}, {f(0)}, {1}, Reducer::kAdd)[0],
+       g.reduce({x}, {f(-kInf)}, {0}, Reducer::kMax)[0],
+       g.reduce({x}, {f(kInf)}, {0, 1}, Reducer::kMin)[0],
+       g.reduce({x}, {f(1)}, {0}, Reducer::kMul)[0], g.reduce({b}, {p(1)}, {1}, Reducer::kAnd)[0],
+       g.reduce({b}, {p(0)}, {1}, Reducer::kOr)[0], g.reduce({b}, {p(0)}, {0}, Reducer::kAdd)[0],
+       g.reduce({h}, {g.constant(0, {DType::kBF16, {}})}, {0}, Reducer::kAdd)[0], two[0], two[1]});
   auto out = run(g, {array_of(DType::kF32, {2, 3}, {1, -2, 3, 4, 5, -6}),
                      array_of(DType::kBool, {2, 3}, {1, 1, 1, 0, 1, 0}),
                      array_of(DType::kBF16, {4}, {0.5, 0.25, 2, -1}),
@@ -156,8 +157,9 @@ std::pair<Doubles, Doubles> arg_reduce(Reducer r, DType t, Dims dims, const Doub
   const int64_t last = static_cast<int64_t>(dims.size()) - 1;
   Value idx = g.iota({DType::kI64, dims}, last);
   const double init = r == Reducer::kArgMax ? -kInf : kInf;
-  Value vinit = ir::is_float(t) ? g.constant(init, {t, {}})
-                                : g.constant_int(r == Reducer::kArgMax ? INT32_MIN : INT32_MAX, {t, {}});
+  Value vinit = ir::is_float(t)
+                    ? g.constant(init, {t, {}})
+                    : g.constant_int(r == Reducer::kArgMax ? INT32_MIN : INT32_MAX, {t, {}});
   auto res = g.reduce({x, idx}, {vinit, g.constant_int(0, {DType::kI64, {}})}, {last}, r);
   g.set_outputs({res[0], res[1]});
   auto out = run(g, {array_of(t, dims, values)});
@@ -202,7 +204,8 @@ TEST(RunReduce, ReduceWindow) {
       // Window dilation 2: pairs (i, i+2), stride 1, padded low by 1 with init.
       g.reduce_window(v, zero, {2}, {1}, {1}, {2}, {1}, {0}, Reducer::kAdd),
       g.reduce_window(v, g.constant(1, {DType::kF32, {}}), {3}, {2}, {}, {}, {}, {}, Reducer::kMul),
-      g.reduce_window(v, g.constant(kInf, {DType::kF32, {}}), {2}, {3}, {}, {}, {}, {}, Reducer::kMin),
+      g.reduce_window(v, g.constant(kInf, {DType::kF32, {}}), {2}, {3}, {}, {}, {}, {},
+                      Reducer::kMin),
   });
   auto out = run(g, {array_of(DType::kF32, {1, 1, 5, 5}, iota_values(25)),
                      array_of(DType::kF32, {5}, {1, 2, 3, 4, 5})});
@@ -239,8 +242,8 @@ TEST(RunReduce, SortStableWithNan) {
   Value u = g.parameter({DType::kU8, {2, 3}});
   auto asc = g.sort({x, i}, 0, Cmp::kLT);
   auto desc = g.sort({x, i}, 0, Cmp::kGT);
-  g.set_outputs({asc[0], asc[1], desc[0], desc[1], g.sort({u}, 0, Cmp::kGT)[0],
-                 g.sort({u}, 1, Cmp::kLT)[0]});
+  g.set_outputs(
+      {asc[0], asc[1], desc[0], desc[1], g.sort({u}, 0, Cmp::kGT)[0], g.sort({u}, 1, Cmp::kLT)[0]});
   auto out = run(g, {array_of(DType::kF32, {6}, {3, kNan, -1, 2, kNan, -1}),
                      array_of(DType::kU8, {2, 3}, {200, 5, 255, 7, 128, 0})});
   expect_near(out[0].doubles(), {-1, -1, 2, 3, kNan, kNan}, 0, 0, "ascending");
@@ -260,8 +263,7 @@ TEST(RunLinalg, DotGeneral) {
   Value ba = g.parameter({DType::kI32, {2, 2, 3}});
   Value bb = g.parameter({DType::kI32, {2, 3, 1}});
   Value v = g.parameter({DType::kF64, {3}});
-  g.set_outputs({g.dot_general(a, b, {}, {}, {1}, {0}),
-                 g.dot_general(ba, bb, {0}, {0}, {2}, {1}),
+  g.set_outputs({g.dot_general(a, b, {}, {}, {1}, {0}), g.dot_general(ba, bb, {0}, {0}, {2}, {1}),
                  g.dot_general(v, v, {}, {}, {0}, {0}),
                  g.dot_general(a, a, {}, {}, {0}, {0})});  // a^T a
   auto out = run(g, {array_of(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6}),
@@ -284,8 +286,7 @@ TEST(RunLinalg, DotGeneral) {
 TEST(RunLinalg, DotTransposedRhsFormIsBitIdentical) {
   stablehlo::EmitOptions fast;
   fast.materialize_transposed_rhs = true;
-  for (const auto& [m, k, n, rewritten] :
-       std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
+  for (const auto& [m, k, n, rewritten] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
            {64, 512, 512, true}, {1024, 256, 256, false}, {8, 64, 64, false}}) {
     Graph g;
     Value x = g.parameter({DType::kF32, {m, k}});
@@ -337,12 +338,15 @@ Doubles conv_ref(const Doubles& x, const Dims& xd, const Doubles& w, const Dims&
             for (int64_t ky = 0; ky < KH; ++ky)
               for (int64_t kx = 0; kx < KW; ++kx) {
                 const int64_t cin = (o / (O / fg)) * I + ci;
-                const int64_t py = oy * c.window_strides[0] + ky * c.rhs_dilation[0] - c.padding_low[0];
-                const int64_t px = ox * c.window_strides[1] + kx * c.rhs_dilation[1] - c.padding_low[1];
+                const int64_t py =
+                    oy * c.window_strides[0] + ky * c.rhs_dilation[0] - c.padding_low[0];
+                const int64_t px =
+                    ox * c.window_strides[1] + kx * c.rhs_dilation[1] - c.padding_low[1];
                 if (py < 0 || px < 0 || py % c.lhs_dilation[0] || px % c.lhs_dilation[1]) continue;
                 const int64_t iy = py / c.lhs_dilation[0], ix = px / c.lhs_dilation[1];
                 if (iy >= H || ix >= W) continue;
-                sum += x[((nb * C + cin) * H + iy) * W + ix] * w[((o * I + ci) * KH + ky) * KW + kx];
+                sum +=
+                    x[((nb * C + cin) * H + iy) * W + ix] * w[((o * I + ci) * KH + ky) * KW + kx];
               }
           out[((n * O + o) * od[2] + oy) * od[3] + ox] = sum;
         }

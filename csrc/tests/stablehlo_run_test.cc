@@ -116,10 +116,24 @@ TEST(RunElementwise, FloatUnary) {
       for (double v : x) want.push_back(c.ref(v));
       double rtol = 0, atol = 0;
       switch (t) {
-        case DType::kF32: rtol = c.rtol32 * 4; atol = c.rtol32; break;
-        case DType::kF64: rtol = c.rtol32 ? 1e-9 : 0; atol = rtol; break;
-        case DType::kF16: rtol = 2e-3; atol = 2e-3; want = stored(t, want); break;
-        default: rtol = 1.6e-2; atol = 1.6e-2; want = stored(t, want); break;
+        case DType::kF32:
+          rtol = c.rtol32 * 4;
+          atol = c.rtol32;
+          break;
+        case DType::kF64:
+          rtol = c.rtol32 ? 1e-9 : 0;
+          atol = rtol;
+          break;
+        case DType::kF16:
+          rtol = 2e-3;
+          atol = 2e-3;
+          want = stored(t, want);
+          break;
+        default:
+          rtol = 1.6e-2;
+          atol = 1.6e-2;
+          want = stored(t, want);
+          break;
       }
       expect_near(run_unary(c.op, t, x), want, rtol, atol,
                   std::string(ir::op_name(c.op)) + " " + std::string(ir::mlir_name(t)));
@@ -235,7 +249,7 @@ TEST(RunElementwise, Compare) {
       Doubles want;
       for (size_t i = 0; i < 4; ++i) {
         const double p = c.a[i], q = c.b[i];
-        const bool r[] = {p == q, p != q, p < q, p <= q, p > q, p >= q};
+        const bool r[] = {p == q, p != q, p<q, p <= q, p> q, p >= q};
         want.push_back(r[k]);
       }
       EXPECT_EQ(out[k].doubles(), want) << ir::mlir_name(c.t) << " direction " << k;
@@ -253,9 +267,9 @@ TEST(RunElementwise, SelectClamp) {
   Value scalar_pred = g.constant(0, {DType::kBool, {}});
   g.set_outputs({g.select(p, x, y), g.select(scalar_pred, x, y), g.clamp(lo, x, hi),
                  g.clamp(y, x, g.binary(Op::kAdd, y, g.constant(1, {DType::kF32, {4}})))});
-  auto out = run(g, {array_of(DType::kBool, {4}, {1, 0, 1, 0}),
-                     array_of(DType::kF32, {4}, {-3, 0.5, 2, 7}),
-                     array_of(DType::kF32, {4}, {10, 20, 30, 4})});
+  auto out = run(
+      g, {array_of(DType::kBool, {4}, {1, 0, 1, 0}), array_of(DType::kF32, {4}, {-3, 0.5, 2, 7}),
+          array_of(DType::kF32, {4}, {10, 20, 30, 4})});
   EXPECT_EQ(out[0].doubles(), (Doubles{-3, 20, 2, 4}));
   EXPECT_EQ(out[1].doubles(), (Doubles{10, 20, 30, 4}));
   EXPECT_EQ(out[2].doubles(), (Doubles{-1, 0.5, 1, 1}));
@@ -290,12 +304,12 @@ TEST(RunElementwise, ConvertAndBitcast) {
 TEST(RunLeaves, ConstantsRoundTripExactly) {
   Graph g;
   std::vector<std::pair<TensorType, double>> cases = {
-      {{DType::kF32, {2}}, kInf},   {{DType::kF32, {}}, -kInf},      {{DType::kF32, {}}, kNan},
-      {{DType::kF64, {}}, 0.1},     {{DType::kF16, {3}}, 0.1},       {{DType::kBF16, {}}, -3.3},
-      {{DType::kF32, {}}, 1e-45},   {{DType::kF64, {}}, -0.0},       {{DType::kI8, {2}}, -128},
-      {{DType::kU8, {}}, 255},      {{DType::kI16, {}}, -32768},     {{DType::kU32, {}}, 4294967295.0},
-      {{DType::kU16, {2}}, 65535},
-      {{DType::kBool, {2}}, 1},     {{DType::kBool, {}}, 0},         {{DType::kF32, {0, 3}}, 1}};
+      {{DType::kF32, {2}}, kInf},  {{DType::kF32, {}}, -kInf},  {{DType::kF32, {}}, kNan},
+      {{DType::kF64, {}}, 0.1},    {{DType::kF16, {3}}, 0.1},   {{DType::kBF16, {}}, -3.3},
+      {{DType::kF32, {}}, 1e-45},  {{DType::kF64, {}}, -0.0},   {{DType::kI8, {2}}, -128},
+      {{DType::kU8, {}}, 255},     {{DType::kI16, {}}, -32768}, {{DType::kU32, {}}, 4294967295.0},
+      {{DType::kU16, {2}}, 65535}, {{DType::kBool, {2}}, 1},    {{DType::kBool, {}}, 0},
+      {{DType::kF32, {0, 3}}, 1}};
   std::vector<Value> outs;
   for (const auto& [t, v] : cases) outs.push_back(g.constant(v, t));
   outs.push_back(g.constant_int(std::numeric_limits<int64_t>::min(), {DType::kI64, {}}));
@@ -354,8 +368,8 @@ TEST(RunMovement, SliceConcatPadReverse) {
   EXPECT_EQ(out[1].doubles(), (Doubles{0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7}));
   // Interior 1 -> [0 p 1 p 2 p 3], low -1 drops the 0, high 1 appends p: 3 rows.
   EXPECT_EQ(out[2].type.dims, (Dims{3, 7}));
-  EXPECT_EQ(out[2].doubles(), (Doubles{-1, 1, -1, 2, -1, 3, -1, -1, 5, -1, 6, -1, 7, -1,
-                                       -1, -1, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(out[2].doubles(), (Doubles{-1, 1, -1, 2,  -1, 3,  -1, -1, 5,  -1, 6,
+                                       -1, 7, -1, -1, -1, -1, -1, -1, -1, -1}));
   EXPECT_EQ(out[3].doubles(), (Doubles{3, 2, 1, 0, 7, 6, 5, 4}));
 }
 

@@ -134,13 +134,17 @@ TEST(Syntax, ConstantsAreExact) {
 }
 
 TEST(Syntax, CompareTypeFollowsDtype) {
-  for (auto [dtype, type] : {std::pair{DType::kF16, "FLOAT"}, {DType::kI32, "SIGNED"},
-                             {DType::kU8, "UNSIGNED"}, {DType::kBool, "UNSIGNED"}}) {
+  for (auto [dtype, type] : {std::pair{DType::kF16, "FLOAT"},
+                             {DType::kI32, "SIGNED"},
+                             {DType::kU8, "UNSIGNED"},
+                             {DType::kBool, "UNSIGNED"}}) {
     Graph g;
     Value a = g.parameter({dtype, {2}});
     g.set_outputs({g.compare(Cmp::kLE, a, a)});
-    expect_contains(emit(g), "{comparison_direction = #stablehlo<comparison_direction LE>, "
-                             "compare_type = #stablehlo<comparison_type " + std::string(type) + ">}");
+    expect_contains(emit(g),
+                    "{comparison_direction = #stablehlo<comparison_direction LE>, "
+                    "compare_type = #stablehlo<comparison_type " +
+                        std::string(type) + ">}");
   }
 }
 
@@ -163,24 +167,29 @@ TEST(Syntax, StructuredAttributes) {
   Value p = g.pad(t, g.constant(0, {DType::kF32, {}}), {1, 0}, {0, 2}, {0, 1});
   g.set_outputs({pool, back, p, g.unary(Op::kErf, t), g.binary(Op::kMax, t, t)});
   const std::string text = emit(g);
-  expect_contains(text, "dimension_numbers = #stablehlo.conv<[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]>"
-                        ", feature_group_count = 1 : i64, batch_group_count = 1 : i64, "
-                        "window_strides = array<i64: 2, 1>, padding = dense<[[1, 1], [0, 2]]> : "
-                        "tensor<2x2xi64>, lhs_dilation = array<i64: 1, 1>, "
-                        "rhs_dilation = array<i64: 1, 1>");
-  expect_contains(text, "window_dimensions = array<i64: 1, 1, 2, 2>, window_strides = "
-                        "array<i64: 1, 1, 2, 2>, base_dilations = array<i64: 1, 1, 1, 1>, "
-                        "window_dilations = array<i64: 1, 1, 1, 1>, padding = dense<[[0, 0], "
-                        "[0, 0], [0, 0], [0, 0]]> : tensor<4x2xi64>");
-  expect_contains(text, "dimension_numbers = #stablehlo.gather<offset_dims = [1], "
-                        "collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, "
-                        "slice_sizes = array<i64: 1, 4>");
-  expect_contains(text, "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
-                        "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
-                        "index_vector_dim = 1>");
+  expect_contains(text,
+                  "dimension_numbers = #stablehlo.conv<[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]>"
+                  ", feature_group_count = 1 : i64, batch_group_count = 1 : i64, "
+                  "window_strides = array<i64: 2, 1>, padding = dense<[[1, 1], [0, 2]]> : "
+                  "tensor<2x2xi64>, lhs_dilation = array<i64: 1, 1>, "
+                  "rhs_dilation = array<i64: 1, 1>");
+  expect_contains(text,
+                  "window_dimensions = array<i64: 1, 1, 2, 2>, window_strides = "
+                  "array<i64: 1, 1, 2, 2>, base_dilations = array<i64: 1, 1, 1, 1>, "
+                  "window_dilations = array<i64: 1, 1, 1, 1>, padding = dense<[[0, 0], "
+                  "[0, 0], [0, 0], [0, 0]]> : tensor<4x2xi64>");
+  expect_contains(text,
+                  "dimension_numbers = #stablehlo.gather<offset_dims = [1], "
+                  "collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, "
+                  "slice_sizes = array<i64: 1, 4>");
+  expect_contains(text,
+                  "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
+                  "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
+                  "index_vector_dim = 1>");
   expect_contains(text, "{permutation = array<i64: 1, 0>}");
-  expect_contains(text, "{edge_padding_low = array<i64: 1, 0>, edge_padding_high = "
-                        "array<i64: 0, 2>, interior_padding = array<i64: 0, 1>}");
+  expect_contains(text,
+                  "{edge_padding_low = array<i64: 1, 0>, edge_padding_high = "
+                  "array<i64: 0, 2>, interior_padding = array<i64: 0, 1>}");
   expect_contains(text, "\"chlo.erf\"");
   expect_contains(text, "\"stablehlo.maximum\"");
 }

@@ -188,16 +188,20 @@ template <typename T>
 void check_lambda_as(double lambd, DType dt) {
   const double max = static_cast<double>(std::numeric_limits<T>::max());
   TORCH_CHECK(lambd >= 0 && lambd <= max, "lambda must be in range [0, ",
-              std::numeric_limits<T>::max(), "] for input dtype ", to_aten(dt),
-              ", but found ", lambd);
+              std::numeric_limits<T>::max(), "] for input dtype ", to_aten(dt), ", but found ",
+              lambd);
 }
 
 void check_lambda(double lambd, DType dt) {
   switch (dt) {
-    case DType::kF16: return check_lambda_as<c10::Half>(lambd, dt);
-    case DType::kBF16: return check_lambda_as<c10::BFloat16>(lambd, dt);
-    case DType::kF32: return check_lambda_as<float>(lambd, dt);
-    default: return check_lambda_as<double>(lambd, dt);
+    case DType::kF16:
+      return check_lambda_as<c10::Half>(lambd, dt);
+    case DType::kBF16:
+      return check_lambda_as<c10::BFloat16>(lambd, dt);
+    case DType::kF32:
+      return check_lambda_as<float>(lambd, dt);
+    default:
+      return check_lambda_as<double>(lambd, dt);
   }
 }
 
@@ -206,8 +210,8 @@ std::vector<ir::Value> hardshrink(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
   auto [x, dt] = float_input(ctx, a.tensor(0), "hardshrink_cpu");
   ir::Value l = scalar_like(ctx, a.scalar(1), x);
-  ir::Value inside = g.binary(Op::kAnd, g.compare(Cmp::kGE, x, g.unary(Op::kNeg, l)),
-                              g.compare(Cmp::kLE, x, l));
+  ir::Value inside =
+      g.binary(Op::kAnd, g.compare(Cmp::kGE, x, g.unary(Op::kNeg, l)), g.compare(Cmp::kLE, x, l));
   return {g.convert(g.select(inside, k(ctx, x, 0), x), dt)};
 }
 

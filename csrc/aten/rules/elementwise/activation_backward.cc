@@ -76,8 +76,8 @@ std::vector<ir::Value> gelu_backward(LoweringContext& ctx, const Args& a) {
     ir::Value left_derivative = mul(ctx, k(ctx, x, 0.5), add(ctx, one, t));
     ir::Value right_derivative = mul(ctx, left, sub(ctx, one, mul(ctx, t, t)));
     right_derivative = mul(ctx, right_derivative, k(ctx, x, beta));
-    right_derivative = mul(ctx, right_derivative,
-                           add(ctx, one, mul(ctx, k(ctx, x, 3 * kappa), x_sq)));
+    right_derivative =
+        mul(ctx, right_derivative, add(ctx, one, mul(ctx, k(ctx, x, 3 * kappa), x_sq)));
     d = add(ctx, left_derivative, right_derivative);
   } else {
     const double beta = M_2_SQRTPI * M_SQRT1_2 * 0.5;  // 1 / sqrt(2 * pi)
@@ -159,10 +159,9 @@ std::vector<ir::Value> elu_backward(LoweringContext& ctx, const Args& a) {
   ir::Value negcoef = mul(ctx, s(ctx, a.scalar(1), x), s(ctx, a.scalar(2), x));
   ir::Value poscoef = s(ctx, a.scalar(2), x);
   ir::Value negiptcoef = s(ctx, a.scalar(3), x);
-  ir::Value neg = is_result
-      ? mul(ctx, mul(ctx, in.grad, negiptcoef), add(ctx, x, negcoef))
-      : mul(ctx, mul(ctx, mul(ctx, in.grad, negiptcoef), negcoef),
-            g.unary(Op::kExp, mul(ctx, x, negiptcoef)));
+  ir::Value neg = is_result ? mul(ctx, mul(ctx, in.grad, negiptcoef), add(ctx, x, negcoef))
+                            : mul(ctx, mul(ctx, mul(ctx, in.grad, negiptcoef), negcoef),
+                                  g.unary(Op::kExp, mul(ctx, x, negiptcoef)));
   ir::Value r = g.select(g.compare(Cmp::kLE, x, k(ctx, x, 0)), neg, mul(ctx, in.grad, poscoef));
   return {g.convert(r, in.dt)};
 }

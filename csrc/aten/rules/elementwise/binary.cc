@@ -59,14 +59,16 @@ std::vector<ir::Value> add_sub(LoweringContext& ctx, const Args& a, Op op) {
                 "For integral input tensors, argument alpha must not be a floating point number.");
     TORCH_CHECK(!alpha.isComplex(),
                 "For non-complex input tensors, argument alpha must not be a complex number.");
-    TORCH_CHECK(dt != ir::DType::kBool || !alpha.isIntegral(false) || alpha.toLong() == 1 ||
-                    op != Op::kSub,
-                "Subtraction, the `-` operator, with two bool tensors is not supported.");
+    TORCH_CHECK(
+        dt != ir::DType::kBool || !alpha.isIntegral(false) || alpha.toLong() == 1 || op != Op::kSub,
+        "Subtraction, the `-` operator, with two bool tensors is not supported.");
     const bool is_one = scalar_equals(alpha, 1);
-    if (!is_one) y = ctx.g().binary(Op::kMul, y, broadcast_to(ctx, ctx.scalar(alpha, dt), dims(ctx, y)));
+    if (!is_one)
+      y = ctx.g().binary(Op::kMul, y, broadcast_to(ctx, ctx.scalar(alpha, dt), dims(ctx, y)));
   }
   if (dt == ir::DType::kBool) {
-    TORCH_CHECK(op != Op::kSub, "Subtraction, the `-` operator, with two bool tensors is not "
+    TORCH_CHECK(op != Op::kSub,
+                "Subtraction, the `-` operator, with two bool tensors is not "
                 "supported. Use the `^` or `logical_xor()` operator instead.");
     return {ctx.g().binary(Op::kOr, x, y)};
   }
@@ -119,13 +121,14 @@ ir::Value floor_divide(LoweringContext& ctx, ir::Value x, ir::Value y) {
     ir::Value zero = full_like(ctx, x, 0);
     ir::Value sign_differs = g.compare(ir::Cmp::kNE, g.compare(ir::Cmp::kLT, mod, zero),
                                        g.compare(ir::Cmp::kLT, y, zero));
-    ir::Value adjust = g.select(g.binary(Op::kAnd, g.compare(ir::Cmp::kNE, mod, zero), sign_differs),
-                                g.binary(Op::kSub, div, full_like(ctx, x, 1)), div);
+    ir::Value adjust =
+        g.select(g.binary(Op::kAnd, g.compare(ir::Cmp::kNE, mod, zero), sign_differs),
+                 g.binary(Op::kSub, div, full_like(ctx, x, 1)), div);
     ir::Value floored = g.unary(Op::kFloor, adjust);
     // Round-off can leave floor one below the true quotient.
-    ir::Value fixed = g.select(g.compare(ir::Cmp::kGT, g.binary(Op::kSub, adjust, floored),
-                                         full_like(ctx, x, 0.5)),
-                               g.binary(Op::kAdd, floored, full_like(ctx, x, 1)), floored);
+    ir::Value fixed = g.select(
+        g.compare(ir::Cmp::kGT, g.binary(Op::kSub, adjust, floored), full_like(ctx, x, 0.5)),
+        g.binary(Op::kAdd, floored, full_like(ctx, x, 1)), floored);
     ir::Value q = g.binary(Op::kDiv, x, y);
     // A zero quotient takes the sign of x / y, as CPU's div_floor does
     // (copysign(0, x / y)): -0. // -3. is 0., not (-0. - -0.) / -3. = -0.
@@ -138,9 +141,9 @@ ir::Value floor_divide(LoweringContext& ctx, ir::Value x, ir::Value y) {
   if (ir::is_unsigned(dt)) return q;
   ir::Value zero = full_like(ctx, x, 0);
   ir::Value r = g.binary(Op::kRem, x, y);
-  ir::Value needs = g.binary(Op::kAnd, g.compare(ir::Cmp::kNE, r, zero),
-                             g.compare(ir::Cmp::kNE, g.compare(ir::Cmp::kLT, r, zero),
-                                       g.compare(ir::Cmp::kLT, y, zero)));
+  ir::Value needs = g.binary(
+      Op::kAnd, g.compare(ir::Cmp::kNE, r, zero),
+      g.compare(ir::Cmp::kNE, g.compare(ir::Cmp::kLT, r, zero), g.compare(ir::Cmp::kLT, y, zero)));
   return g.select(needs, g.binary(Op::kSub, q, full_like(ctx, x, 1)), q);
 }
 
@@ -180,8 +183,7 @@ void check_no_zero_divisor(LoweringContext& ctx, const Args& a, ir::DType common
   });
 }
 
-std::vector<ir::Value> div(LoweringContext& ctx, const Args& a,
-                           std::optional<std::string> mode) {
+std::vector<ir::Value> div(LoweringContext& ctx, const Args& a, std::optional<std::string> mode) {
   auto& g = ctx.g();
   ir::DType common = to_ir(result_type(a[0], a[1]));
   if (!mode.has_value()) {
@@ -202,8 +204,10 @@ std::vector<ir::Value> div(LoweringContext& ctx, const Args& a,
     }
     return {g.binary(Op::kDiv, x, y)};
   }
-  TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or "
-              "'floor' but found '", *mode, "'");
+  TORCH_CHECK(*mode == "floor",
+              "div expected rounding_mode to be one of None, 'trunc', or "
+              "'floor' but found '",
+              *mode, "'");
   return {floor_divide(ctx, x, y)};
 }
 
@@ -215,9 +219,9 @@ std::vector<ir::Value> remainder(LoweringContext& ctx, const Args& a) {
   ir::Value r = g.binary(Op::kRem, x, y);
   if (ir::is_unsigned(dt)) return {r};
   ir::Value zero = full_like(ctx, r, 0);
-  ir::Value fix = g.binary(Op::kAnd, g.compare(ir::Cmp::kNE, r, zero),
-                           g.compare(ir::Cmp::kNE, g.compare(ir::Cmp::kLT, r, zero),
-                                     g.compare(ir::Cmp::kLT, y, zero)));
+  ir::Value fix = g.binary(
+      Op::kAnd, g.compare(ir::Cmp::kNE, r, zero),
+      g.compare(ir::Cmp::kNE, g.compare(ir::Cmp::kLT, r, zero), g.compare(ir::Cmp::kLT, y, zero)));
   return {g.select(fix, g.binary(Op::kAdd, r, y), r)};
 }
 
@@ -230,8 +234,11 @@ std::vector<ir::Value> simple(LoweringContext& ctx, const Args& a, Op op) {
 std::vector<ir::Value> bitwise(LoweringContext& ctx, const Args& a, Op op) {
   ir::DType dt;
   auto [x, y] = promoted(ctx, a, &dt);
-  TORCH_CHECK_NOT_IMPLEMENTED(!ir::is_float(dt), "\"bitwise_", op == Op::kAnd ? "and" : op == Op::kOr ? "or" : "xor",
-              "_cpu\" not implemented for '", to_aten(dt), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(!ir::is_float(dt), "\"bitwise_",
+                              op == Op::kAnd  ? "and"
+                              : op == Op::kOr ? "or"
+                                              : "xor",
+                              "_cpu\" not implemented for '", to_aten(dt), "'");
   return {ctx.g().binary(op, x, y)};
 }
 
@@ -354,12 +361,10 @@ RegisterLowering r_rsub_s("rsub.Scalar", [](LoweringContext& c, const Args& a) {
 });
 RegisterLowering r_mul_t("mul.Tensor", mul);
 RegisterLowering r_mul_s("mul.Scalar", mul);
-RegisterLowering r_div_t("div.Tensor", [](LoweringContext& c, const Args& a) {
-  return div(c, a, std::nullopt);
-});
-RegisterLowering r_div_s("div.Scalar", [](LoweringContext& c, const Args& a) {
-  return div(c, a, std::nullopt);
-});
+RegisterLowering r_div_t("div.Tensor",
+                         [](LoweringContext& c, const Args& a) { return div(c, a, std::nullopt); });
+RegisterLowering r_div_s("div.Scalar",
+                         [](LoweringContext& c, const Args& a) { return div(c, a, std::nullopt); });
 RegisterLowering r_div_tm("div.Tensor_mode", [](LoweringContext& c, const Args& a) {
   return div(c, a, a.is_none(2) ? std::nullopt : std::optional(a[2].toStringRef()));
 });
@@ -388,36 +393,54 @@ RegisterLowering r_atan2("atan2", [](LoweringContext& c, const Args& a) {
 RegisterLowering r_pow_tt("pow.Tensor_Tensor", pow_rule);
 RegisterLowering r_pow_ts("pow.Tensor_Scalar", pow_rule);
 RegisterLowering r_pow_st("pow.Scalar", pow_rule);
-RegisterLowering r_and_t("bitwise_and.Tensor", [](LoweringContext& c, const Args& a) {
-  return bitwise(c, a, Op::kAnd);
+RegisterLowering r_and_t("bitwise_and.Tensor",
+                         [](LoweringContext& c, const Args& a) { return bitwise(c, a, Op::kAnd); });
+RegisterLowering r_or_t("bitwise_or.Tensor",
+                        [](LoweringContext& c, const Args& a) { return bitwise(c, a, Op::kOr); });
+RegisterLowering r_xor_t("bitwise_xor.Tensor",
+                         [](LoweringContext& c, const Args& a) { return bitwise(c, a, Op::kXor); });
+RegisterLowering r_land("logical_and",
+                        [](LoweringContext& c, const Args& a) { return logical(c, a, Op::kAnd); });
+RegisterLowering r_lor("logical_or",
+                       [](LoweringContext& c, const Args& a) { return logical(c, a, Op::kOr); });
+RegisterLowering r_lxor("logical_xor",
+                        [](LoweringContext& c, const Args& a) { return logical(c, a, Op::kXor); });
+RegisterLowering r_eq_t("eq.Tensor", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kEQ);
 });
-RegisterLowering r_or_t("bitwise_or.Tensor", [](LoweringContext& c, const Args& a) {
-  return bitwise(c, a, Op::kOr);
+RegisterLowering r_eq_s("eq.Scalar", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kEQ);
 });
-RegisterLowering r_xor_t("bitwise_xor.Tensor", [](LoweringContext& c, const Args& a) {
-  return bitwise(c, a, Op::kXor);
+RegisterLowering r_ne_t("ne.Tensor", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kNE);
 });
-RegisterLowering r_land("logical_and", [](LoweringContext& c, const Args& a) {
-  return logical(c, a, Op::kAnd);
+RegisterLowering r_ne_s("ne.Scalar", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kNE);
 });
-RegisterLowering r_lor("logical_or", [](LoweringContext& c, const Args& a) {
-  return logical(c, a, Op::kOr);
+RegisterLowering r_lt_t("lt.Tensor", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kLT);
 });
-RegisterLowering r_lxor("logical_xor", [](LoweringContext& c, const Args& a) {
-  return logical(c, a, Op::kXor);
+RegisterLowering r_lt_s("lt.Scalar", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kLT);
 });
-RegisterLowering r_eq_t("eq.Tensor", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kEQ); });
-RegisterLowering r_eq_s("eq.Scalar", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kEQ); });
-RegisterLowering r_ne_t("ne.Tensor", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kNE); });
-RegisterLowering r_ne_s("ne.Scalar", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kNE); });
-RegisterLowering r_lt_t("lt.Tensor", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kLT); });
-RegisterLowering r_lt_s("lt.Scalar", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kLT); });
-RegisterLowering r_le_t("le.Tensor", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kLE); });
-RegisterLowering r_le_s("le.Scalar", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kLE); });
-RegisterLowering r_gt_t("gt.Tensor", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kGT); });
-RegisterLowering r_gt_s("gt.Scalar", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kGT); });
-RegisterLowering r_ge_t("ge.Tensor", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kGE); });
-RegisterLowering r_ge_s("ge.Scalar", [](LoweringContext& c, const Args& a) { return comparison(c, a, ir::Cmp::kGE); });
+RegisterLowering r_le_t("le.Tensor", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kLE);
+});
+RegisterLowering r_le_s("le.Scalar", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kLE);
+});
+RegisterLowering r_gt_t("gt.Tensor", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kGT);
+});
+RegisterLowering r_gt_s("gt.Scalar", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kGT);
+});
+RegisterLowering r_ge_t("ge.Tensor", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kGE);
+});
+RegisterLowering r_ge_s("ge.Scalar", [](LoweringContext& c, const Args& a) {
+  return comparison(c, a, ir::Cmp::kGE);
+});
 
 }  // namespace
 }  // namespace ttpu::aten

@@ -30,9 +30,7 @@ std::pair<ir::Value, ir::Value> both(LoweringContext& ctx, const Args& a, DType 
   return broadcast_pair(ctx, operand(ctx, a[0], dt), operand(ctx, a[1], dt));
 }
 
-ir::Value is_nan(LoweringContext& ctx, ir::Value x) {
-  return ctx.g().compare(Cmp::kNE, x, x);
-}
+ir::Value is_nan(LoweringContext& ctx, ir::Value x) { return ctx.g().compare(Cmp::kNE, x, x); }
 
 // logaddexp / logaddexp2: max + log1p(exp(-|a - b|)) (in base 2 for
 // logaddexp2), and a itself when a == b is infinite (inf - inf would be NaN).
@@ -50,9 +48,9 @@ ValueList logaddexp(LoweringContext& ctx, const Args& a, bool base2) {
   } else {
     r = g.binary(Op::kAdd, m, g.unary(Op::kLog1p, g.unary(Op::kExp, neg_gap)));
   }
-  ir::Value same_inf = g.binary(Op::kAnd, g.compare(Cmp::kEQ, x, y),
-                                g.compare(Cmp::kEQ, g.unary(Op::kAbs, x),
-                                          full_like(ctx, x, INFINITY)));
+  ir::Value same_inf =
+      g.binary(Op::kAnd, g.compare(Cmp::kEQ, x, y),
+               g.compare(Cmp::kEQ, g.unary(Op::kAbs, x), full_like(ctx, x, INFINITY)));
   return {g.convert(g.select(same_inf, x, r), dt)};
 }
 
@@ -70,8 +68,8 @@ ValueList hypot(LoweringContext& ctx, const Args& a) {
   ir::Value zero = full_like(ctx, x, 0);
   ir::Value one = full_like(ctx, x, 1);
   ir::Value ratio = g.select(g.compare(Cmp::kEQ, hi, zero), zero, g.binary(Op::kDiv, lo, hi));
-  ir::Value r = g.binary(Op::kMul, hi, g.unary(Op::kSqrt, g.binary(Op::kAdd, one,
-                                                                      g.binary(Op::kMul, ratio, ratio))));
+  ir::Value r = g.binary(
+      Op::kMul, hi, g.unary(Op::kSqrt, g.binary(Op::kAdd, one, g.binary(Op::kMul, ratio, ratio))));
   ir::Value inf = full_like(ctx, x, INFINITY);
   ir::Value any_inf = g.binary(Op::kOr, g.compare(Cmp::kEQ, ax, inf), g.compare(Cmp::kEQ, ay, inf));
   return {g.convert(g.select(any_inf, inf, r), dt)};
@@ -82,8 +80,9 @@ ValueList copysign(LoweringContext& ctx, const Args& a) {
   DType dt = float_result(to_ir(result_type(a[0], a[1])));
   auto& g = ctx.g();
   auto [x, y] = both(ctx, a, dt);
-  DType as_int = ir::byte_size(dt) == 2 ? DType::kI16 : ir::byte_size(dt) == 4 ? DType::kI32
-                                                                              : DType::kI64;
+  DType as_int = ir::byte_size(dt) == 2   ? DType::kI16
+                 : ir::byte_size(dt) == 4 ? DType::kI32
+                                          : DType::kI64;
   ir::Value yi = g.bitcast_convert(y, as_int);
   ir::Value negative = g.compare(Cmp::kLT, yi, full_like(ctx, yi, 0));
   ir::Value mag = g.unary(Op::kAbs, x);
@@ -133,10 +132,12 @@ ValueList xlogy(LoweringContext& ctx, const Args& a, bool plus_one) {
 // arithmetic right shift), since a negative count reads as a huge unsigned one.
 ValueList shift(LoweringContext& ctx, const Args& a, bool left) {
   DType dt = to_ir(result_type(a[0], a[1]));
-  if (ir::is_float(dt) || dt == DType::kBool) not_implemented(left ? "lshift_cpu" : "rshift_cpu", dt);
+  if (ir::is_float(dt) || dt == DType::kBool)
+    not_implemented(left ? "lshift_cpu" : "rshift_cpu", dt);
   auto [x, y] = both(ctx, a, dt);
-  Op op = left ? Op::kShiftLeft
-               : ir::is_unsigned(dt) ? Op::kShiftRightLogical : Op::kShiftRightArithmetic;
+  Op op = left                  ? Op::kShiftLeft
+          : ir::is_unsigned(dt) ? Op::kShiftRightLogical
+                                : Op::kShiftRightArithmetic;
   return {ctx.g().binary(op, x, y)};
 }
 
@@ -162,8 +163,10 @@ ValueList glu(LoweringContext& ctx, const Args& a) {
 }
 
 RegisterLowering kRules[] = {
-    {"bitwise_left_shift.Tensor", [](LoweringContext& c, const Args& a) { return shift(c, a, true); }},
-    {"bitwise_right_shift.Tensor", [](LoweringContext& c, const Args& a) { return shift(c, a, false); }},
+    {"bitwise_left_shift.Tensor",
+     [](LoweringContext& c, const Args& a) { return shift(c, a, true); }},
+    {"bitwise_right_shift.Tensor",
+     [](LoweringContext& c, const Args& a) { return shift(c, a, false); }},
     {"__lshift__.Tensor", [](LoweringContext& c, const Args& a) { return shift(c, a, true); }},
     {"__rshift__.Tensor", [](LoweringContext& c, const Args& a) { return shift(c, a, false); }},
     {"__lshift__.Scalar", [](LoweringContext& c, const Args& a) { return shift(c, a, true); }},

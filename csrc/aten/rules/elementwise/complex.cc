@@ -51,8 +51,8 @@ ir::Value complex_abs(LoweringContext& ctx, ir::Value z) {
   ir::Value root = g.unary(Op::kSqrt, g.binary(Op::kAdd, one, g.binary(Op::kMul, r, r)));
   ir::Value h = g.binary(Op::kMul, m, root);
   ir::Value inf = full_like(ctx, m, std::numeric_limits<double>::infinity());
-  ir::Value any_inf = g.binary(Op::kOr, g.compare(ir::Cmp::kEQ, re, inf),
-                               g.compare(ir::Cmp::kEQ, im, inf));
+  ir::Value any_inf =
+      g.binary(Op::kOr, g.compare(ir::Cmp::kEQ, re, inf), g.compare(ir::Cmp::kEQ, im, inf));
   return g.select(any_inf, inf, g.select(is_zero, zero, h));
 }
 
@@ -60,12 +60,10 @@ ir::Value complex_abs(LoweringContext& ctx, ir::Value z) {
 
 // ATen's complex_check_dtype (TensorFactories.cpp), for complex and polar.
 DType complex_parts_dtype(const at::Tensor& a, const at::Tensor& b) {
-  auto ok = [](c10::ScalarType t) {
-    return t == at::kFloat || t == at::kDouble || t == at::kHalf;
-  };
+  auto ok = [](c10::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf; };
   TORCH_CHECK(ok(a.scalar_type()) && ok(b.scalar_type()),
-              "Expected both inputs to be Half, Float or Double tensors but got ",
-              a.scalar_type(), " and ", b.scalar_type());
+              "Expected both inputs to be Half, Float or Double tensors but got ", a.scalar_type(),
+              " and ", b.scalar_type());
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "Expected object of scalar type ",
               a.scalar_type(), " but got scalar type ", b.scalar_type(), " for second argument");
   return to_ir(a.scalar_type());  // Half: ComplexHalf is not a tpu dtype (to_aten raises)
@@ -216,18 +214,14 @@ RegisterComplex c_rsqrt("rsqrt", elementwise<Op::kRsqrt>);
 RegisterComplex c_sin("sin", elementwise<Op::kSin>);
 RegisterComplex c_cos("cos", elementwise<Op::kCos>);
 RegisterComplex c_tanh("tanh", elementwise<Op::kTanh>);
-RegisterComplex c_add("add.Tensor", [](LoweringContext& c, const Args& a) {
-  return add_sub(c, a, Op::kAdd);
-});
-RegisterComplex c_add_s("add.Scalar", [](LoweringContext& c, const Args& a) {
-  return add_sub(c, a, Op::kAdd);
-});
-RegisterComplex c_sub("sub.Tensor", [](LoweringContext& c, const Args& a) {
-  return add_sub(c, a, Op::kSub);
-});
-RegisterComplex c_sub_s("sub.Scalar", [](LoweringContext& c, const Args& a) {
-  return add_sub(c, a, Op::kSub);
-});
+RegisterComplex c_add("add.Tensor",
+                      [](LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kAdd); });
+RegisterComplex c_add_s("add.Scalar",
+                        [](LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kAdd); });
+RegisterComplex c_sub("sub.Tensor",
+                      [](LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kSub); });
+RegisterComplex c_sub_s("sub.Scalar",
+                        [](LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kSub); });
 RegisterComplex c_div("div.Tensor", div_rule);
 RegisterComplex c_div_s("div.Scalar", div_rule);
 // sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)

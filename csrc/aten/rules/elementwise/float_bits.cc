@@ -22,10 +22,14 @@ struct Layout {
 };
 Layout layout(DType t) {
   switch (t) {
-    case DType::kF16: return {DType::kI16, 10, 15, 0x1f};
-    case DType::kBF16: return {DType::kI16, 7, 127, 0xff};
-    case DType::kF32: return {DType::kI32, 23, 127, 0xff};
-    default: return {DType::kI64, 52, 1023, 0x7ff};
+    case DType::kF16:
+      return {DType::kI16, 10, 15, 0x1f};
+    case DType::kBF16:
+      return {DType::kI16, 7, 127, 0xff};
+    case DType::kF32:
+      return {DType::kI32, 23, 127, 0xff};
+    default:
+      return {DType::kI64, 52, 1023, 0x7ff};
   }
 }
 
@@ -76,9 +80,9 @@ std::pair<ir::Value, ir::Value> frexp_bits(LoweringContext& ctx, ir::Value x) {
   mant = g.select(is_sub, sub_mant, mant);
   expo = g.select(is_sub, sub_expo, expo);
   // Zero, inf, NaN: (x, 0).
-  ir::Value keep = g.binary(Op::kOr,
-                            im.cmp(ir::Cmp::kEQ, im.and_(b, im.k(~sign_bit(l.bits))), im.k(0)),
-                            im.cmp(ir::Cmp::kEQ, field, im.k(l.exp_max)));
+  ir::Value keep =
+      g.binary(Op::kOr, im.cmp(ir::Cmp::kEQ, im.and_(b, im.k(~sign_bit(l.bits))), im.k(0)),
+               im.cmp(ir::Cmp::kEQ, field, im.k(l.exp_max)));
   mant = g.select(keep, b, mant);
   expo = g.select(keep, im.k(0), expo);
   return {g.bitcast_convert(mant, ft), g.convert(expo, DType::kI32)};
@@ -113,8 +117,8 @@ ValueList nextafter(LoweringContext& ctx, const Args& a) {
   ir::Value magnitude = im.k(~sign_bit(l.bits));
   ir::Value ax = im.and_(bx, magnitude), ay = im.and_(by, magnitude);
   ir::Value inf_bits = im.k(l.exp_max << l.mantissa);
-  ir::Value any_nan = g.binary(Op::kOr, im.cmp(ir::Cmp::kGT, ax, inf_bits),
-                               im.cmp(ir::Cmp::kGT, ay, inf_bits));
+  ir::Value any_nan =
+      g.binary(Op::kOr, im.cmp(ir::Cmp::kGT, ax, inf_bits), im.cmp(ir::Cmp::kGT, ay, inf_bits));
   // Away from zero unless |x| > |y| or the signs differ.
   ir::Value signs_differ = im.cmp(ir::Cmp::kLT, g.binary(Op::kXor, bx, by), im.k(0));
   ir::Value down = g.binary(Op::kOr, im.cmp(ir::Cmp::kGT, ax, ay), signs_differ);

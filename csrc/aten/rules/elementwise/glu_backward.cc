@@ -30,7 +30,8 @@ std::vector<Value> glu_backward(LoweringContext& ctx, const Args& a) {
   TORCH_CHECK(common == half, "glu_backward: grad_output of size ", grad_output.sizes(),
               " broadcasts beyond the halves' size ", c10::IntArrayRef(half));
   const auto st = self.scalar_type();
-  TORCH_CHECK(at::isFloatingType(st), "result type Float can't be cast to the desired output type ", st);
+  TORCH_CHECK(at::isFloatingType(st), "result type Float can't be cast to the desired output type ",
+              st);
   const DType dt = to_ir(st), acc = dt == DType::kF64 ? DType::kF64 : DType::kF32;
   if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
   Value x = g.convert(ctx.tensor(self), acc);
@@ -43,7 +44,9 @@ std::vector<Value> glu_backward(LoweringContext& ctx, const Args& a) {
   Value sig = g.unary(Op::kLogistic, second);
   Value grad_a = g.binary(Op::kMul, sig, go);
   Value one = g.constant(1, {acc, half});
-  Value grad_b = g.binary(Op::kMul, g.binary(Op::kMul, g.binary(Op::kMul, g.binary(Op::kSub, one, sig), sig), first), go);
+  Value grad_b = g.binary(
+      Op::kMul, g.binary(Op::kMul, g.binary(Op::kMul, g.binary(Op::kSub, one, sig), sig), first),
+      go);
   return {g.convert(g.concatenate({grad_a, grad_b}, dim), dt)};
 }
 

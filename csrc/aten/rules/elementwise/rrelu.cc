@@ -21,10 +21,12 @@ std::vector<Value> rrelu_with_noise(LoweringContext& ctx, const Args& a) {
   const at::Tensor& noise = a.tensor(1);
   const double lower = a.scalar(2).toDouble(), upper = a.scalar(3).toDouble();
   const bool training = a.boolean(4);
-  TORCH_CHECK(self.sizes() == noise.sizes(), "noise tensor shape must match self tensor shape. Got self.shape = ",
-              self.sizes(), " noise.shape = ", noise.sizes());
+  TORCH_CHECK(self.sizes() == noise.sizes(),
+              "noise tensor shape must match self tensor shape. Got self.shape = ", self.sizes(),
+              " noise.shape = ", noise.sizes());
   const auto st = self.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st), "\"", training ? "rrelu_with_noise_out_cpu" : "leaky_relu_cpu",
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st), "\"",
+                              training ? "rrelu_with_noise_out_cpu" : "leaky_relu_cpu",
                               "\" not implemented for '", st, "'");
   const DType dt = to_ir(st);
   const auto shape = self.sizes().vec();
@@ -35,7 +37,8 @@ std::vector<Value> rrelu_with_noise(LoweringContext& ctx, const Args& a) {
     Value slope = g.broadcast_in_dim(ctx.scalar((lower + upper) / 2, dt), shape, {});
     return {g.select(g.compare(Cmp::kGT, x, zero), x, g.binary(Op::kMul, x, slope))};
   }
-  TORCH_CHECK(lower <= upper, "Expected from <= to to be true, but got false.  (Could this error message be "
+  TORCH_CHECK(lower <= upper,
+              "Expected from <= to to be true, but got false.  (Could this error message be "
               "improved?  If so, please report an enhancement request to PyTorch.)");
   const DType ct = dt == DType::kF64 ? DType::kF64 : DType::kF32;
   // dt's digits, so that r stays below upper once converted to a 16-bit float.

@@ -31,9 +31,8 @@ std::vector<ir::Value> float_fn(LoweringContext& ctx, const at::Tensor& self, Fn
 
 template <Op op>
 std::vector<ir::Value> float_op(LoweringContext& ctx, const Args& a) {
-  return float_fn(ctx, a.tensor(0), [](LoweringContext& c, ir::Value x) {
-    return c.g().unary(op, x);
-  });
+  return float_fn(ctx, a.tensor(0),
+                  [](LoweringContext& c, ir::Value x) { return c.g().unary(op, x); });
 }
 
 // x * k or x / k for a structural constant k.
@@ -193,8 +192,9 @@ std::vector<ir::Value> signbit_rule(LoweringContext& ctx, const Args& a) {
   DType dt = dtype(ctx, x);
   if (ir::is_unsigned(dt)) return {all_false(ctx, x)};
   if (ir::is_float(dt)) {
-    DType as_int = ir::byte_size(dt) == 2 ? DType::kI16 : ir::byte_size(dt) == 4 ? DType::kI32
-                                                                               : DType::kI64;
+    DType as_int = ir::byte_size(dt) == 2   ? DType::kI16
+                   : ir::byte_size(dt) == 4 ? DType::kI32
+                                            : DType::kI64;
     x = g.bitcast_convert(x, as_int);
   }
   return {g.compare(Cmp::kLT, x, full_like(ctx, x, 0))};

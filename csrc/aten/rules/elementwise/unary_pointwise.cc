@@ -109,8 +109,10 @@ std::vector<ir::Value> masked_fill(LoweringContext& ctx, const Args& a) {
   ir::Value value;
   if (a[2].isTensor()) {
     const at::Tensor& v = a.tensor(2);
-    TORCH_CHECK(v.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got "
-                "tensor with ", v.dim(), " dimension(s).");
+    TORCH_CHECK(v.dim() == 0,
+                "masked_fill_ only supports a 0-dimensional value tensor, but got "
+                "tensor with ",
+                v.dim(), " dimension(s).");
     value = ctx.g().convert(ctx.tensor(v), dt);
   } else {
     value = ctx.scalar(a.scalar(2), dt);
@@ -120,10 +122,14 @@ std::vector<ir::Value> masked_fill(LoweringContext& ctx, const Args& a) {
 
 double largest(DType dt) {
   switch (dt) {
-    case DType::kF16: return 65504.0;
-    case DType::kBF16: return 3.38953138925153547590470800371487866880e+38;
-    case DType::kF32: return std::numeric_limits<float>::max();
-    default: return std::numeric_limits<double>::max();
+    case DType::kF16:
+      return 65504.0;
+    case DType::kBF16:
+      return 3.38953138925153547590470800371487866880e+38;
+    case DType::kF32:
+      return std::numeric_limits<float>::max();
+    default:
+      return std::numeric_limits<double>::max();
   }
 }
 
@@ -155,8 +161,8 @@ ir::Value lerp_values(LoweringContext& ctx, ir::Value self, ir::Value end, ir::V
   ir::Value diff = g.binary(Op::kSub, end, self);
   ir::Value small = g.compare(Cmp::kLT, g.unary(Op::kAbs, w), full_like(ctx, w, 0.5));
   ir::Value lo = g.binary(Op::kAdd, self, g.binary(Op::kMul, w, diff));
-  ir::Value hi = g.binary(Op::kSub, end, g.binary(Op::kMul, diff,
-                                                  g.binary(Op::kSub, full_like(ctx, w, 1), w)));
+  ir::Value hi = g.binary(Op::kSub, end,
+                          g.binary(Op::kMul, diff, g.binary(Op::kSub, full_like(ctx, w, 1), w)));
   return g.select(small, lo, hi);
 }
 

@@ -47,8 +47,8 @@ std::vector<ir::Value> arange_out(LoweringContext& ctx, const Args& a) {
   } else {
     const double xstart = start.to<double>(), xend = end.to<double>(), xstep = step.to<double>();
     TORCH_CHECK(xstep > 0 || xstep < 0, "step must be nonzero");
-    TORCH_CHECK(std::isfinite(xstart) && std::isfinite(xend), "unsupported range: ", xstart,
-                " -> ", xend);
+    TORCH_CHECK(std::isfinite(xstart) && std::isfinite(xend), "unsupported range: ", xstart, " -> ",
+                xend);
     TORCH_CHECK((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart),
                 "upper bound and lower bound inconsistent with step sign");
     const double size_d = std::ceil((xend - xstart) / xstep);
@@ -60,7 +60,8 @@ std::vector<ir::Value> arange_out(LoweringContext& ctx, const Args& a) {
     TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ",
                out.numel(), " which does not match the computed number of elements ", size,
                ". Note that this may occur as a result of rounding error. The out tensor will "
-               "be resized to a tensor of shape (", size, ",).");
+               "be resized to a tensor of shape (",
+               size, ",).");
   }
   resize_range_out(out, size);
   if (size == 0) return {};

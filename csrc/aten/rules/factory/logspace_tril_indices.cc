@@ -38,12 +38,13 @@ std::vector<ir::Value> logspace_out(LoweringContext& ctx, const Args& a) {
     const double step = (s1 - s0) / static_cast<double>(steps - 1);
     ir::Value i = g.iota(t, 0);
     ir::Value vstep = broadcast_to(ctx, ctx.scalar(c10::Scalar(step), acc), {steps});
-    ir::Value up = g.binary(ir::Op::kAdd, broadcast_to(ctx, ctx.scalar(c10::Scalar(s0), acc), {steps}),
-                            g.binary(ir::Op::kMul, vstep, i));
+    ir::Value up =
+        g.binary(ir::Op::kAdd, broadcast_to(ctx, ctx.scalar(c10::Scalar(s0), acc), {steps}),
+                 g.binary(ir::Op::kMul, vstep, i));
     ir::Value back = g.binary(ir::Op::kSub, g.constant(static_cast<double>(steps - 1), t), i);
-    ir::Value down = g.binary(ir::Op::kSub,
-                              broadcast_to(ctx, ctx.scalar(c10::Scalar(s1), acc), {steps}),
-                              g.binary(ir::Op::kMul, vstep, back));
+    ir::Value down =
+        g.binary(ir::Op::kSub, broadcast_to(ctx, ctx.scalar(c10::Scalar(s1), acc), {steps}),
+                 g.binary(ir::Op::kMul, vstep, back));
     ir::Value first = g.compare(ir::Cmp::kLT, i, g.constant(static_cast<double>(steps / 2), t));
     exponent = g.select(first, up, down);
   }

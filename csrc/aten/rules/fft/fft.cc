@@ -39,8 +39,8 @@ std::vector<int64_t> fft_dims(const std::vector<int64_t>& dim, int64_t rank) {
 }
 
 double norm_scale(int64_t normalization, int64_t n) {
-  TORCH_CHECK(normalization >= 0 && normalization <= 2, "Invalid normalization mode: ",
-              normalization);
+  TORCH_CHECK(normalization >= 0 && normalization <= 2,
+              "Invalid normalization mode: ", normalization);
   if (normalization == 0) return 1.0;
   return normalization == 1 ? 1.0 / std::sqrt(static_cast<double>(n)) : 1.0 / n;
 }

@@ -18,8 +18,10 @@ std::vector<ir::Value> index_select(LoweringContext& ctx, const Args& a) {
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
-  TORCH_CHECK(self.dim() > 0 || index.numel() == 1, "index_select(): Index to scalar can have "
-              "only 1 value, got ", index.numel(), " value(s)");
+  TORCH_CHECK(self.dim() > 0 || index.numel() == 1,
+              "index_select(): Index to scalar can have "
+              "only 1 value, got ",
+              index.numel(), " value(s)");
   if (self.dim() > 1 && (self.numel() == 0 || dim == 1) && index.numel() > 0) {
     // CPU's paths for an empty self of rank > 1 and for dim 1 of a rank > 1
     // self (a dedicated kernel) raise RuntimeError, not IndexError: first for

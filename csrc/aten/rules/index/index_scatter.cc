@@ -30,8 +30,12 @@ Reducer for_dtype(Reducer r, DType dt) {
 ir::Value identity(LoweringContext& ctx, Reducer r, const ir::TensorType& t) {
   auto& g = ctx.g();
   switch (for_dtype(r, t.dtype)) {
-    case Reducer::kAdd: case Reducer::kOr: return g.constant(0, t);
-    case Reducer::kMul: case Reducer::kAnd: return g.constant(1, t);
+    case Reducer::kAdd:
+    case Reducer::kOr:
+      return g.constant(0, t);
+    case Reducer::kMul:
+    case Reducer::kAnd:
+      return g.constant(1, t);
     case Reducer::kMax:
       if (ir::is_float(t.dtype)) return g.constant(-std::numeric_limits<double>::infinity(), t);
       // The smallest value of the dtype: 0 unsigned, else the sign bit alone.
@@ -41,7 +45,8 @@ ir::Value identity(LoweringContext& ctx, Reducer r, const ir::TensorType& t) {
       if (ir::is_float(t.dtype)) return g.constant(std::numeric_limits<double>::infinity(), t);
       if (ir::is_unsigned(t.dtype)) return g.constant_int(-1, t);  // all bits set
       return g.constant_int(~(int64_t{-1} << (8 * ir::byte_size(t.dtype) - 1)), t);
-    default: break;
+    default:
+      break;
   }
   TORCH_CHECK(false, "tpu: no identity for this scatter reducer");
 }
@@ -119,9 +124,9 @@ std::vector<ir::Value> scatter_value(LoweringContext& ctx, const Args& a, Reduce
 ir::Value floor_div_positive(LoweringContext& ctx, ir::Value x, ir::Value y) {
   auto& g = ctx.g();
   ir::Value q = g.binary(ir::Op::kDiv, x, y);
-  ir::Value inexact_negative = g.binary(
-      ir::Op::kAnd, g.compare(ir::Cmp::kLT, x, full_like(ctx, x, 0)),
-      g.compare(ir::Cmp::kNE, g.binary(ir::Op::kRem, x, y), full_like(ctx, x, 0)));
+  ir::Value inexact_negative =
+      g.binary(ir::Op::kAnd, g.compare(ir::Cmp::kLT, x, full_like(ctx, x, 0)),
+               g.compare(ir::Cmp::kNE, g.binary(ir::Op::kRem, x, y), full_like(ctx, x, 0)));
   return g.select(inexact_negative, g.binary(ir::Op::kSub, q, full_like(ctx, q, 1)), q);
 }
 
@@ -137,8 +142,10 @@ std::vector<ir::Value> scatter_reduce(LoweringContext& ctx, const Args& a) {
   // ATen also takes "max"/"min" (the legacy scatter names) for amax/amin.
   if (reduce == "amax" || reduce == "max") r = Reducer::kMax;
   if (reduce == "amin" || reduce == "min") r = Reducer::kMin;
-  TORCH_CHECK(r != Reducer::kNone, "reduce argument must be either sum, prod, mean, amax or "
-              "amin, got ", reduce);
+  TORCH_CHECK(r != Reducer::kNone,
+              "reduce argument must be either sum, prod, mean, amax or "
+              "amin, got ",
+              reduce);
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& index = a.tensor(2);
   const at::Tensor& src = a.tensor(3);
@@ -215,9 +222,10 @@ std::vector<ir::Value> index_add(LoweringContext& ctx, const Args& a) {
   const at::Tensor& index = a.tensor(2);
   const at::Tensor& source = a.tensor(3);
   const int64_t dim = wrap_dim(a.integer(1), self.dim());
-  TORCH_CHECK_INDEX(index.dim() <= 1, "index_add_(): Index is supposed to be a vector, but got "
-                    "dim: ", index.dim(), " with type: ", index.scalar_type(), " and size: ",
-                    index.sizes());
+  TORCH_CHECK_INDEX(index.dim() <= 1,
+                    "index_add_(): Index is supposed to be a vector, but got "
+                    "dim: ",
+                    index.dim(), " with type: ", index.scalar_type(), " and size: ", index.sizes());
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_add_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_add_(): self (",
@@ -226,9 +234,10 @@ std::vector<ir::Value> index_add(LoweringContext& ctx, const Args& a) {
   const int64_t source_n = at::native::ensure_nonempty_size(source, dim);
   TORCH_CHECK(index.numel() == source_n, "index_add_(): Number of indices (", index.numel(),
               ") should be equal to source.size(dim): (", source_n, "), for dim: ", dim);
-  TORCH_CHECK(same_slices(self, source, dim), "source tensor shape must match self tensor "
-              "shape, excluding the specified dimension. Got self.shape = ", self.sizes(),
-              " source.shape = ", source.sizes());
+  TORCH_CHECK(same_slices(self, source, dim),
+              "source tensor shape must match self tensor "
+              "shape, excluding the specified dimension. Got self.shape = ",
+              self.sizes(), " source.shape = ", source.sizes());
   // As CPU: a self of rank <= 1 reports IndexError "index out of range in
   // self"; a higher-rank self RuntimeError, and none at all when it is empty.
   if (self.dim() <= 1) {
@@ -256,17 +265,21 @@ std::vector<ir::Value> index_copy(LoweringContext& ctx, const Args& a) {
   const int64_t dim = wrap_dim(a.integer(1), self.dim());
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_copy_(): Index should have dimension 1 or 0 (got ",
                     index.dim(), ")");
-  TORCH_CHECK(index.scalar_type() == at::kLong, "index_copy_(): Expected a long tensor for "
-              "index, but got ", index.scalar_type());
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_copy_(): self and source "
-              "expected to have the same dtype, but got (self) ", self.scalar_type(),
-              " and (source) ", source.scalar_type());
+  TORCH_CHECK(index.scalar_type() == at::kLong,
+              "index_copy_(): Expected a long tensor for "
+              "index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "index_copy_(): self and source "
+              "expected to have the same dtype, but got (self) ",
+              self.scalar_type(), " and (source) ", source.scalar_type());
   const int64_t source_n = at::native::ensure_nonempty_size(source, dim);
-  TORCH_CHECK_INDEX(index.numel() == source_n, "index_copy_(): Number of indices (",
-                    index.numel(), ") should be equal to source.size(dim) (", source_n, ")");
-  TORCH_CHECK(same_copy_slices(self, source, dim), "index_copy_(): Source/destination tensor must "
-              "have same slice shapes. Destination shape: ", self.sizes(), ", source shape: ",
-              source.sizes(), ", dim: ", dim);
+  TORCH_CHECK_INDEX(index.numel() == source_n, "index_copy_(): Number of indices (", index.numel(),
+                    ") should be equal to source.size(dim) (", source_n, ")");
+  TORCH_CHECK(same_copy_slices(self, source, dim),
+              "index_copy_(): Source/destination tensor must "
+              "have same slice shapes. Destination shape: ",
+              self.sizes(), ", source shape: ", source.sizes(), ", dim: ", dim);
   check_index_range(ctx, index, dim, at::native::ensure_nonempty_size(self, dim), false,
                     RangeError::kBoundsIndex, "index_copy_(): ");
   ir::Value x = ctx.tensor(self);
@@ -285,14 +298,18 @@ std::vector<ir::Value> index_fill(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& index = a.tensor(2);
   const int64_t dim = wrap_dim(a.integer(1), self.dim());
-  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for "
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong,
+                    "index_fill_(): Expected dtype int64 for "
                     "index.");
   TORCH_CHECK(index.dim() <= 1, "Index has to be a vector/scalar");
   if (a[3].isTensor()) {
-    TORCH_CHECK(a.tensor(3).dim() == 0, "index_fill_ only supports a 0-dimensional value "
-                "tensor, but got tensor with ", a.tensor(3).dim(), " dimension(s).");
+    TORCH_CHECK(a.tensor(3).dim() == 0,
+                "index_fill_ only supports a 0-dimensional value "
+                "tensor, but got tensor with ",
+                a.tensor(3).dim(), " dimension(s).");
   } else {
-    TORCH_CHECK(self.is_complex() || !a.scalar(3).isComplex(), "index_fill_(): Converting "
+    TORCH_CHECK(self.is_complex() || !a.scalar(3).isComplex(),
+                "index_fill_(): Converting "
                 "complex Scalar to non-complex type is not supported");
   }
   const int64_t size = at::native::ensure_nonempty_size(self, dim);
@@ -301,8 +318,8 @@ std::vector<ir::Value> index_fill(LoweringContext& ctx, const Args& a) {
   ir::Value x = ctx.tensor(self);
   if (index.numel() == 0 || self.numel() == 0) return {x};
   const DType dt = dtype(ctx, x);
-  ir::Value value = a[3].isTensor() ? g.convert(ctx.tensor(a.tensor(3)), dt)
-                                    : ctx.scalar(a.scalar(3), dt);
+  ir::Value value =
+      a[3].isTensor() ? g.convert(ctx.tensor(a.tensor(3)), dt) : ctx.scalar(a.scalar(3), dt);
   // A bool per slice along dim, true where some index names it.
   const int64_t n = index.numel();
   ir::TensorType it{DType::kI64, {n}};
@@ -316,8 +333,10 @@ std::vector<ir::Value> index_fill(LoweringContext& ctx, const Args& a) {
   ir::Value hit = g.scatter(g.constant(0, {DType::kBool, {size}}), g.reshape(idx, {n, 1}),
                             g.constant(1, {DType::kBool, {n}}), d, Reducer::kReplace);
   const std::vector<int64_t> xs = dims(ctx, x);
-  if (!xs.empty()) hit = g.broadcast_in_dim(hit, xs, {dim});
-  else hit = g.reshape(hit, {});
+  if (!xs.empty())
+    hit = g.broadcast_in_dim(hit, xs, {dim});
+  else
+    hit = g.reshape(hit, {});
   return {g.select(hit, broadcast_to(ctx, value, xs), x)};
 }
 
@@ -371,8 +390,8 @@ ir::Value masked_put(LoweringContext& ctx, const at::Tensor& self,
   // may live on the host, only 0-d ones are read as scalars.
   at::Tensor dev_mask = *mask;
   if (dev_mask.device().is_cpu()) {
-    dev_mask = dev_mask.to(at::Device(c10::DeviceType::PrivateUse1,
-                                      static_cast<c10::DeviceIndex>(ctx.device())));
+    dev_mask = dev_mask.to(
+        at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(ctx.device())));
   }
   ir::Value m = g.broadcast_in_dim(ctx.tensor(dev_mask), xs, mask_dims);
   if (!accumulate) return g.select(m, v, x);
@@ -391,8 +410,10 @@ std::vector<ir::Value> index_put(LoweringContext& ctx, const Args& a, bool check
     // compares dtypes (a[a > 0] = torch.tensor([]) is a shape mismatch).
     AdvancedIndex ai = advanced_index(ctx, self, a[1], false);
     TORCH_CHECK(ai.dims.empty() || at::is_expandable_to(values.sizes(), ai.result_sizes),
-                "shape mismatch: value tensor of shape ", values.sizes(), " cannot be broadcast "
-                "to indexing result of shape ", c10::IntArrayRef(ai.result_sizes));
+                "shape mismatch: value tensor of shape ", values.sizes(),
+                " cannot be broadcast "
+                "to indexing result of shape ",
+                c10::IntArrayRef(ai.result_sizes));
     TORCH_CHECK(false, "Index put requires the source and destination dtypes match, got ",
                 self.scalar_type(), " for the destination and ", values.scalar_type(),
                 " for the source.");
@@ -410,9 +431,13 @@ std::vector<ir::Value> index_put(LoweringContext& ctx, const Args& a, bool check
     if (!accumulate) return {v};
     return {g.binary(r == Reducer::kOr ? ir::Op::kOr : ir::Op::kAdd, x, v)};
   }
-  TORCH_CHECK(at::is_expandable_to(values.sizes(), ai.result_sizes), "shape mismatch: value "
-              "tensor of shape ", values.sizes(), " cannot be broadcast to indexing result of "
-              "shape ", c10::IntArrayRef(ai.result_sizes));
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), ai.result_sizes),
+              "shape mismatch: value "
+              "tensor of shape ",
+              values.sizes(),
+              " cannot be broadcast to indexing result of "
+              "shape ",
+              c10::IntArrayRef(ai.result_sizes));
   if (ai.result_numel() == 0) return {x};
   ir::Value v = broadcast_to(ctx, ctx.tensor(values), ai.result_sizes);
   return {g.scatter(x, ai.coords, v, ai.scatter_dims(), r)};
@@ -446,8 +471,8 @@ std::vector<ir::Value> embedding_dense_backward(LoweringContext& ctx, const Args
     sd.inserted_window_dims = {0};
     sd.scatter_dims_to_operand_dims = {0};
     sd.index_vector_dim = 1;
-    ir::Value counts = g.scatter(g.constant(0, {dt, {num_weights}}), idx2,
-                                 g.constant(1, {dt, {n}}), sd, Reducer::kAdd);
+    ir::Value counts = g.scatter(g.constant(0, {dt, {num_weights}}), idx2, g.constant(1, {dt, {n}}),
+                                 sd, Reducer::kAdd);
     ir::GatherDims gd;
     gd.collapsed_slice_dims = {0};
     gd.start_index_map = {0};

@@ -27,9 +27,9 @@ std::pair<at::Tensor, at::Tensor> index_extremes(LoweringContext& ctx, const at:
   ir::Value v = g.reshape(read_index(probe, index), {index.numel()});
   ir::Value lo = reduce(probe, v, {0}, false, ir::Reducer::kMin);
   ir::Value hi = reduce(probe, v, {0}, false, ir::Reducer::kMax);
-  ir::Value ok = g.binary(ir::Op::kAnd,
-                          g.compare(ir::Cmp::kGE, lo, probe.scalar(min_ok, DType::kI64)),
-                          g.compare(ir::Cmp::kLT, hi, probe.scalar(size, DType::kI64)));
+  ir::Value ok =
+      g.binary(ir::Op::kAnd, g.compare(ir::Cmp::kGE, lo, probe.scalar(min_ok, DType::kI64)),
+               g.compare(ir::Cmp::kLT, hi, probe.scalar(size, DType::kI64)));
   auto out = probe.run({g.concatenate({g.reshape(lo, {1}), g.reshape(hi, {1})}, 0), ok});
   return {out[0], out[1]};
 }
@@ -102,9 +102,9 @@ ir::Value read_index(LoweringContext& ctx, const at::Tensor& index) {
   return ctx.g().convert(ctx.tensor(t), DType::kI64);
 }
 
-void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t dim,
-                       int64_t size, bool allow_negative, RangeError err,
-                       const char* prefix, bool at_op_in_strict) {
+void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t dim, int64_t size,
+                       bool allow_negative, RangeError err, const char* prefix,
+                       bool at_op_in_strict) {
   if (index.numel() == 0) return;
   std::string text = prefix;
   auto report = [=](int64_t lo, int64_t hi) {
@@ -193,8 +193,8 @@ ir::ScatterDims AdvancedIndex::scatter_dims() const {
   return d;
 }
 
-AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self,
-                             const c10::IValue& list, bool check_bounds) {
+AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self, const c10::IValue& list,
+                             bool check_bounds) {
   auto& g = ctx.g();
   std::vector<at::Tensor> indices = optional_tensors(list);
   int64_t consumed = 0;
@@ -208,10 +208,12 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self,
                       "tensors used as indices must be long, int, byte or bool tensors");
     if (st == at::kByte) {
       // ATen's expandTensors warns on every uint8 mask (tests count the warnings).
-      TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
-                 "torch.bool instead.");
+      TORCH_WARN(
+          "indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+          "torch.bool instead.");
     }
-    TORCH_CHECK_NOT_IMPLEMENTED(!is_mask(t) || t.dim() > 0, "tpu: indexing with a 0-d mask "
+    TORCH_CHECK_NOT_IMPLEMENTED(!is_mask(t) || t.dim() > 0,
+                                "tpu: indexing with a 0-d mask "
                                 "is not supported; use a 1-d mask or unsqueeze");
     consumed += is_mask(t) ? t.dim() : 1;
   }
@@ -256,8 +258,10 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self,
       ai.batch = i == 0 ? shapes[0] : at::infer_size(ai.batch, shapes[i]);
     }
   } catch (const c10::Error&) {
-    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast "
-                      "together with shapes ", shapes_str(shapes));
+    TORCH_CHECK_INDEX(false,
+                      "shape mismatch: indexing tensors could not be broadcast "
+                      "together with shapes ",
+                      shapes_str(shapes));
   }
   const int64_t nb = static_cast<int64_t>(ai.batch.size());
   std::vector<int64_t> column = ai.batch;
@@ -299,7 +303,8 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self,
     bool empty_dim = false;
     for (const auto& p : parts) empty_dim = empty_dim || self.size(p.dim) == 0;
     const bool empty_batch = std::find(ai.batch.begin(), ai.batch.end(), 0) != ai.batch.end();
-    TORCH_CHECK_INDEX(!empty_dim || empty_batch, "index is out of bounds for dimension with size 0");
+    TORCH_CHECK_INDEX(!empty_dim || empty_batch,
+                      "index is out of bounds for dimension with size 0");
     if (ai.result_numel() > 0) {
       for (size_t i = 0; i < parts.size(); ++i) {
         if (parts[i].from_mask) continue;

@@ -18,9 +18,9 @@ ir::Value read_index(LoweringContext& ctx, const at::Tensor& index);
 // How an out-of-range index is reported: each op keeps CPU PyTorch's text and
 // exception type.
 enum class RangeError {
-  kInSelf,          // IndexError "index out of range in self" (index_select, embedding)
-  kBoundsIndex,     // IndexError "index 5 is out of bounds for dimension 0 with size 3"
-  kBoundsRuntime,   // the same text as RuntimeError (gather, scatter, index_add)
+  kInSelf,         // IndexError "index out of range in self" (index_select, embedding)
+  kBoundsIndex,    // IndexError "index 5 is out of bounds for dimension 0 with size 3"
+  kBoundsRuntime,  // the same text as RuntimeError (gather, scatter, index_add)
 };
 
 // Raises `err` unless every value of `index` lies in [lo, size), where lo is
@@ -38,9 +38,9 @@ enum class RangeError {
 // mode still defers it. A silent clamp (XLA's gather semantics) would return
 // wrong values, so one of the two always happens. A CPU index is checked on
 // the host for free.
-void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t dim,
-                       int64_t size, bool allow_negative, RangeError err,
-                       const char* prefix = "", bool at_op_in_strict = false);
+void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t dim, int64_t size,
+                       bool allow_negative, RangeError err, const char* prefix = "",
+                       bool at_op_in_strict = false);
 
 // Coordinates of every element of `index` (i64, shape S of rank r >= 1) for an
 // element-wise gather/scatter along `dim`: i64 [S..., r] whose entry k is the

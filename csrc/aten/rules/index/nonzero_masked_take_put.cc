@@ -50,8 +50,8 @@ ValueList nonzero(LoweringContext& ctx, const Args& a) {
   if (n > 0) {
     LoweringContext probe(ctx.op() + " (count)", ctx.device());
     ir::Value m = probe.g().convert(nonzero_flat(probe), DType::kI64);
-    count = to_host(probe.run({reduce(probe, m, {0}, false, ir::Reducer::kAdd)})[0])
-                .item<int64_t>();
+    count =
+        to_host(probe.run({reduce(probe, m, {0}, false, ir::Reducer::kAdd)})[0]).item<int64_t>();
   }
   // CPU's result is column-major (a [rank, count] buffer transposed), so a
   // view() of it fails and writes through it alias as they do there.
@@ -132,14 +132,18 @@ ValueList put(LoweringContext& ctx, const Args& a) {
   // ATen alerts under use_deterministic_algorithms on every device.
   if (!accumulate) at::globalContext().alertNotDeterministic("put_");
   // ATen's checks and messages (TensorAdvancedIndexing.cpp, put_).
-  TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but "
-              "got ", index.scalar_type());
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to "
-              "have the same dtype, but got self.dtype = ", self.scalar_type(),
-              " and source.dtype = ", source.scalar_type());
-  TORCH_CHECK_INDEX(source.numel() == index.numel(), "put_(): Expected source and index to have "
-                    "the same number of elements, but got source.numel() = ", source.numel(),
-                    ", index.numel() = ", index.numel());
+  TORCH_CHECK(index.scalar_type() == at::kLong,
+              "put_(): Expected a long tensor for index, but "
+              "got ",
+              index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "put_(): self and source expected to "
+              "have the same dtype, but got self.dtype = ",
+              self.scalar_type(), " and source.dtype = ", source.scalar_type());
+  TORCH_CHECK_INDEX(source.numel() == index.numel(),
+                    "put_(): Expected source and index to have "
+                    "the same number of elements, but got source.numel() = ",
+                    source.numel(), ", index.numel() = ", index.numel());
   auto& g = ctx.g();
   ir::Value x = ctx.tensor(self);
   if (index.numel() == 0) return {x};
@@ -152,8 +156,9 @@ ValueList put(LoweringContext& ctx, const Args& a) {
   d.scatter_dims_to_operand_dims = {0};
   d.index_vector_dim = 1;
   ir::Value updates = g.reshape(ctx.tensor(source), {m});
-  ir::Reducer r = accumulate ? (dtype(ctx, x) == DType::kBool ? ir::Reducer::kOr : ir::Reducer::kAdd)
-                             : ir::Reducer::kReplace;
+  ir::Reducer r = accumulate
+                      ? (dtype(ctx, x) == DType::kBool ? ir::Reducer::kOr : ir::Reducer::kAdd)
+                      : ir::Reducer::kReplace;
   ir::Value out = g.scatter(g.reshape(x, {n}), flat_positions(ctx, index, n), updates, d, r);
   return {g.reshape(out, self.sizes().vec())};
 }
@@ -164,11 +169,14 @@ ValueList masked_scatter(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& mask = a.tensor(1);
   const at::Tensor& source = a.tensor(2);
-  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, "
-              "but got mask with dtype ", mask.scalar_type());
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter: expected self and "
-              "source to have same dtypes but got", self.scalar_type(), " and ",
-              source.scalar_type());
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_scatter_ only supports boolean masks, "
+              "but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter: expected self and "
+              "source to have same dtypes but got",
+              self.scalar_type(), " and ", source.scalar_type());
   std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
   const int64_t n = c10::multiply_integers(shape);
   auto& g = ctx.g();
@@ -181,8 +189,8 @@ ValueList masked_scatter(LoweringContext& ctx, const Args& a) {
   if (k < n) {
     LoweringContext probe(ctx.op() + " (mask count)", ctx.device());
     ir::Value m = probe.g().convert(flat_mask(probe), DType::kI64);
-    int64_t count = to_host(probe.run({reduce(probe, m, {0}, false, ir::Reducer::kAdd)})[0])
-                        .item<int64_t>();
+    int64_t count =
+        to_host(probe.run({reduce(probe, m, {0}, false, ir::Reducer::kAdd)})[0]).item<int64_t>();
     TORCH_CHECK(count <= k, "Number of elements of source < number of ones in mask");
     if (count == 0) return {x};
   }
@@ -208,10 +216,9 @@ ValueList repeat_interleave(LoweringContext& ctx, const Args& a) {
   const at::Tensor& repeats = a.tensor(0);
   std::optional<int64_t> output_size = a.opt_integer(1);
   TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
-  TORCH_CHECK_NOT_IMPLEMENTED(repeats.scalar_type() == at::kLong ||
-                                  repeats.scalar_type() == at::kInt,
-                              "\"repeat_interleave_cpu\" not implemented for '",
-                              c10::toString(repeats.scalar_type()), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+      "\"repeat_interleave_cpu\" not implemented for '", c10::toString(repeats.scalar_type()), "'");
   auto& g = ctx.g();
   const int64_t n = repeats.numel();
   const DType out = to_ir(repeats.scalar_type());  // the result has repeats' dtype
@@ -226,8 +233,8 @@ ValueList repeat_interleave(LoweringContext& ctx, const Args& a) {
   } else {
     LoweringContext probe(ctx.op() + " (total)", ctx.device());
     ir::Value r = probe.g().reshape(read_index(probe, repeats), {n});
-    total = to_host(probe.run({reduce(probe, r, {0}, false, ir::Reducer::kAdd)})[0])
-                .item<int64_t>();
+    total =
+        to_host(probe.run({reduce(probe, r, {0}, false, ir::Reducer::kAdd)})[0]).item<int64_t>();
   }
   if (total == 0) return {g.constant_int(0, {out, {0}})};
   ir::TensorType pair{DType::kI64, {total, n}};
@@ -250,8 +257,9 @@ ValueList bincount(LoweringContext& ctx, const Args& a) {
                               c10::toString(self.scalar_type()), "'");
   TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
   if (self.dim() == 1 && self.numel() == 0) {
-    DType out = !weights.has_value() ? DType::kI64
-                : weights->scalar_type() == at::kFloat ? DType::kF32 : DType::kF64;
+    DType out = !weights.has_value()                   ? DType::kI64
+                : weights->scalar_type() == at::kFloat ? DType::kF32
+                                                       : DType::kF64;
     return {ctx.g().constant(0, {out, {minlength}})};
   }
   TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
@@ -262,8 +270,9 @@ ValueList bincount(LoweringContext& ctx, const Args& a) {
               "weights should be 1-d and have the same length as input");
   const int64_t length = std::max(hi + 1, minlength);
   auto& g = ctx.g();
-  DType out = !weights.has_value() ? DType::kI64
-              : weights->scalar_type() == at::kFloat ? DType::kF32 : DType::kF64;
+  DType out = !weights.has_value()                   ? DType::kI64
+              : weights->scalar_type() == at::kFloat ? DType::kF32
+                                                     : DType::kF64;
   ir::Value updates = weights.has_value() ? g.convert(ctx.tensor(*weights), out)
                                           : g.constant_int(1, {DType::kI64, {n}});
   ir::ScatterDims d;
@@ -279,8 +288,10 @@ ValueList bincount(LoweringContext& ctx, const Args& a) {
 ValueList take(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& index = a.tensor(1);
-  TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but "
-              "got ", index.scalar_type());
+  TORCH_CHECK(index.scalar_type() == at::kLong,
+              "take(): Expected a long tensor for index, but "
+              "got ",
+              index.scalar_type());
   const int64_t n = self.numel();
   auto& g = ctx.g();
   std::vector<int64_t> out = index.sizes().vec();
@@ -312,12 +323,13 @@ ValueList index_reduce(LoweringContext& ctx, const Args& a) {
                   reduce_name == "amin",
               "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ",
               reduce_name, ".");
-  TORCH_CHECK_INDEX(index.dim() <= 1, "index_reduce_(): Index is supposed to be a vector, but "
-                    "got dim: ", index.dim(), " with type: ", index.scalar_type(), " and size: ",
-                    index.sizes());
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
-              "index_reduce_(): Expected dtype int32/int64 for index but got: ",
-              index.scalar_type());
+  TORCH_CHECK_INDEX(index.dim() <= 1,
+                    "index_reduce_(): Index is supposed to be a vector, but "
+                    "got dim: ",
+                    index.dim(), " with type: ", index.scalar_type(), " and size: ", index.sizes());
+  TORCH_CHECK(
+      index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+      "index_reduce_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_reduce_(): self (",
               self.scalar_type(), ") and source (", source.scalar_type(),
               ") must have the same scalar type");
@@ -334,8 +346,8 @@ ValueList index_reduce(LoweringContext& ctx, const Args& a) {
   at::Tensor src = source;
   if (source.dim() == 0) src = source.reshape({1});
   full_index = full_index.expand(src.sizes());
-  std::vector<c10::IValue> args{self.dim() == 0 ? self.reshape({1}) : self, dim, full_index, src,
-                                a[4], a[5]};
+  std::vector<c10::IValue> args{
+      self.dim() == 0 ? self.reshape({1}) : self, dim, full_index, src, a[4], a[5]};
   ValueList r = lowering_table().at("scatter_reduce.two")(ctx, Args(args));
   if (self.dim() == 0) r[0] = ctx.g().reshape(r[0], {});
   return r;

@@ -26,7 +26,8 @@ std::vector<Value> nonzero_static(LoweringContext& ctx, const Args& a) {
   if (n == 0) return {g.constant_int(fill, out)};
   const ir::TensorType flat{DType::kI64, {n}};
   Value v = g.reshape(ctx.tensor(self), {n});
-  Value key = g.select(g.compare(Cmp::kNE, v, full_like(ctx, v, 0)), g.iota(flat, 0), g.constant_int(n, flat));
+  Value key = g.select(g.compare(Cmp::kNE, v, full_like(ctx, v, 0)), g.iota(flat, 0),
+                       g.constant_int(n, flat));
   Value pos = g.sort({key}, 0, Cmp::kLT)[0];
   // Exactly `size` rows: the first ones, or all of them padded with "none".
   if (size <= n) {

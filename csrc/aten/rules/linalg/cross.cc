@@ -24,7 +24,8 @@ ValueList cross(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& other = a.tensor(1);
   const int64_t raw_dim = a.integer(2);
-  TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of "
+  TORCH_CHECK(self.dim() == other.dim(),
+              "linalg.cross: inputs must have the same number of "
               "dimensions.");
   const int64_t dim = wrap_dim(raw_dim, self.dim());
   TORCH_CHECK(self.size(dim) == 3 && other.size(dim) == 3, "linalg.cross: inputs dimension ",

@@ -37,18 +37,21 @@ Value pnorm(LoweringContext& ctx, Value diff, double p) {
   const int64_t last = static_cast<int64_t>(shape.size()) - 1;
   Value a = g.unary(Op::kAbs, diff);
   if (p == 0) {
-    Value nz = g.select(g.compare(Cmp::kNE, diff, splat(ctx, 0, shape, dt)), splat(ctx, 1, shape, dt),
-                        splat(ctx, 0, shape, dt));
+    Value nz = g.select(g.compare(Cmp::kNE, diff, splat(ctx, 0, shape, dt)),
+                        splat(ctx, 1, shape, dt), splat(ctx, 0, shape, dt));
     return reduce(ctx, nz, {last}, false, Reducer::kAdd);
   }
   if (p == 1) return reduce(ctx, a, {last}, false, Reducer::kAdd);
-  if (p == 2) return g.unary(Op::kSqrt, reduce(ctx, g.binary(Op::kMul, diff, diff), {last}, false, Reducer::kAdd));
+  if (p == 2)
+    return g.unary(Op::kSqrt,
+                   reduce(ctx, g.binary(Op::kMul, diff, diff), {last}, false, Reducer::kAdd));
   if (std::isinf(p)) {
     // The kernel starts from 0 and takes the maximum.
     Value m = reduce(ctx, a, {last}, false, Reducer::kMax);
     return g.binary(Op::kMax, m, full_like(ctx, m, 0));
   }
-  Value s = reduce(ctx, g.binary(Op::kPow, a, splat(ctx, p, shape, dt)), {last}, false, Reducer::kAdd);
+  Value s =
+      reduce(ctx, g.binary(Op::kPow, a, splat(ctx, p, shape, dt)), {last}, false, Reducer::kAdd);
   return g.binary(Op::kPow, s, full_like(ctx, s, 1.0 / p));
 }
 
@@ -65,7 +68,8 @@ Value pnorm_grad(LoweringContext& ctx, Value diff, Value dist, Value grad, doubl
   Value a = g.unary(Op::kAbs, diff);
   Value zero_dist = g.compare(Cmp::kEQ, dist, c(0));
   if (p == 1) return g.binary(Op::kMul, grad, sign);
-  if (p == 2) return g.select(zero_dist, c(0), g.binary(Op::kDiv, g.binary(Op::kMul, grad, diff), dist));
+  if (p == 2)
+    return g.select(zero_dist, c(0), g.binary(Op::kDiv, g.binary(Op::kMul, grad, diff), dist));
   if (std::isinf(p)) {
     return g.select(g.compare(Cmp::kEQ, a, dist), g.binary(Op::kMul, grad, sign), c(0));
   }
@@ -86,7 +90,8 @@ Value pair_diff(LoweringContext& ctx, Value x1, Value x2) {
   auto& g = ctx.g();
   const auto s1 = dims(ctx, x1), s2 = dims(ctx, x2);
   const std::vector<int64_t> shape{s1[0], s1[1], s2[1], s1[2]};
-  return g.binary(Op::kSub, g.broadcast_in_dim(x1, shape, {0, 1, 3}), g.broadcast_in_dim(x2, shape, {0, 2, 3}));
+  return g.binary(Op::kSub, g.broadcast_in_dim(x1, shape, {0, 1, 3}),
+                  g.broadcast_in_dim(x2, shape, {0, 2, 3}));
 }
 
 // The broadcast batch sizes of x1 and x2 (all but their last two dims).
@@ -110,14 +115,15 @@ std::vector<Value> cdist_forward(LoweringContext& ctx, const Args& a) {
   const at::Tensor& x2 = a.tensor(1);
   const double p = a.real(2);
   const auto mode_arg = a.opt_integer(3);
-  TORCH_CHECK(at::isFloatingType(x1.scalar_type()), "cdist only supports floating-point dtypes, X1 got: ",
-              x1.scalar_type());
-  TORCH_CHECK(at::isFloatingType(x2.scalar_type()), "cdist only supports floating-point dtypes, X2 got: ",
-              x2.scalar_type());
+  TORCH_CHECK(at::isFloatingType(x1.scalar_type()),
+              "cdist only supports floating-point dtypes, X1 got: ", x1.scalar_type());
+  TORCH_CHECK(at::isFloatingType(x2.scalar_type()),
+              "cdist only supports floating-point dtypes, X2 got: ", x2.scalar_type());
   TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
   TORCH_CHECK(x1.dim() >= 2, "cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D");
   TORCH_CHECK(x2.dim() >= 2, "cdist only supports at least 2D tensors, X2 got: ", x2.dim(), "D");
-  TORCH_CHECK(x1.size(-1) == x2.size(-1), "X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
+  TORCH_CHECK(x1.size(-1) == x2.size(-1),
+              "X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
               " X2: ", x2.size(-1));
   const int64_t mode = mode_arg.value_or(0);
   TORCH_CHECK(mode >= 0 && mode <= 2, "possible modes: 0, 1, 2, but was: ", mode);
@@ -134,8 +140,9 @@ std::vector<Value> cdist_forward(LoweringContext& ctx, const Args& a) {
     // _euclidean_dist.
     Value n1 = reduce(ctx, g.binary(Op::kMul, v1, v1), {2}, true, Reducer::kAdd);
     Value n2 = reduce(ctx, g.binary(Op::kMul, v2, v2), {2}, true, Reducer::kAdd);
-    Value a1 = g.concatenate({g.binary(Op::kMul, v1, splat(ctx, -2, {b, r1, c}, dt)), n1,
-                              splat(ctx, 1, {b, r1, 1}, dt)}, 2);
+    Value a1 = g.concatenate(
+        {g.binary(Op::kMul, v1, splat(ctx, -2, {b, r1, c}, dt)), n1, splat(ctx, 1, {b, r1, 1}, dt)},
+        2);
     Value a2 = g.concatenate({v2, splat(ctx, 1, {b, r2, 1}, dt), n2}, 2);
     Value r = g.dot_general(a1, a2, {0}, {0}, {2}, {2});
     r = g.unary(Op::kSqrt, g.binary(Op::kMax, r, splat(ctx, 0, {b, r1, r2}, dt)));
@@ -185,7 +192,8 @@ std::vector<Value> pdist_forward(LoweringContext& ctx, const Args& a) {
   Value x = g.reshape(ctx.tensor(self), {1, n, m});
   Value full = g.reshape(pnorm(ctx, pair_diff(ctx, x, x), p), {n * n});
   std::vector<Value> rows;
-  for (int64_t i = 0; i + 1 < n; ++i) rows.push_back(g.slice(full, {i * n + i + 1}, {(i + 1) * n}, {1}));
+  for (int64_t i = 0; i + 1 < n; ++i)
+    rows.push_back(g.slice(full, {i * n + i + 1}, {(i + 1) * n}, {1}));
   return {rows.size() == 1 ? rows[0] : g.concatenate(rows, 0)};
 }
 
@@ -220,8 +228,10 @@ std::vector<Value> pdist_backward(LoweringContext& ctx, const Args& a) {
   if (n <= 1 || m == 0) return {g.constant(0, {dt, self.sizes().vec()})};
   Value x = g.reshape(ctx.tensor(self), {1, n, m});
   const std::vector<int64_t> shape{1, n, n, m};
-  Value gr = g.broadcast_in_dim(symmetric(ctx, g.reshape(ctx.tensor(grad), {n * (n - 1) / 2}), n), shape, {1, 2});
-  Value d = g.broadcast_in_dim(symmetric(ctx, g.reshape(ctx.tensor(dist), {n * (n - 1) / 2}), n), shape, {1, 2});
+  Value gr = g.broadcast_in_dim(symmetric(ctx, g.reshape(ctx.tensor(grad), {n * (n - 1) / 2}), n),
+                                shape, {1, 2});
+  Value d = g.broadcast_in_dim(symmetric(ctx, g.reshape(ctx.tensor(dist), {n * (n - 1) / 2}), n),
+                               shape, {1, 2});
   Value per = pnorm_grad(ctx, pair_diff(ctx, x, x), d, gr, p);
   return {g.reshape(reduce(ctx, per, {2}, false, Reducer::kAdd), {n, m})};
 }

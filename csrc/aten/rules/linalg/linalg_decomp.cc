@@ -74,7 +74,8 @@ std::pair<Value, Value> cholesky_core(LoweringContext& ctx, Value a, bool upper)
   for (int64_t span = n; span > 1; span = (span + 1) / 2) {
     Value mid = g.binary(Op::kDiv, g.binary(Op::kAdd, lo, hi), g.constant_int(2, ti));
     Value k = g.broadcast_in_dim(mid, d, bd);
-    Value inside = g.binary(Op::kAnd, g.compare(ir::Cmp::kLT, row, k), g.compare(ir::Cmp::kLT, col, k));
+    Value inside =
+        g.binary(Op::kAnd, g.compare(ir::Cmp::kLT, row, k), g.compare(ir::Cmp::kLT, col, k));
     Value minor_ok = all_finite(ctx, g.cholesky(g.select(inside, sym, id), true));
     lo = g.select(minor_ok, mid, lo);
     hi = g.select(minor_ok, hi, mid);
@@ -162,20 +163,25 @@ std::vector<Value> triangular_solve(LoweringContext& ctx, const Args& a) {
   const at::Tensor& b = a.tensor(0);
   const at::Tensor& m = a.tensor(1);
   const bool upper = a.boolean(2), transpose = a.boolean(3), unit = a.boolean(4);
-  TORCH_CHECK(b.dim() >= 2, "torch.triangular_solve: Expected b to have at least 2 dimensions, "
-              "but it has ", b.dim(), " dimensions instead");
-  TORCH_CHECK(m.dim() >= 2, "torch.triangular_solve: Expected A to have at least 2 dimensions, "
-              "but it has ", m.dim(), " dimensions instead");
+  TORCH_CHECK(b.dim() >= 2,
+              "torch.triangular_solve: Expected b to have at least 2 dimensions, "
+              "but it has ",
+              b.dim(), " dimensions instead");
+  TORCH_CHECK(m.dim() >= 2,
+              "torch.triangular_solve: Expected A to have at least 2 dimensions, "
+              "but it has ",
+              m.dim(), " dimensions instead");
   TORCH_CHECK(m.size(-1) == m.size(-2), "A must be batches of square matrices, but they are ",
               m.size(-2), " by ", m.size(-1), " matrices");
-  TORCH_CHECK(m.size(-1) == b.size(-2), "Incompatible matrix sizes for triangular_solve: each A "
-              "matrix is ", m.size(-1), " by ", m.size(-1), " but each b matrix is ", b.size(-2),
-              " by ", b.size(-1));
+  TORCH_CHECK(m.size(-1) == b.size(-2),
+              "Incompatible matrix sizes for triangular_solve: each A "
+              "matrix is ",
+              m.size(-1), " by ", m.size(-1), " but each b matrix is ", b.size(-2), " by ",
+              b.size(-1));
   check_same_dtype(b, m, "triangular_solve", "b", "A");
   check_lapack_dtype(b, "triangular_solve_cpu");
-  const auto batch = broadcast_batch(
-      std::vector<int64_t>(b.sizes().begin(), b.sizes().end() - 2),
-      std::vector<int64_t>(m.sizes().begin(), m.sizes().end() - 2));
+  const auto batch = broadcast_batch(std::vector<int64_t>(b.sizes().begin(), b.sizes().end() - 2),
+                                     std::vector<int64_t>(m.sizes().begin(), m.sizes().end() - 2));
   Value vb = expand_batch(ctx, ctx.tensor(b), batch);
   Value vm = expand_batch(ctx, ctx.tensor(m), batch);
   if (has_zero_dim(ctx, vb) || has_zero_dim(ctx, vm)) return {vb, vm};
@@ -195,9 +201,8 @@ std::vector<Value> linalg_solve_triangular(LoweringContext& ctx, const Args& a) 
               ": Incompatible shapes of A and B for the equation ", left ? "AX = B" : "XA = B",
               " (", m.size(-2), "x", m.size(-1), " and ", b.size(-2), "x", b.size(-1), ")");
   check_lapack_dtype(m, "triangular_solve_cpu");
-  const auto batch = broadcast_batch(
-      std::vector<int64_t>(b.sizes().begin(), b.sizes().end() - 2),
-      std::vector<int64_t>(m.sizes().begin(), m.sizes().end() - 2));
+  const auto batch = broadcast_batch(std::vector<int64_t>(b.sizes().begin(), b.sizes().end() - 2),
+                                     std::vector<int64_t>(m.sizes().begin(), m.sizes().end() - 2));
   Value vb = expand_batch(ctx, ctx.tensor(b), batch);
   if (has_zero_dim(ctx, vb)) return {vb};
   Value vm = expand_batch(ctx, ctx.tensor(m), batch);
@@ -307,7 +312,8 @@ std::vector<Value> ormqr(LoweringContext& ctx, const Args& a) {
               tau.dim(), " and input.ndim is equal to ", input.dim());
   TORCH_CHECK(input.dim() == other.dim(), fn,
               ": Expected other to have the same number of dimensions as input, but got "
-              "other.ndim equal to ", other.dim(), " and input.ndim is equal to ", input.dim());
+              "other.ndim equal to ",
+              other.dim(), " and input.ndim is equal to ", input.dim());
   check_same_dtype(input, tau, fn, "input", "tau");
   check_same_dtype(input, other, fn, "input", "other");
   check_lapack_dtype(input, "ormqr_cpu");
@@ -353,9 +359,11 @@ std::vector<Value> linalg_matrix_exp(LoweringContext& ctx, const Args& a) {
   Value norm = reduce(ctx, reduce(ctx, g.unary(Op::kAbs, x), {r - 2}, false, ir::Reducer::kAdd),
                       {r - 2}, false, ir::Reducer::kMax);  // max column sum, batch shape
   const ir::TensorType tb{DType::kF64, batch};
-  Value s = g.unary(Op::kCeil, g.binary(Op::kDiv, g.unary(Op::kLog, g.binary(Op::kDiv, norm,
-                                        g.constant(theta, tb))), g.constant(std::log(2.0), tb)));
-  s = g.binary(Op::kMax, g.constant(0, tb), s);  // log(0) = -inf gives 0
+  Value s =
+      g.unary(Op::kCeil,
+              g.binary(Op::kDiv, g.unary(Op::kLog, g.binary(Op::kDiv, norm, g.constant(theta, tb))),
+                       g.constant(std::log(2.0), tb)));
+  s = g.binary(Op::kMax, g.constant(0, tb), s);                       // log(0) = -inf gives 0
   s = g.select(g.compare(ir::Cmp::kEQ, s, s), s, g.constant(0, tb));  // NaN input: no squaring
   std::vector<int64_t> bd;
   for (int64_t i = 0; i < r - 2; ++i) bd.push_back(i);

@@ -88,7 +88,8 @@ std::vector<Value> linalg_svd(LoweringContext& ctx, const Args& a) {
   const bool full = a.boolean(1), compute_uv = a.boolean(2);
   check_matrix(self, "linalg.svd");
   check_floating(self, "linalg.svd");
-  TORCH_CHECK(a.is_none(3), "torch.linalg.svd: keyword argument `driver=` is only supported on "
+  TORCH_CHECK(a.is_none(3),
+              "torch.linalg.svd: keyword argument `driver=` is only supported on "
               "CUDA inputs with cuSOLVER backend.");
   check_lapack_dtype(self, "linalg_svd_cpu");
   auto& g = ctx.g();
@@ -137,9 +138,9 @@ std::vector<Value> lstsq_values(LoweringContext& ctx, const at::Tensor& self, co
   auto& g = ctx.g();
   const DType dt = DType::kF64;
   const int64_t m = self.size(-2), n = self.size(-1), k = std::min(m, n);
-  const auto batch = broadcast_batch(
-      std::vector<int64_t>(self.sizes().begin(), self.sizes().end() - 2),
-      std::vector<int64_t>(b.sizes().begin(), b.sizes().end() - 2));
+  const auto batch =
+      broadcast_batch(std::vector<int64_t>(self.sizes().begin(), self.sizes().end() - 2),
+                      std::vector<int64_t>(b.sizes().begin(), b.sizes().end() - 2));
   Value x = expand_batch(ctx, g.convert(ctx.tensor(self), dt), batch);
   Value vb = expand_batch(ctx, g.convert(ctx.tensor(b), dt), batch);
   const int64_t cols = b.size(-1);
@@ -158,11 +159,10 @@ std::vector<Value> lstsq_values(LoweringContext& ctx, const at::Tensor& self, co
   Value u = wide ? mT(ctx, usv[2]) : usv[0];   // [m, k]
   Value vh = wide ? mT(ctx, usv[0]) : usv[2];  // [k, n]
   Value sv = usv[1];
-  const double eps = self.scalar_type() == at::kDouble ? 2.220446049250313e-16
-                                                       : 1.1920928955078125e-07;
-  Value rcond = rcond_arg.isNone()
-                    ? ctx.constant(eps * static_cast<double>(std::max(m, n)), dt)
-                    : ctx.scalar(rcond_arg.toScalar(), dt);
+  const double eps =
+      self.scalar_type() == at::kDouble ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  Value rcond = rcond_arg.isNone() ? ctx.constant(eps * static_cast<double>(std::max(m, n)), dt)
+                                   : ctx.scalar(rcond_arg.toScalar(), dt);
   Value smax = reduce(ctx, sv, {r - 2}, true, ir::Reducer::kMax);
   Value cut = g.binary(Op::kMul, broadcast_to(ctx, rcond, dims(ctx, smax)), smax);
   Value keep = g.compare(ir::Cmp::kGT, sv, broadcast_to(ctx, cut, dims(ctx, sv)));
@@ -171,7 +171,7 @@ std::vector<Value> lstsq_values(LoweringContext& ctx, const at::Tensor& self, co
   Value rank = reduce(ctx, g.convert(keep, DType::kI64), {r - 2}, false, ir::Reducer::kAdd);
   std::vector<int64_t> bd;
   for (int64_t i = 0; i < r - 1; ++i) bd.push_back(i);  // inv scales the rows
-  Value ub = matmul(ctx, mT(ctx, u), vb);                  // [k, cols]
+  Value ub = matmul(ctx, mT(ctx, u), vb);               // [k, cols]
   Value scaled = g.binary(Op::kMul, ub, g.broadcast_in_dim(inv, shaped({k, cols}), bd));
   Value sol = matmul(ctx, mT(ctx, vh), scaled);
   Value diff = g.binary(Op::kSub, matmul(ctx, x, sol), vb);
@@ -190,11 +190,11 @@ std::vector<Value> linalg_lstsq(LoweringContext& ctx, const Args& a) {
               ": Expected input and other to have the same dtype, but got input's dtype ",
               self.scalar_type(), " and other's dtype ", other.scalar_type());
   const std::string driver = a.is_none(3) ? "gelsy" : std::string(a[3].toStringRef());
-  TORCH_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss",
-              fn, ": parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
-  const bool vector_case = other.dim() == 1 ||
-                           (other.dim() == self.dim() - 1 &&
-                            other.sizes() == self.sizes().slice(0, self.dim() - 1));
+  TORCH_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss", fn,
+              ": parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  const bool vector_case =
+      other.dim() == 1 ||
+      (other.dim() == self.dim() - 1 && other.sizes() == self.sizes().slice(0, self.dim() - 1));
   const at::Tensor b = vector_case ? other.unsqueeze(-1) : other;
   TORCH_CHECK(self.size(-2) == b.size(-2), fn, ": input.size(-2) should match other.size(-2)");
   check_lapack_dtype(self, "linalg_lstsq_cpu");

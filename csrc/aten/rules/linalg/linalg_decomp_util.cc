@@ -20,8 +20,8 @@ void check_matrix(const at::Tensor& t, const std::string& fn, const char* arg) {
 void check_square(const at::Tensor& t, const std::string& fn, const char* arg) {
   check_matrix(t, fn, arg);
   TORCH_CHECK(t.size(-1) == t.size(-2), fn, ": ", arg,
-              " must be batches of square matrices, but they are ", t.size(-2), " by ",
-              t.size(-1), " matrices");
+              " must be batches of square matrices, but they are ", t.size(-2), " by ", t.size(-1),
+              " matrices");
 }
 
 void check_floating(const at::Tensor& t, const std::string& fn, bool low_precision) {
@@ -37,15 +37,15 @@ void check_floating(const at::Tensor& t, const std::string& fn, bool low_precisi
 
 void check_lapack_dtype(const at::Tensor& t, const char* kernel) {
   const auto st = t.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(st == at::kFloat || st == at::kDouble || at::isComplexType(st),
-                              "\"", kernel, "\" not implemented for '", st, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(st == at::kFloat || st == at::kDouble || at::isComplexType(st), "\"",
+                              kernel, "\" not implemented for '", st, "'");
 }
 
 void check_same_dtype(const at::Tensor& a, const at::Tensor& b, const std::string& fn,
                       const char* a_name, const char* b_name) {
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), fn, ": Expected ", a_name, " and ", b_name,
-              " to have the same dtype, but found ", a_name, " of type ", a.scalar_type(),
-              " and ", b_name, " of type ", b.scalar_type(), " instead");
+              " to have the same dtype, but found ", a_name, " of type ", a.scalar_type(), " and ",
+              b_name, " of type ", b.scalar_type(), " instead");
 }
 
 // ---------------------------------------------------------------- shapes
@@ -231,8 +231,7 @@ void check_info(const at::Tensor& info, const std::string& api, bool is_matrix, 
   for (int64_t i = 0; i < host.numel(); ++i) {
     const int64_t k = p[i];
     if (k == 0) continue;
-    const std::string where =
-        is_matrix ? api : api + ": (Batch element " + std::to_string(i) + ")";
+    const std::string where = is_matrix ? api : api + ": (Batch element " + std::to_string(i) + ")";
     switch (kind) {
       case InfoKind::kCholesky:
         TORCH_CHECK_LINALG(false, where,
@@ -256,7 +255,7 @@ void check_info(const at::Tensor& info, const std::string& api, bool is_matrix, 
 }
 
 std::vector<Value> checked(LoweringContext& ctx, const Build& build, size_t info_index,
-                          const std::string& api, bool is_matrix, InfoKind kind) {
+                           const std::string& api, bool is_matrix, InfoKind kind) {
   LoweringContext probe(ctx.op(), ctx.device());
   auto tensors = probe.run(build(probe));
   check_info(tensors.at(info_index), api, is_matrix, kind);

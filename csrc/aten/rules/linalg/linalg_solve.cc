@@ -93,7 +93,7 @@ Lu lu_factor(LoweringContext& ctx, Value a) {
   const ir::TensorType ti{DType::kI64, shape};
   Value row = g.iota(ti, 1), col = g.iota(ti, 2);
   Value perm = g.iota({DType::kI64, {bsz, m}}, 1);
-  Value perm_row = perm;  // the row positions, [B, m]
+  Value perm_row = perm;      // the row positions, [B, m]
   std::vector<Value> pivots;  // i64 [B] per column
   std::vector<Value> zeros;   // bool [B, 1] per column: a zero pivot
   auto constant_i64 = [&](int64_t v, const std::vector<int64_t>& s) {
@@ -107,16 +107,16 @@ Lu lu_factor(LoweringContext& ctx, Value a) {
     Value p = reduce_argmax(ctx, score, perm_row);  // i64 [B]
     pivots.push_back(p);
     // Swap rows j and p.
-    Value is_p = g.compare(Cmp::kEQ, row, cols_of(ctx, g.broadcast_in_dim(p, {bsz, m}, {0}), shape));
+    Value is_p =
+        g.compare(Cmp::kEQ, row, cols_of(ctx, g.broadcast_in_dim(p, {bsz, m}, {0}), shape));
     Value is_j = g.compare(Cmp::kEQ, row, constant_i64(j, shape));
     Value row_p = pick_row(ctx, x, is_p);
     Value row_j = g.reshape(block(ctx, x, j, j + 1, 0, n), {bsz, n});
-    x = g.select(is_j, rows_of(ctx, row_p, shape),
-                 g.select(is_p, rows_of(ctx, row_j, shape), x));
+    x = g.select(is_j, rows_of(ctx, row_p, shape), g.select(is_p, rows_of(ctx, row_j, shape), x));
     Value pm = g.compare(Cmp::kEQ, perm_row, g.broadcast_in_dim(p, {bsz, m}, {0}));
     Value pj = g.compare(Cmp::kEQ, perm_row, constant_i64(j, {bsz, m}));
-    Value perm_p = reduce(ctx, g.select(pm, perm, constant_i64(0, {bsz, m})), {1}, false,
-                          ir::Reducer::kAdd);
+    Value perm_p =
+        reduce(ctx, g.select(pm, perm, constant_i64(0, {bsz, m})), {1}, false, ir::Reducer::kAdd);
     Value perm_j = g.reshape(g.slice(perm, {0, j}, {bsz, j + 1}, {1, 1}), {bsz});
     perm = g.select(pj, g.broadcast_in_dim(perm_p, {bsz, m}, {0}),
                     g.select(pm, g.broadcast_in_dim(perm_j, {bsz, m}, {0}), perm));
@@ -165,15 +165,16 @@ Value perm_from_pivots(LoweringContext& ctx, Value pivots, int64_t m) {
   const auto d = dims(ctx, pivots);
   const int64_t bsz = d[0], k = d[1];
   const std::vector<int64_t> s{bsz, m};
-  Value piv = g.binary(Op::kSub, g.convert(pivots, DType::kI64), g.constant_int(1, {DType::kI64, d}));
+  Value piv =
+      g.binary(Op::kSub, g.convert(pivots, DType::kI64), g.constant_int(1, {DType::kI64, d}));
   Value pos = g.iota({DType::kI64, s}, 1);
   Value perm = pos;
   for (int64_t j = 0; j < k; ++j) {
     Value p = g.reshape(g.slice(piv, {0, j}, {bsz, j + 1}, {1, 1}), {bsz});
     Value pm = g.compare(Cmp::kEQ, pos, g.broadcast_in_dim(p, s, {0}));
     Value pj = g.compare(Cmp::kEQ, pos, g.constant_int(j, {DType::kI64, s}));
-    Value perm_p = reduce(ctx, g.select(pm, perm, g.constant_int(0, {DType::kI64, s})), {1},
-                          false, ir::Reducer::kAdd);
+    Value perm_p = reduce(ctx, g.select(pm, perm, g.constant_int(0, {DType::kI64, s})), {1}, false,
+                          ir::Reducer::kAdd);
     Value perm_j = g.reshape(g.slice(perm, {0, j}, {bsz, j + 1}, {1, 1}), {bsz});
     perm = g.select(pj, g.broadcast_in_dim(perm_p, s, {0}),
                     g.select(pm, g.broadcast_in_dim(perm_j, s, {0}), perm));
@@ -192,8 +193,8 @@ Value permutation_matrix(LoweringContext& ctx, Value perm, DType dt) {
   std::vector<int64_t> bd;
   for (int64_t i = 0; i < r - 2; ++i) bd.push_back(i);
   bd.push_back(r - 1);  // perm[c] runs along the columns
-  Value on = g.compare(Cmp::kEQ, g.broadcast_in_dim(perm, shape, bd),
-                       g.iota({DType::kI64, shape}, r - 2));
+  Value on =
+      g.compare(Cmp::kEQ, g.broadcast_in_dim(perm, shape, bd), g.iota({DType::kI64, shape}, r - 2));
   return g.select(on, g.constant(1, {dt, shape}), g.constant(0, {dt, shape}));
 }
 
@@ -222,8 +223,8 @@ Value lower_unit_l(LoweringContext& ctx, Value lu, int64_t m, int64_t k) {
 // ---------------------------------------------------------------- rules
 
 void check_lu_input(const at::Tensor& a, const char* fn, bool pivot) {
-  TORCH_CHECK(a.dim() >= 2, fn, ": Expected tensor with 2 or more dimensions. Got size: ",
-              a.sizes(), " instead");
+  TORCH_CHECK(a.dim() >= 2, fn,
+              ": Expected tensor with 2 or more dimensions. Got size: ", a.sizes(), " instead");
   TORCH_CHECK(pivot, fn, ": LU without pivoting is not implemented on the CPU");
   check_lapack_dtype(a, "lu_cpu");
 }
@@ -261,8 +262,8 @@ std::vector<Value> lu_unpack(LoweringContext& ctx, const Args& a) {
   const at::Tensor& pivots = a.tensor(1);
   const bool unpack_data = a.boolean(2), unpack_pivots = a.boolean(3);
   const char* fn = "torch.lu_unpack";
-  TORCH_CHECK(lu.dim() >= 2, fn, ": Expected tensor with 2 or more dimensions. Got size: ",
-              lu.sizes(), " instead");
+  TORCH_CHECK(lu.dim() >= 2, fn,
+              ": Expected tensor with 2 or more dimensions. Got size: ", lu.sizes(), " instead");
   TORCH_CHECK(pivots.scalar_type() == at::kInt, fn,
               ": LU_pivots is expected to be a contiguous tensor of torch.int32 dtype.\n"
               "Note: this function is intended to be used with the output produced by "
@@ -328,9 +329,8 @@ std::vector<Value> linalg_lu_solve(LoweringContext& ctx, const Args& a) {
   }
   auto& g = ctx.g();
   Value vb = ctx.tensor(b);
-  const auto batch = broadcast_batch(
-      std::vector<int64_t>(lu.sizes().begin(), lu.sizes().end() - 2),
-      std::vector<int64_t>(b.sizes().begin(), b.sizes().end() - 2));
+  const auto batch = broadcast_batch(std::vector<int64_t>(lu.sizes().begin(), lu.sizes().end() - 2),
+                                     std::vector<int64_t>(b.sizes().begin(), b.sizes().end() - 2));
   if (numel(dims(ctx, vb)) == 0 || lu.numel() == 0) return {expand_batch(ctx, vb, batch)};
   const int64_t n = lu.size(-1);
   std::vector<int64_t> pbatch(pivots.sizes().begin(), pivots.sizes().end() - 1);
@@ -359,8 +359,8 @@ Value pivot_parity(LoweringContext& ctx, Value pivots, DType dt) {
   Value swapped = g.convert(g.compare(Cmp::kNE, pivots, expect), DType::kI32);
   Value count = reduce(ctx, swapped, {r - 1}, false, ir::Reducer::kAdd);
   const ir::TensorType tb{DType::kI32, dims(ctx, count)};
-  Value odd = g.compare(Cmp::kEQ, g.binary(Op::kRem, count, g.constant_int(2, tb)),
-                        g.constant_int(1, tb));
+  Value odd =
+      g.compare(Cmp::kEQ, g.binary(Op::kRem, count, g.constant_int(2, tb)), g.constant_int(1, tb));
   const ir::TensorType tf{dt, dims(ctx, count)};
   return g.select(odd, g.constant(-1, tf), g.constant(1, tf));
 }
@@ -390,8 +390,8 @@ std::vector<Value> linalg_slogdet(LoweringContext& ctx, const Args& a) {
   Value diag = diagonal(ctx, f.lu);
   Value signs = reduce(ctx, g.unary(Op::kSign, diag), {r - 2}, false, ir::Reducer::kMul);
   Value sign = g.binary(Op::kMul, signs, pivot_parity(ctx, f.pivots, dtype(ctx, signs)));
-  Value logabs = reduce(ctx, g.unary(Op::kLog, g.unary(Op::kAbs, diag)), {r - 2}, false,
-                        ir::Reducer::kAdd);
+  Value logabs =
+      reduce(ctx, g.unary(Op::kLog, g.unary(Op::kAbs, diag)), {r - 2}, false, ir::Reducer::kAdd);
   return {sign, logabs, f.lu, f.pivots};
 }
 
@@ -416,8 +416,7 @@ std::vector<Value> linalg_inv_ex(LoweringContext& ctx, const Args& a) {
 
 // PyTorch's linalg_solve_is_vector_rhs: B is a vector (or a batch of them).
 bool vector_rhs(const at::Tensor& a, const at::Tensor& b) {
-  return b.dim() == 1 ||
-         (a.dim() - 1 == b.dim() && b.sizes() == a.sizes().slice(0, a.dim() - 1));
+  return b.dim() == 1 || (a.dim() - 1 == b.dim() && b.sizes() == a.sizes().slice(0, a.dim() - 1));
 }
 
 std::vector<Value> linalg_solve_ex(LoweringContext& ctx, const Args& a) {
@@ -427,8 +426,8 @@ std::vector<Value> linalg_solve_ex(LoweringContext& ctx, const Args& a) {
   const char* fn = "linalg.solve";
   check_floating(m, fn);
   TORCH_CHECK(m.scalar_type() == b.scalar_type(), fn,
-              ": Expected A and B to have the same dtype, but found A of type ",
-              m.scalar_type(), " and B of type ", b.scalar_type(), " instead");
+              ": Expected A and B to have the same dtype, but found A of type ", m.scalar_type(),
+              " and B of type ", b.scalar_type(), " instead");
   const bool vector_case = vector_rhs(m, b);
   const at::Tensor b2 = vector_case ? b.unsqueeze(-1) : b;
   check_square(m, fn);

@@ -57,7 +57,8 @@ Value scaled_sum(LoweringContext& ctx, const at::Tensor& self, Value product,
   }
   if (scalar_equals(beta, 0)) return product;
   Value s = broadcast_to(ctx, g.convert(ctx.tensor(self), dt), shape);
-  if (!scalar_equals(beta, 1)) s = g.binary(Op::kMul, s, broadcast_to(ctx, ctx.scalar(beta, dt), shape));
+  if (!scalar_equals(beta, 1))
+    s = g.binary(Op::kMul, s, broadcast_to(ctx, ctx.scalar(beta, dt), shape));
   return g.binary(Op::kAdd, s, product);
 }
 
@@ -101,24 +102,25 @@ std::vector<Value> mm(LoweringContext& ctx, const Args& a) {
   const at::Tensor& mat2 = a.tensor(1);
   TORCH_CHECK(self.dim() == 2, "self must be a matrix");
   TORCH_CHECK(mat2.dim() == 2, "mat2 must be a matrix");
-  TORCH_CHECK(self.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
-              self.dtype(), " != ", mat2.dtype());
+  TORCH_CHECK(self.dtype() == mat2.dtype(),
+              "expected m1 and m2 to have the same dtype, but got: ", self.dtype(),
+              " != ", mat2.dtype());
   check_mm_shapes(self, mat2);
-  if (self.scalar_type() == at::kBool &&
-      empty_product(self.size(0) * mat2.size(1), self.size(1))) {
+  if (self.scalar_type() == at::kBool && empty_product(self.size(0) * mat2.size(1), self.size(1))) {
     return {bool_product(ctx, self, mat2, {}, {1}, {0})};
   }
   check_not_bool(self, "addmm_impl_cpu_");
-  return {ctx.g().convert(matmul2d(ctx, self, mat2),
-                          to_ir(self.scalar_type()))};
+  return {ctx.g().convert(matmul2d(ctx, self, mat2), to_ir(self.scalar_type()))};
 }
 
 // The checks of addmm's meta function (ADDMM_META) in their order.
 void check_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2) {
-  TORCH_CHECK(self.scalar_type() == mat2.scalar_type(), "self and mat2 must have the same dtype, but got ",
-              self.scalar_type(), " and ", mat2.scalar_type());
-  TORCH_CHECK(mat1.scalar_type() == mat2.scalar_type(), "mat1 and mat2 must have the same dtype, but got ",
-              mat1.scalar_type(), " and ", mat2.scalar_type());
+  TORCH_CHECK(self.scalar_type() == mat2.scalar_type(),
+              "self and mat2 must have the same dtype, but got ", self.scalar_type(), " and ",
+              mat2.scalar_type());
+  TORCH_CHECK(mat1.scalar_type() == mat2.scalar_type(),
+              "mat1 and mat2 must have the same dtype, but got ", mat1.scalar_type(), " and ",
+              mat2.scalar_type());
   TORCH_CHECK(mat1.dim() == 2, "mat1 must be a matrix, got ", mat1.dim(), "-D tensor");
   TORCH_CHECK(mat2.dim() == 2, "mat2 must be a matrix, got ", mat2.dim(), "-D tensor");
   check_mm_shapes(mat1, mat2);
@@ -196,13 +198,16 @@ std::vector<Value> addbmm(LoweringContext& ctx, const Args& a) {
   check_expandable(self, {batch1.size(1), batch2.size(2)});
   TORCH_CHECK(batch1.dim() == 3, "batch1 must be a 3D tensor");
   TORCH_CHECK(batch2.dim() == 3, "batch2 must be a 3D tensor");
-  TORCH_CHECK(batch1.size(0) == batch2.size(0), "batch1 and batch2 must have same number of batches, got ",
-              batch1.size(0), " and ", batch2.size(0));
-  TORCH_CHECK(batch1.size(2) == batch2.size(1), "Incompatible matrix sizes for bmm (", batch1.size(1), "x",
-              batch1.size(2), " and ", batch2.size(1), "x", batch2.size(2), ")");
+  TORCH_CHECK(batch1.size(0) == batch2.size(0),
+              "batch1 and batch2 must have same number of batches, got ", batch1.size(0), " and ",
+              batch2.size(0));
+  TORCH_CHECK(batch1.size(2) == batch2.size(1), "Incompatible matrix sizes for bmm (",
+              batch1.size(1), "x", batch1.size(2), " and ", batch2.size(1), "x", batch2.size(2),
+              ")");
   if (batch1.size(0) > 0) {
-    TORCH_CHECK(self.scalar_type() == batch2.scalar_type(), "self and mat2 must have the same dtype, but got ",
-                self.scalar_type(), " and ", batch2.scalar_type());
+    TORCH_CHECK(self.scalar_type() == batch2.scalar_type(),
+                "self and mat2 must have the same dtype, but got ", self.scalar_type(), " and ",
+                batch2.scalar_type());
     TORCH_CHECK(batch1.scalar_type() == batch2.scalar_type(),
                 "mat1 and mat2 must have the same dtype, but got ", batch1.scalar_type(), " and ",
                 batch2.scalar_type());
@@ -221,7 +226,8 @@ std::vector<Value> addbmm(LoweringContext& ctx, const Args& a) {
 void check_addmv(int64_t self_dim, int64_t self_numel, int64_t self_size0, const at::Tensor& mat,
                  const at::Tensor& vec) {
   TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && self_dim <= 1,
-              "vector + matrix @ vector expected, got ", self_dim, ", ", mat.dim(), ", ", vec.dim());
+              "vector + matrix @ vector expected, got ", self_dim, ", ", mat.dim(), ", ",
+              vec.dim());
   TORCH_CHECK(mat.size(1) == vec.size(0) && (mat.size(0) == self_numel || self_numel == 1),
               "size mismatch, got input (", self_size0, "), mat (", mat.size(0), "x", mat.size(1),
               "), vec (", vec.size(0), ")");
@@ -229,8 +235,8 @@ void check_addmv(int64_t self_dim, int64_t self_numel, int64_t self_size0, const
 
 void check_addmv_dtypes(c10::ScalarType self, const at::Tensor& mat, const at::Tensor& vec) {
   TORCH_CHECK(self == mat.scalar_type() && mat.scalar_type() == vec.scalar_type(),
-              "addmv input tensors must have the same dtype, but got ", self, ", ", mat.scalar_type(),
-              ", and ", vec.scalar_type());
+              "addmv input tensors must have the same dtype, but got ", self, ", ",
+              mat.scalar_type(), ", and ", vec.scalar_type());
   TORCH_CHECK_NOT_IMPLEMENTED(mat.scalar_type() != at::kBool,
                               "\"addmv_impl_cpu\" not implemented for 'Bool'");
 }
@@ -290,9 +296,11 @@ std::vector<Value> dot(LoweringContext& ctx, const Args& a, const char* name) {
 
 // check_addr_scalar (LinearAlgebra.cpp).
 void check_addr_scalar(c10::ScalarType st, const c10::Scalar& s, const char* name) {
-  TORCH_CHECK(!s.isBoolean() || st == at::kBool, "Boolean ", name, " only supported for Boolean results.");
+  TORCH_CHECK(!s.isBoolean() || st == at::kBool, "Boolean ", name,
+              " only supported for Boolean results.");
   TORCH_CHECK(at::isFloatingType(st) || at::isComplexType(st) || s.isIntegral(true),
-              "For integral input tensors, argument ", name, " must not be a floating point number.");
+              "For integral input tensors, argument ", name,
+              " must not be a floating point number.");
 }
 
 // addr(self, vec1, vec2, beta, alpha) = beta * self + alpha * outer(vec1, vec2) in
@@ -334,7 +342,8 @@ RegisterLowering r_addbmm("addbmm", addbmm);
 RegisterLowering r_mv("mv", mv);
 RegisterLowering r_addmv("addmv", addmv);
 RegisterLowering r_dot("dot", [](LoweringContext& c, const Args& a) { return dot(c, a, "dot"); });
-RegisterLowering r_vdot("vdot", [](LoweringContext& c, const Args& a) { return dot(c, a, "vdot"); });
+RegisterLowering r_vdot("vdot",
+                        [](LoweringContext& c, const Args& a) { return dot(c, a, "vdot"); });
 RegisterLowering r_addr("addr", addr);
 
 }  // namespace

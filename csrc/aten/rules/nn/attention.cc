@@ -201,14 +201,13 @@ void check_attention(const Attention& att, const at::Tensor& query, const at::Te
   TORCH_CHECK(att.num_heads > 0 && D % att.num_heads == 0,
               "`embed_dim` must divide evenly by `num_heads`");
   TORCH_CHECK(query.scalar_type() == att.qkv_weight.scalar_type(),
-              "expected m1 and m2 to have the same dtype, but got: ", query.dtype(), " != ",
-              att.qkv_weight.dtype());
+              "expected m1 and m2 to have the same dtype, but got: ", query.dtype(),
+              " != ", att.qkv_weight.dtype());
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(query.scalar_type()),
                               "\"transform_bias_rescale_qkv\" not implemented for '",
                               query.scalar_type(), "'");
-  TORCH_CHECK(att.qkv_bias.scalar_type() == query.scalar_type(),
-              "expected `qkv_bias` dtype ", att.qkv_bias.scalar_type(), " to match query's ",
-              query.scalar_type());
+  TORCH_CHECK(att.qkv_bias.scalar_type() == query.scalar_type(), "expected `qkv_bias` dtype ",
+              att.qkv_bias.scalar_type(), " to match query's ", query.scalar_type());
   const int64_t rows = query.size(0) * query.size(1);
   TORCH_CHECK(att.proj_weight.dim() == 2, "mat2 must be a matrix, got ", att.proj_weight.dim(),
               "-D tensor");
@@ -227,8 +226,8 @@ Value split_heads(LoweringContext& ctx, Value x, int64_t heads) {
 // [B, L, E] and, when asked, the weights (invalid otherwise). `packed`: one
 // tensor serves all three (self-attention), projected by one product.
 std::pair<Value, Value> attend(LoweringContext& ctx, const Precision& p, const Attention& att,
-                               Value q_in, Value k_in, Value v_in, bool packed,
-                               bool need_weights, bool average) {
+                               Value q_in, Value k_in, Value v_in, bool packed, bool need_weights,
+                               bool average) {
   auto& g = ctx.g();
   const int64_t D = att.embed_dim, H = att.num_heads;
   const auto in = dims(ctx, q_in);
@@ -277,8 +276,9 @@ std::pair<Value, Value> attend(LoweringContext& ctx, const Precision& p, const A
 }
 
 Attention attention_args(const Args& a, size_t first) {
-  return Attention{a.tensor(first), a.tensor(first + 1), a.tensor(first + 2), a.tensor(first + 3),
-                   0, 0, std::nullopt, std::nullopt};
+  return Attention{
+      a.tensor(first), a.tensor(first + 1), a.tensor(first + 2), a.tensor(first + 3), 0, 0,
+      std::nullopt,    std::nullopt};
 }
 
 // _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight,
@@ -325,12 +325,14 @@ Value layer_norm(LoweringContext& ctx, const Precision& p, Value x, const at::Te
 }
 
 void check_norm(const at::Tensor& w, const at::Tensor& b, int64_t D) {
-  TORCH_CHECK(w.sizes() == c10::IntArrayRef{D}, "Expected weight to be of same shape as "
-              "normalized_shape, but got weight of shape ", w.sizes(), " and normalized_shape = [",
-              D, "]");
-  TORCH_CHECK(b.sizes() == c10::IntArrayRef{D}, "Expected bias to be of same shape as "
-              "normalized_shape, but got bias of shape ", b.sizes(), " and normalized_shape = [",
-              D, "]");
+  TORCH_CHECK(w.sizes() == c10::IntArrayRef{D},
+              "Expected weight to be of same shape as "
+              "normalized_shape, but got weight of shape ",
+              w.sizes(), " and normalized_shape = [", D, "]");
+  TORCH_CHECK(b.sizes() == c10::IntArrayRef{D},
+              "Expected bias to be of same shape as "
+              "normalized_shape, but got bias of shape ",
+              b.sizes(), " and normalized_shape = [", D, "]");
 }
 
 // gelu, erf form: x/2 (1 + erf(x / sqrt(2))).

@@ -31,8 +31,9 @@ struct ConvParams {
 // at::native's expand_param_if_needed accepts).
 std::vector<int64_t> expand_param(std::vector<int64_t> v, const char* name, int64_t n) {
   if (v.size() == 1 && n > 1) v.assign(static_cast<size_t>(n), v[0]);
-  TORCH_CHECK(static_cast<int64_t>(v.size()) == n, "expected ", name, " to be a single integer value or a ",
-              "list of ", n, " values to match the convolution dimensions, but got ", name, "=",
+  TORCH_CHECK(static_cast<int64_t>(v.size()) == n, "expected ", name,
+              " to be a single integer value or a ", "list of ", n,
+              " values to match the convolution dimensions, but got ", name, "=",
               c10::IntArrayRef(v));
   return v;
 }
@@ -73,8 +74,8 @@ Value convolution_op(LoweringContext& ctx, Value lhs, Value rhs, const ir::ConvD
   auto& g = ctx.g();
   const ir::DType dt = dtype(ctx, lhs);
   if (dt != ir::DType::kBF16 && dt != ir::DType::kF16) return g.convolution(lhs, rhs, d);
-  return g.convert(g.convolution(g.convert(lhs, ir::DType::kF32), g.convert(rhs, ir::DType::kF32), d),
-                   dt);
+  return g.convert(
+      g.convolution(g.convert(lhs, ir::DType::kF32), g.convert(rhs, ir::DType::kF32), d), dt);
 }
 
 // conv(x, w): x [N, C, in...], w [O, C/g, k...] -> [N, O, out...].
@@ -172,8 +173,8 @@ Value crop_spatial(LoweringContext& ctx, Value v, const std::vector<int64_t>& si
 
 // The CPU kernels dispatch on the input's dtype and read the weight with it.
 void check_same_dtype(const at::Tensor& input, const at::Tensor& other) {
-  TORCH_CHECK(input.scalar_type() == other.scalar_type(), "expected scalar type ", input.scalar_type(),
-              " but found ", other.scalar_type());
+  TORCH_CHECK(input.scalar_type() == other.scalar_type(), "expected scalar type ",
+              input.scalar_type(), " but found ", other.scalar_type());
   TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool,
                               "\"slow_conv2d_cpu\" not implemented for 'Bool'");
 }
@@ -196,7 +197,9 @@ void check_output_padding(const ConvParams& p) {
   }
   if (ok) return;
   // Dims are named from the right: width, height, depth.
-  auto dim_name = [&](size_t i) { return n <= 3 ? std::string(kNames[3 - n + i]) : std::to_string(i); };
+  auto dim_name = [&](size_t i) {
+    return n <= 3 ? std::string(kNames[3 - n + i]) : std::to_string(i);
+  };
   std::ostringstream msg;
   msg << "output padding must be smaller than either stride or dilation, but got";
   const std::pair<const char*, const std::vector<int64_t>*> lists[] = {
@@ -229,7 +232,7 @@ std::vector<Value> convolution(LoweringContext& ctx, const Args& a) {
   w = g.convert(w, acc);
   const auto in = spatial_dims(ctx, x);
   const auto k = spatial_dims(ctx, w);
-  Value y = p.transposed            ? conv_input_grad(ctx, x, w, p, transposed_out(in, k, p))
+  Value y = p.transposed              ? conv_input_grad(ctx, x, w, p, transposed_out(in, k, p))
             : depthwise(ctx, x, w, p) ? depthwise_forward(ctx, x, w, depthwise_params(p))
                                       : conv(ctx, x, w, p);
   if (bias && bias->defined()) {
@@ -246,7 +249,8 @@ Value bias_grad(LoweringContext& ctx, Value dy) {
   const bool widen = dt == ir::DType::kF16 || dt == ir::DType::kBF16;
   std::vector<int64_t> rdims{0};
   for (size_t i = 2; i < dims(ctx, dy).size(); ++i) rdims.push_back(static_cast<int64_t>(i));
-  Value s = reduce(ctx, widen ? ctx.g().convert(dy, ir::DType::kF32) : dy, rdims, false, ir::Reducer::kAdd);
+  Value s = reduce(ctx, widen ? ctx.g().convert(dy, ir::DType::kF32) : dy, rdims, false,
+                   ir::Reducer::kAdd);
   return ctx.g().convert(s, dt);
 }
 

@@ -26,14 +26,16 @@ Value row_norm(LoweringContext& ctx, Value x, double p) {
   const DType dt = dtype(ctx, x);
   Value a = g.unary(Op::kAbs, x);
   if (p == 0) {
-    Value nz = g.select(g.compare(Cmp::kNE, x, g.constant(0, {dt, shape})), g.constant(1, {dt, shape}),
-                        g.constant(0, {dt, shape}));
+    Value nz = g.select(g.compare(Cmp::kNE, x, g.constant(0, {dt, shape})),
+                        g.constant(1, {dt, shape}), g.constant(0, {dt, shape}));
     return reduce(ctx, nz, {1}, false, Reducer::kAdd);
   }
   if (std::isinf(p)) return reduce(ctx, a, {1}, false, p > 0 ? Reducer::kMax : Reducer::kMin);
   if (p == 1) return reduce(ctx, a, {1}, false, Reducer::kAdd);
-  if (p == 2) return g.unary(Op::kSqrt, reduce(ctx, g.binary(Op::kMul, x, x), {1}, false, Reducer::kAdd));
-  Value s = reduce(ctx, g.binary(Op::kPow, a, g.constant(p, {dt, shape})), {1}, false, Reducer::kAdd);
+  if (p == 2)
+    return g.unary(Op::kSqrt, reduce(ctx, g.binary(Op::kMul, x, x), {1}, false, Reducer::kAdd));
+  Value s =
+      reduce(ctx, g.binary(Op::kPow, a, g.constant(p, {dt, shape})), {1}, false, Reducer::kAdd);
   return g.binary(Op::kPow, s, g.constant(1.0 / p, {dt, {shape[0]}}));
 }
 
@@ -56,8 +58,9 @@ void check_rows(LoweringContext& ctx, const at::Tensor& indices, const at::Tenso
   check_device_values(checked[0], checked[1], [n, sizes](const at::Tensor& host) {
     const int64_t lo = host[0].item<int64_t>(), hi = host[1].item<int64_t>();
     const int64_t bad = lo < -n ? lo : hi;
-    TORCH_CHECK_INDEX(bad >= -n && bad < n, "select(): index ", bad, " out of range for tensor of size ",
-                      c10::IntArrayRef(sizes), " at dimension 0");
+    TORCH_CHECK_INDEX(bad >= -n && bad < n, "select(): index ", bad,
+                      " out of range for tensor of size ", c10::IntArrayRef(sizes),
+                      " at dimension 0");
   });
 }
 
@@ -68,10 +71,14 @@ std::vector<Value> embedding_renorm(LoweringContext& ctx, const Args& a) {
   const at::Tensor& indices = a.tensor(1);
   const double max_norm = a.real(2), norm_type = a.real(3);
   TORCH_CHECK(self.dim() == 2, "Expected 2-dimensional tensor, but got ", self.dim(),
-              "-dimensional tensor for argument #1 'self' (while checking arguments for embedding_renorm_)");
+              "-dimensional tensor for argument #1 'self' (while checking arguments for "
+              "embedding_renorm_)");
   TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
-              "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; "
-              "but got torch.", indices.scalar_type(), "Tensor instead (while checking arguments for "
+              "Expected tensor for argument #2 'indices' to have one of the following scalar "
+              "types: Long, Int; "
+              "but got torch.",
+              indices.scalar_type(),
+              "Tensor instead (while checking arguments for "
               "embedding_renorm_)");  // CPU names the CPU tensor type
   const int64_t n = self.size(0), d = self.size(1), k = indices.numel();
   Value x = ctx.tensor(self);
@@ -81,14 +88,16 @@ std::vector<Value> embedding_renorm(LoweringContext& ctx, const Args& a) {
   // Rows named by some index (negative ones wrap, as self[i] does).
   Value idx = g.reshape(read_index(ctx, indices), {k});
   const ir::TensorType it{DType::kI64, {k}};
-  idx = g.select(g.compare(Cmp::kLT, idx, g.constant_int(0, it)), g.binary(Op::kAdd, idx, g.constant_int(n, it)), idx);
-  Value hit = g.compare(Cmp::kEQ, g.broadcast_in_dim(idx, {n, k}, {1}), g.iota({DType::kI64, {n, k}}, 0));
+  idx = g.select(g.compare(Cmp::kLT, idx, g.constant_int(0, it)),
+                 g.binary(Op::kAdd, idx, g.constant_int(n, it)), idx);
+  Value hit =
+      g.compare(Cmp::kEQ, g.broadcast_in_dim(idx, {n, k}, {1}), g.iota({DType::kI64, {n, k}}, 0));
   Value named = reduce(ctx, hit, {1}, false, Reducer::kOr);
   Value norm = g.convert(row_norm(ctx, x, norm_type), DType::kF64);
   // max_norm is a parameter, so a new value does not recompile.
   Value limit = g.broadcast_in_dim(ctx.scalar(max_norm, DType::kF64), {n}, {});
-  Value scale = g.binary(Op::kDiv, limit,
-                         g.binary(Op::kAdd, norm, g.constant(1e-7, {DType::kF64, {n}})));
+  Value scale =
+      g.binary(Op::kDiv, limit, g.binary(Op::kAdd, norm, g.constant(1e-7, {DType::kF64, {n}})));
   Value apply = g.binary(Op::kAnd, named, g.compare(Cmp::kGT, norm, limit));
   Value factor = g.select(apply, g.convert(scale, dt), g.constant(1, {dt, {n}}));
   Value scaled = g.binary(Op::kMul, x, g.broadcast_in_dim(factor, {n, d}, {0}));

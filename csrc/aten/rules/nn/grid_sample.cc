@@ -55,7 +55,8 @@ struct Sampler {
   // reflect_coordinates: fold x into [low, low + span] by whole double spans.
   Value reflect(Value x, int64_t size) {
     const double low = align_corners ? 0 : -0.5;
-    const double twice_span = align_corners ? 2.0 * static_cast<double>(size - 1) : 2.0 * static_cast<double>(size);
+    const double twice_span =
+        align_corners ? 2.0 * static_cast<double>(size - 1) : 2.0 * static_cast<double>(size);
     if (twice_span == 0) return k(0);
     Value a = g().unary(Op::kAbs, g().binary(Op::kSub, x, k(low)));
     Value flips = truncate(g().binary(Op::kDiv, a, k(twice_span)));
@@ -81,7 +82,8 @@ struct Sampler {
     Value refl_grad = k(1);
     if (padding == kReflection) {
       const double low = align_corners ? 0 : -0.5;
-      const double twice_span = align_corners ? 2.0 * static_cast<double>(size - 1) : 2.0 * static_cast<double>(size);
+      const double twice_span =
+          align_corners ? 2.0 * static_cast<double>(size - 1) : 2.0 * static_cast<double>(size);
       if (twice_span == 0) return k(0);
       Value shifted = g().binary(Op::kSub, u, k(low));
       Value neg = g().compare(Cmp::kLT, shifted, k(0));
@@ -123,7 +125,8 @@ struct Sampler {
   }
   Value in_bounds(Value x, Value y) {
     auto within = [&](Value v, int64_t size) {
-      return g().binary(Op::kAnd, g().compare(Cmp::kGT, v, k(-1)), g().compare(Cmp::kLT, v, k(static_cast<double>(size))));
+      return g().binary(Op::kAnd, g().compare(Cmp::kGT, v, k(-1)),
+                        g().compare(Cmp::kLT, v, k(static_cast<double>(size))));
     };
     return g().binary(Op::kAnd, within(x, w), within(y, h));
   }
@@ -163,7 +166,8 @@ std::vector<Value> cubic_coefficients(Sampler& s, Value t) {
     return g.binary(Op::kSub, g.binary(Op::kMul, r, x), s.k(4 * A));
   };
   Value x2 = g.binary(Op::kSub, s.k(1), t);
-  return {conv2(g.binary(Op::kAdd, t, s.k(1))), conv1(t), conv1(x2), conv2(g.binary(Op::kAdd, x2, s.k(1)))};
+  return {conv2(g.binary(Op::kAdd, t, s.k(1))), conv1(t), conv1(x2),
+          conv2(g.binary(Op::kAdd, x2, s.k(1)))};
 }
 
 // The coefficients' derivatives in t (GridSamplerKernel.cpp
@@ -187,16 +191,22 @@ struct Setup {
   Value gx, gy;
 };
 
-Setup setup(LoweringContext& ctx, const at::Tensor& input, const at::Tensor& grid, int64_t padding, bool align) {
+Setup setup(LoweringContext& ctx, const at::Tensor& input, const at::Tensor& grid, int64_t padding,
+            bool align) {
   at::native::check_grid_sampler_common(input, grid);
   at::native::check_grid_sampler_2d(input, grid);
   const auto st = input.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st), "\"grid_sampler_2d_cpu_kernel_impl\" not implemented for '", st, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st),
+                              "\"grid_sampler_2d_cpu_kernel_impl\" not implemented for '", st, "'");
   // The CPU kernel reads the grid as the input's type (data_ptr<scalar_t>).
-  TORCH_CHECK(grid.scalar_type() == st, "expected scalar type ", st, " but found ", grid.scalar_type());
+  TORCH_CHECK(grid.scalar_type() == st, "expected scalar type ", st, " but found ",
+              grid.scalar_type());
   const int64_t p = grid.size(1) * grid.size(2);
-  Sampler s{ctx, input.size(0), input.size(1), input.size(2), input.size(3), p, to_ir(st),
-            static_cast<Padding>(padding), align};
+  Sampler s{ctx,           input.size(0),
+            input.size(1), input.size(2),
+            input.size(3), p,
+            to_ir(st),     static_cast<Padding>(padding),
+            align};
   auto& g = ctx.g();
   Value gr = g.reshape(ctx.tensor(grid), {s.n, p, 2});
   Value gx = g.reshape(g.slice(gr, {0, 0, 0}, {s.n, p, 1}, {1, 1, 1}), {s.n, p});
@@ -241,7 +251,8 @@ std::vector<Value> grid_sampler_2d(LoweringContext& ctx, const Args& a) {
     Value ix = s.pad_coordinate(s.unnormalize(su.gx, s.w), s.w);
     Value iy = s.pad_coordinate(s.unnormalize(su.gy, s.h), s.h);
     if (mode == kNearest) {
-      out = s.read(table, g.unary(Op::kRoundNearestEven, ix), g.unary(Op::kRoundNearestEven, iy)).first;
+      out = s.read(table, g.unary(Op::kRoundNearestEven, ix), g.unary(Op::kRoundNearestEven, iy))
+                .first;
     } else {
       Value xw = g.unary(Op::kFloor, ix), yn = g.unary(Op::kFloor, iy);
       Value xe = g.binary(Op::kAdd, xw, s.k(1)), ys = g.binary(Op::kAdd, yn, s.k(1));
@@ -252,7 +263,8 @@ std::vector<Value> grid_sampler_2d(LoweringContext& ctx, const Args& a) {
           g.binary(Op::kMul, s.read(table, xe, yn).first, s.spread(g.binary(Op::kMul, ds, dw))),
           g.binary(Op::kMul, s.read(table, xw, ys).first, s.spread(g.binary(Op::kMul, dn, de))),
           g.binary(Op::kMul, s.read(table, xe, ys).first, s.spread(g.binary(Op::kMul, dn, dw)))};
-      out = g.binary(Op::kAdd, g.binary(Op::kAdd, g.binary(Op::kAdd, terms[0], terms[1]), terms[2]), terms[3]);
+      out = g.binary(Op::kAdd, g.binary(Op::kAdd, g.binary(Op::kAdd, terms[0], terms[1]), terms[2]),
+                     terms[3]);
     }
   }
   return {g.reshape(g.transpose(out, {0, 2, 1}), out_shape)};
@@ -272,9 +284,11 @@ std::vector<Value> grid_sampler_2d_backward(LoweringContext& ctx, const Args& a)
   const std::vector<int64_t> grid_shape = grid.sizes().vec();
   Value zero_input = g.constant(0, {s.dt, input.sizes().vec()});
   Value zero_grid = g.constant(0, {s.dt, grid_shape});
-  if (input.numel() == 0 || s.p == 0) return {mask[0] ? zero_input : Value(), mask[1] ? zero_grid : Value()};
+  if (input.numel() == 0 || s.p == 0)
+    return {mask[0] ? zero_input : Value(), mask[1] ? zero_grid : Value()};
   Value table = input_table(ctx, input, s);
-  Value go = g.transpose(g.reshape(ctx.tensor(grad_output), {s.n, s.c, s.p}), {0, 2, 1});  // [N, P, C]
+  Value go =
+      g.transpose(g.reshape(ctx.tensor(grad_output), {s.n, s.c, s.p}), {0, 2, 1});  // [N, P, C]
   Value gin = g.constant(0, {s.dt, {s.n, s.h * s.w, s.c}});
   Value gx_acc = s.k(0), gy_acc = s.k(0);
   auto channel_sum = [&](Value v) { return reduce(ctx, v, {2}, false, ir::Reducer::kAdd); };
@@ -290,8 +304,10 @@ std::vector<Value> grid_sampler_2d_backward(LoweringContext& ctx, const Args& a)
         Value x = s.pad_coordinate(g.binary(Op::kAdd, x0, s.k(static_cast<double>(j - 1))), s.w);
         gin = s.add(gin, x, y, g.binary(Op::kMul, go, s.spread(g.binary(Op::kMul, cx[j], cy[i]))));
         Value vg = channel_sum(g.binary(Op::kMul, s.read(table, x, y).first, go));
-        gx_acc = g.binary(Op::kSub, gx_acc, g.binary(Op::kMul, vg, g.binary(Op::kMul, dx[j], cy[i])));
-        gy_acc = g.binary(Op::kSub, gy_acc, g.binary(Op::kMul, vg, g.binary(Op::kMul, dy[i], cx[j])));
+        gx_acc =
+            g.binary(Op::kSub, gx_acc, g.binary(Op::kMul, vg, g.binary(Op::kMul, dx[j], cy[i])));
+        gy_acc =
+            g.binary(Op::kSub, gy_acc, g.binary(Op::kMul, vg, g.binary(Op::kMul, dy[i], cx[j])));
       }
     }
     gx_acc = g.binary(Op::kMul, gx_acc, s.k(s.scaling(s.w)));
@@ -318,13 +334,16 @@ std::vector<Value> grid_sampler_2d_backward(LoweringContext& ctx, const Args& a)
                           g.binary(Op::kMul, g.binary(Op::kSub, se, sw), s.spread(dn)));
       Value gy = g.binary(Op::kAdd, g.binary(Op::kMul, g.binary(Op::kSub, sw, nw), s.spread(de)),
                           g.binary(Op::kMul, g.binary(Op::kSub, se, ne), s.spread(dw)));
-      gx_acc = g.binary(Op::kMul, channel_sum(g.binary(Op::kMul, gx, go)), s.coordinate_grad(su.gx, s.w));
-      gy_acc = g.binary(Op::kMul, channel_sum(g.binary(Op::kMul, gy, go)), s.coordinate_grad(su.gy, s.h));
+      gx_acc = g.binary(Op::kMul, channel_sum(g.binary(Op::kMul, gx, go)),
+                        s.coordinate_grad(su.gx, s.w));
+      gy_acc = g.binary(Op::kMul, channel_sum(g.binary(Op::kMul, gy, go)),
+                        s.coordinate_grad(su.gy, s.h));
     }
   }
   Value grad_input = g.reshape(g.transpose(gin, {0, 2, 1}), input.sizes().vec());
-  Value grad_grid = g.reshape(g.concatenate({g.reshape(gx_acc, {s.n, s.p, 1}), g.reshape(gy_acc, {s.n, s.p, 1})}, 2),
-                              grid_shape);
+  Value grad_grid = g.reshape(
+      g.concatenate({g.reshape(gx_acc, {s.n, s.p, 1}), g.reshape(gy_acc, {s.n, s.p, 1})}, 2),
+      grid_shape);
   return {mask[0] ? grad_input : Value(), mask[1] ? grad_grid : Value()};
 }
 

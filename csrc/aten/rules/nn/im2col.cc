@@ -28,7 +28,8 @@ Params parse(const Args& a, size_t first) {
   std::vector<int64_t> v[4];
   for (size_t i = 0; i < 4; ++i) {
     v[i] = a.ints(first + i);
-    TORCH_CHECK(v[i].size() == 2, "It is expected ", names[i], " equals to 2, but got size ", v[i].size());
+    TORCH_CHECK(v[i].size() == 2, "It is expected ", names[i], " equals to 2, but got size ",
+                v[i].size());
   }
   return {v[0][0], v[0][1], v[1][0], v[1][1], v[2][0], v[2][1], v[3][0], v[3][1]};
 }
@@ -36,8 +37,8 @@ Params parse(const Args& a, size_t first) {
 // The CPU kernels take floats and bool (a bool col2im sums as "or").
 void check_dtype(const at::Tensor& t, const char* kernel) {
   const auto st = t.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || st == at::kBool, "\"", kernel, "\" not implemented for '",
-                              st, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || st == at::kBool, "\"", kernel,
+                              "\" not implemented for '", st, "'");
 }
 
 // im2col(self, kernel_size, dilation, padding, stride).
@@ -45,10 +46,12 @@ std::vector<Value> im2col(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
   const at::Tensor& self = a.tensor(0);
   const Params p = parse(a, 1);
-  at::native::im2col_shape_check(self, at::Tensor(), p.kh, p.kw, p.dh, p.dw, p.ph, p.pw, p.sh, p.sw);
+  at::native::im2col_shape_check(self, at::Tensor(), p.kh, p.kw, p.dh, p.dw, p.ph, p.pw, p.sh,
+                                 p.sw);
   check_dtype(self, "im2col_out_cpu");
   const bool batched = self.dim() == 4;
-  const int64_t n = batched ? self.size(0) : 1, c = self.size(-3), h = self.size(-2), w = self.size(-1);
+  const int64_t n = batched ? self.size(0) : 1, c = self.size(-3), h = self.size(-2),
+                w = self.size(-1);
   const int64_t oh = (h + 2 * p.ph - (p.dh * (p.kh - 1) + 1)) / p.sh + 1;
   const int64_t ow = (w + 2 * p.pw - (p.dw * (p.kw - 1) + 1)) / p.sw + 1;
   std::vector<int64_t> out_shape{n, c * p.kh * p.kw, oh * ow};
@@ -61,8 +64,9 @@ std::vector<Value> im2col(LoweringContext& ctx, const Args& a) {
   for (int64_t i = 0; i < p.kh; ++i) {
     for (int64_t j = 0; j < p.kw; ++j) {
       const int64_t y0 = i * p.dh, x0 = j * p.dw;
-      Value b = g.slice(x, {0, 0, y0, x0}, {n, c, y0 + (oh - 1) * p.sh + 1, x0 + (ow - 1) * p.sw + 1},
-                        {1, 1, p.sh, p.sw});
+      Value b =
+          g.slice(x, {0, 0, y0, x0}, {n, c, y0 + (oh - 1) * p.sh + 1, x0 + (ow - 1) * p.sw + 1},
+                  {1, 1, p.sh, p.sw});
       blocks.push_back(g.reshape(b, {n, c, 1, oh * ow}));
     }
   }
@@ -75,10 +79,12 @@ std::vector<Value> col2im(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
   const at::Tensor& self = a.tensor(0);
   const auto output_size = a.ints(1);
-  TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
+  TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ",
+              output_size.size());
   const Params p = parse(a, 2);
   const int64_t h = output_size[0], w = output_size[1];
-  at::native::col2im_shape_check(self, at::Tensor(), h, w, p.kh, p.kw, p.dh, p.dw, p.ph, p.pw, p.sh, p.sw);
+  at::native::col2im_shape_check(self, at::Tensor(), h, w, p.kh, p.kw, p.dh, p.dw, p.ph, p.pw, p.sh,
+                                 p.sw);
   check_dtype(self, "col2im_out_cpu");
   const bool batched = self.dim() == 3;
   const int64_t n = batched ? self.size(0) : 1;
@@ -96,7 +102,8 @@ std::vector<Value> col2im(LoweringContext& ctx, const Args& a) {
   for (int64_t i = 0; i < p.kh; ++i) {
     for (int64_t j = 0; j < p.kw; ++j) {
       const int64_t k = i * p.kw + j, y0 = i * p.dh, x0 = j * p.dw;
-      Value b = g.reshape(g.slice(cols, {0, 0, k, 0, 0}, {n, c, k + 1, oh, ow}, {1, 1, 1, 1, 1}), {n, c, oh, ow});
+      Value b = g.reshape(g.slice(cols, {0, 0, k, 0, 0}, {n, c, k + 1, oh, ow}, {1, 1, 1, 1, 1}),
+                          {n, c, oh, ow});
       const int64_t y_hi = hp - (y0 + (oh - 1) * p.sh + 1), x_hi = wp - (x0 + (ow - 1) * p.sw + 1);
       b = g.pad(b, zero, {0, 0, y0, x0}, {0, 0, y_hi, x_hi}, {0, 0, p.sh - 1, p.sw - 1});
       acc = g.binary(dt == ir::DType::kBool ? ir::Op::kOr : ir::Op::kAdd, acc, b);

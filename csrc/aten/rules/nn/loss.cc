@@ -44,7 +44,7 @@ ir::Value apply_reduction(LoweringContext& ctx, ir::Value loss, int64_t reductio
 // Where each target's class sits in the input: input [N, C, d...] (class dim
 // 1) or [C] (class dim 0), target the input's shape without the class dim.
 struct NllLayout {
-  std::vector<int64_t> shape;        // input sizes
+  std::vector<int64_t> shape;  // input sizes
   int64_t class_dim;
   std::vector<int64_t> target_dims;  // input dims the target's dims map to
 };
@@ -66,9 +66,8 @@ ir::Value target_mask(LoweringContext& ctx, const NllLayout& l, ir::Value target
 
 // The weight of each target's class, 0 where the target is ignore_index
 // (target shape, accumulate dtype).
-ir::Value target_weights(LoweringContext& ctx, const NllLayout& l, ir::Value target,
-                         ir::Value mask, ir::Value valid, const std::optional<at::Tensor>& weight,
-                         DType acc) {
+ir::Value target_weights(LoweringContext& ctx, const NllLayout& l, ir::Value target, ir::Value mask,
+                         ir::Value valid, const std::optional<at::Tensor>& weight, DType acc) {
   auto& g = ctx.g();
   std::vector<int64_t> tshape = dims(ctx, target);
   ir::Value w = g.constant(1, {acc, tshape});
@@ -105,18 +104,19 @@ void check_nll_target_values(LoweringContext& ctx, const at::Tensor& target, int
   auto& g = probe.g();
   const ir::TensorType t{DType::kI64, {n}};
   ir::Value v = g.reshape(g.convert(probe.tensor(target), DType::kI64), {n});
-  ir::Value ignored = g.compare(ir::Cmp::kEQ, v, broadcast_to(probe, probe.scalar(ignore_index, DType::kI64), {n}));
+  ir::Value ignored =
+      g.compare(ir::Cmp::kEQ, v, broadcast_to(probe, probe.scalar(ignore_index, DType::kI64), {n}));
   ir::Value out = g.binary(Op::kOr, g.compare(ir::Cmp::kLT, v, g.constant_int(0, t)),
                            g.compare(ir::Cmp::kGE, v, g.constant_int(n_classes, t)));
   ir::Value bad = g.binary(Op::kAnd, out, g.unary(Op::kNot, ignored));
   ir::Value iota = g.iota(t, 0);
-  ir::Value first = reduce(probe, g.select(bad, iota, g.constant_int(n, t)), {0}, false,
-                           Reducer::kMin);
+  ir::Value first =
+      reduce(probe, g.select(bad, iota, g.constant_int(n, t)), {0}, false, Reducer::kMin);
   ir::Value at_first = g.compare(ir::Cmp::kEQ, iota, g.broadcast_in_dim(first, {n}, {}));
-  ir::Value value = reduce(probe, g.select(at_first, v, g.constant_int(0, t)), {0}, false,
-                           Reducer::kAdd);
-  ir::Value found = g.convert(g.compare(ir::Cmp::kLT, first, g.constant_int(n, {DType::kI64, {}})),
-                              DType::kI64);
+  ir::Value value =
+      reduce(probe, g.select(at_first, v, g.constant_int(0, t)), {0}, false, Reducer::kAdd);
+  ir::Value found =
+      g.convert(g.compare(ir::Cmp::kLT, first, g.constant_int(n, {DType::kI64, {}})), DType::kI64);
   ir::Value flags = g.concatenate({g.reshape(found, {1}), g.reshape(value, {1})}, 0);
   ir::Value ok = g.compare(ir::Cmp::kEQ, first, g.constant_int(n, {DType::kI64, {}}));
   auto checked = probe.run({flags, ok});
@@ -130,10 +130,14 @@ void check_nll_target_values(LoweringContext& ctx, const at::Tensor& target, int
 // nll_loss2d_forward (LossNLL2d.cpp check_inputs_nll_loss2d).
 void check_nll_shapes(const at::Tensor& self, const at::Tensor& target, bool spatial) {
   if (spatial) {
-    TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but "
-                "got targets of dimension: ", target.dim());
-    TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got "
-                "input of dimension: ", self.dim());
+    TORCH_CHECK(target.dim() == 3,
+                "only batches of spatial targets supported (3D tensors) but "
+                "got targets of dimension: ",
+                target.dim());
+    TORCH_CHECK(self.dim() == 4,
+                "only batches of spatial inputs supported (4D tensors), but got "
+                "input of dimension: ",
+                self.dim());
     TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) &&
                     self.size(3) == target.size(2),
                 "size mismatch (got input: ", self.sizes(), " , target: ", target.sizes());
@@ -142,8 +146,8 @@ void check_nll_shapes(const at::Tensor& self, const at::Tensor& target, bool spa
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
   TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
   bool no_batch_dim = self.dim() == 1 && target.dim() == 0;
-  TORCH_CHECK(no_batch_dim || self.size(0) == target.size(0), "size mismatch (got input: ",
-              self.sizes(), ", target: ", target.sizes(), ")");
+  TORCH_CHECK(no_batch_dim || self.size(0) == target.size(0),
+              "size mismatch (got input: ", self.sizes(), ", target: ", target.sizes(), ")");
 }
 
 // nll_loss_forward / nll_loss2d_forward(self, target, weight?, reduction,
@@ -168,11 +172,11 @@ ValueList nll_forward(LoweringContext& ctx, const Args& a, bool spatial) {
   ir::Value ignore = broadcast_to(ctx, ctx.scalar(a.scalar(4), DType::kI64), dims(ctx, t));
   ir::Value valid = g.compare(ir::Cmp::kNE, t, ignore);
   ir::Value w = target_weights(ctx, l, t, mask, valid, weight, acc);
-  ir::Value picked = reduce(ctx, g.select(mask, x, full_like(ctx, x, 0)), {l.class_dim}, false,
-                            Reducer::kAdd);
+  ir::Value picked =
+      reduce(ctx, g.select(mask, x, full_like(ctx, x, 0)), {l.class_dim}, false, Reducer::kAdd);
   // select, not multiply: an ignored -inf input must give 0, not NaN.
-  ir::Value loss = g.select(valid, g.binary(Op::kMul, g.unary(Op::kNeg, picked), w),
-                            full_like(ctx, w, 0));
+  ir::Value loss =
+      g.select(valid, g.binary(Op::kMul, g.unary(Op::kNeg, picked), w), full_like(ctx, w, 0));
   if (reduction == kNone) return {g.convert(loss, out), g.constant(0, {out, {}})};
   auto tdims = all_dims(ctx, loss);
   ir::Value total = reduce(ctx, w, tdims, false, Reducer::kAdd);
@@ -198,8 +202,8 @@ ValueList nll_backward(LoweringContext& ctx, const Args& a, bool spatial) {
     TORCH_CHECK(grad_output.sizes() == target.sizes(), "Expected a tensor of shape ",
                 target.sizes(), " but got: ", grad_output.sizes());
   } else {
-    TORCH_CHECK(grad_output.numel() == 1, "Expected a single element grad_output tensor, but got: ",
-                grad_output.sizes());
+    TORCH_CHECK(grad_output.numel() == 1,
+                "Expected a single element grad_output tensor, but got: ", grad_output.sizes());
   }
   auto& g = ctx.g();
   DType out = to_ir(self.scalar_type());
@@ -266,8 +270,8 @@ ValueList mse_loss_backward(LoweringContext& ctx, const Args& a) {
   auto [x, t] = loss_operands(ctx, a, 1, "mse_backward_cpu", &out);
   auto& g = ctx.g();
   ir::Value d = g.binary(Op::kSub, x, t);
-  ir::Value gy = grad_scale(ctx, a.tensor(0), a.integer(3), dims(ctx, d), dtype(ctx, d),
-                            a.tensor(1).numel());
+  ir::Value gy =
+      grad_scale(ctx, a.tensor(0), a.integer(3), dims(ctx, d), dtype(ctx, d), a.tensor(1).numel());
   return {g.convert(g.binary(Op::kMul, g.binary(Op::kMul, d, full_like(ctx, d, 2)), gy), out)};
 }
 
@@ -306,8 +310,8 @@ ValueList huber_like(LoweringContext& ctx, const Args& a, bool huber) {
 ValueList huber_like_backward(LoweringContext& ctx, const Args& a, bool huber) {
   double k = a.real(4);
   DType out;
-  auto [x, t] = loss_operands(ctx, a, 1, huber ? "huber_backward_cpu" : "smooth_l1_backward_cpu",
-                              &out);
+  auto [x, t] =
+      loss_operands(ctx, a, 1, huber ? "huber_backward_cpu" : "smooth_l1_backward_cpu", &out);
   auto& g = ctx.g();
   ir::Value d = g.binary(Op::kSub, x, t);
   ir::Value kv = broadcast_to(ctx, ctx.scalar(c10::Scalar(k), dtype(ctx, d)), dims(ctx, d));
@@ -322,8 +326,8 @@ ValueList huber_like_backward(LoweringContext& ctx, const Args& a, bool huber) {
     ir::Value zero_beta = g.compare(ir::Cmp::kEQ, kv, full_like(ctx, kv, 0));
     deriv = g.select(zero_beta, g.unary(Op::kSign, d), deriv);
   }
-  ir::Value gy = grad_scale(ctx, a.tensor(0), a.integer(3), dims(ctx, d), dtype(ctx, d),
-                            a.tensor(1).numel());
+  ir::Value gy =
+      grad_scale(ctx, a.tensor(0), a.integer(3), dims(ctx, d), dtype(ctx, d), a.tensor(1).numel());
   return {g.convert(g.binary(Op::kMul, deriv, gy), out)};
 }
 
@@ -410,23 +414,20 @@ ValueList bce_with_logits(LoweringContext& ctx, const Args& a) {
   return {g.convert(apply_reduction(ctx, loss, a.integer(4)), out)};
 }
 
-RegisterLowering r_nll("nll_loss_forward", [](LoweringContext& c, const Args& a) {
-  return nll_forward(c, a, false);
-});
+RegisterLowering r_nll("nll_loss_forward",
+                       [](LoweringContext& c, const Args& a) { return nll_forward(c, a, false); });
 RegisterLowering r_nll_bwd("nll_loss_backward", [](LoweringContext& c, const Args& a) {
   return nll_backward(c, a, false);
 });
-RegisterLowering r_nll2d("nll_loss2d_forward", [](LoweringContext& c, const Args& a) {
-  return nll_forward(c, a, true);
-});
+RegisterLowering r_nll2d("nll_loss2d_forward",
+                         [](LoweringContext& c, const Args& a) { return nll_forward(c, a, true); });
 RegisterLowering r_nll2d_bwd("nll_loss2d_backward", [](LoweringContext& c, const Args& a) {
   return nll_backward(c, a, true);
 });
 RegisterLowering r_mse("mse_loss", mse_loss);
 RegisterLowering r_mse_bwd("mse_loss_backward", mse_loss_backward);
-RegisterLowering r_huber("huber_loss", [](LoweringContext& c, const Args& a) {
-  return huber_like(c, a, true);
-});
+RegisterLowering r_huber("huber_loss",
+                         [](LoweringContext& c, const Args& a) { return huber_like(c, a, true); });
 RegisterLowering r_huber_bwd("huber_loss_backward", [](LoweringContext& c, const Args& a) {
   return huber_like_backward(c, a, true);
 });

@@ -25,13 +25,14 @@ constexpr int64_t kNone = 0, kMean = 1;
 // The kernels are instantiated for float and double only.
 void check_float(const at::Tensor& t, const char* kernel) {
   const auto st = t.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(st == at::kFloat || st == at::kDouble, "\"", kernel, "\" not implemented for '", st,
-                              "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(st == at::kFloat || st == at::kDouble, "\"", kernel,
+                              "\" not implemented for '", st, "'");
 }
 
 // data_ptr<int64_t>()'s check on the target.
 void check_long(const at::Tensor& target) {
-  TORCH_CHECK(target.scalar_type() == at::kLong, "expected scalar type Long but found ", target.scalar_type());
+  TORCH_CHECK(target.scalar_type() == at::kLong, "expected scalar type Long but found ",
+              target.scalar_type());
 }
 
 // RuntimeError `message` unless every target value lies in [lo, hi). The values
@@ -61,7 +62,8 @@ Value scale(LoweringContext& ctx, Value v, Value s) {
 
 // The backward's last step: grad [N, C] times the output gradient, per sample
 // for an unreduced loss with a batch, else by the one value.
-Value times_grad_output(LoweringContext& ctx, Value grad, const at::Tensor& grad_output, int64_t reduction) {
+Value times_grad_output(LoweringContext& ctx, Value grad, const at::Tensor& grad_output,
+                        int64_t reduction) {
   auto& g = ctx.g();
   Value go = g.convert(ctx.tensor(grad_output), dtype(ctx, grad));
   if (reduction == kNone && grad_output.dim() > 0) {
@@ -80,9 +82,10 @@ struct MultiMargin {
 
 // The per-element terms of multi_margin_loss: z = margin - x[target] + x, active
 // where z > 0 off the target column.
-MultiMargin multi_margin_terms(LoweringContext& ctx, const at::Tensor& self, const at::Tensor& target,
-                               const c10::Scalar& margin, const std::optional<at::Tensor>& weight,
-                               int64_t nframe, int64_t dim) {
+MultiMargin multi_margin_terms(LoweringContext& ctx, const at::Tensor& self,
+                               const at::Tensor& target, const c10::Scalar& margin,
+                               const std::optional<at::Tensor>& weight, int64_t nframe,
+                               int64_t dim) {
   auto& g = ctx.g();
   const DType dt = to_ir(self.scalar_type());
   const std::vector<int64_t> shape{nframe, dim};
@@ -91,7 +94,8 @@ MultiMargin multi_margin_terms(LoweringContext& ctx, const at::Tensor& self, con
   m.dim = dim;
   m.x = g.reshape(ctx.tensor(self), shape);
   Value t = g.reshape(ctx.tensor(target), {nframe});
-  m.onehot = g.compare(Cmp::kEQ, g.iota({DType::kI64, shape}, 1), g.broadcast_in_dim(t, shape, {0}));
+  m.onehot =
+      g.compare(Cmp::kEQ, g.iota({DType::kI64, shape}, 1), g.broadcast_in_dim(t, shape, {0}));
   Value zeros = g.constant(0, {dt, shape});
   Value xt = reduce(ctx, g.select(m.onehot, m.x, zeros), {1}, false, Reducer::kAdd);
   Value base = g.binary(Op::kSub, g.broadcast_in_dim(ctx.scalar(margin, dt), {nframe}, {}), xt);
@@ -108,7 +112,8 @@ MultiMargin multi_margin_terms(LoweringContext& ctx, const at::Tensor& self, con
 // multi_margin_loss's checks (multi_margin_loss_cpu): {nframe, dim}.
 std::pair<int64_t, int64_t> check_multi_margin(LoweringContext& ctx, const at::Tensor& self,
                                                const at::Tensor& target, const c10::Scalar& p,
-                                               const std::optional<at::Tensor>& weight, const char* kernel) {
+                                               const std::optional<at::Tensor>& weight,
+                                               const char* kernel) {
   const double pv = p.toDouble();
   TORCH_CHECK(pv == 1 || pv == 2, "only p == 1 and p == 2 supported");
   int64_t nframe = 0, dim = 0;
@@ -127,7 +132,8 @@ std::vector<Value> multi_margin_loss(LoweringContext& ctx, const Args& a) {
   const at::Tensor& target = a.tensor(1);
   const auto weight = a.opt_tensor(4);
   const int64_t reduction = a.integer(5);
-  auto [nframe, dim] = check_multi_margin(ctx, self, target, a.scalar(2), weight, "multi_margin_loss_cpu_kernel");
+  auto [nframe, dim] =
+      check_multi_margin(ctx, self, target, a.scalar(2), weight, "multi_margin_loss_cpu_kernel");
   const DType dt = to_ir(self.scalar_type());
   std::vector<int64_t> out_shape;
   if (reduction == kNone && target.dim() > 0) out_shape = {nframe};
@@ -140,7 +146,8 @@ std::vector<Value> multi_margin_loss(LoweringContext& ctx, const Args& a) {
   per = g.binary(Op::kDiv, per, g.constant(static_cast<double>(dim), {dt, {nframe}}));
   if (reduction == kNone) return {g.reshape(per, out_shape)};
   Value sum = reduce(ctx, per, {0}, false, Reducer::kAdd);
-  if (reduction == kMean) sum = g.binary(Op::kDiv, sum, ctx.constant(static_cast<double>(nframe), dt));
+  if (reduction == kMean)
+    sum = g.binary(Op::kDiv, sum, ctx.constant(static_cast<double>(nframe), dt));
   return {sum};
 }
 
@@ -155,16 +162,18 @@ std::vector<Value> multi_margin_loss_backward(LoweringContext& ctx, const Args& 
   const at::Tensor& target = a.tensor(2);
   const auto weight = a.opt_tensor(5);
   const int64_t reduction = a.integer(6);
-  auto [nframe, dim] =
-      check_multi_margin(ctx, self, target, a.scalar(3), weight, "multi_margin_loss_backward_cpu_kernel");
+  auto [nframe, dim] = check_multi_margin(ctx, self, target, a.scalar(3), weight,
+                                          "multi_margin_loss_backward_cpu_kernel");
   const DType dt = to_ir(self.scalar_type());
   if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
   MultiMargin m = multi_margin_terms(ctx, self, target, a.scalar(4), weight, nframe, dim);
   const std::vector<int64_t> shape{nframe, dim};
-  const double gv = reduction == kMean ? 1. / static_cast<double>(nframe * dim) : 1. / static_cast<double>(dim);
+  const double gv =
+      reduction == kMean ? 1. / static_cast<double>(nframe * dim) : 1. / static_cast<double>(dim);
   Value gs = g.constant(gv, {dt, shape});
   Value h = gs;
-  if (a.scalar(3).toDouble() != 1) h = g.binary(Op::kMul, g.binary(Op::kMul, g.constant(2, {dt, shape}), gs), m.z);
+  if (a.scalar(3).toDouble() != 1)
+    h = g.binary(Op::kMul, g.binary(Op::kMul, g.constant(2, {dt, shape}), gs), m.z);
   if (m.weight.valid()) h = g.binary(Op::kMul, h, m.weight);
   Value zeros = g.constant(0, {dt, shape});
   h = g.select(m.active, h, zeros);
@@ -192,13 +201,16 @@ Multilabel multilabel_terms(LoweringContext& ctx, Value x, Value t, int64_t nfra
   const DType dt = dtype(ctx, x);
   const std::vector<int64_t> nk{nframe, dim}, nkc{nframe, dim, dim};
   Value slot = g.iota({DType::kI64, nk}, 1);
-  Value first_neg = reduce(ctx, g.select(g.compare(Cmp::kLT, t, g.constant_int(0, {DType::kI64, nk})), slot,
-                                         g.constant_int(dim, {DType::kI64, nk})),
+  Value first_neg = reduce(ctx,
+                           g.select(g.compare(Cmp::kLT, t, g.constant_int(0, {DType::kI64, nk})),
+                                    slot, g.constant_int(dim, {DType::kI64, nk})),
                            {1}, false, Reducer::kMin);
   Value valid = g.compare(Cmp::kLT, slot, g.broadcast_in_dim(first_neg, nk, {0}));
   Multilabel m;
-  m.onehot = g.binary(Op::kAnd, g.compare(Cmp::kEQ, g.broadcast_in_dim(t, nkc, {0, 1}), g.iota({DType::kI64, nkc}, 2)),
-                      g.broadcast_in_dim(valid, nkc, {0, 1}));
+  m.onehot = g.binary(
+      Op::kAnd,
+      g.compare(Cmp::kEQ, g.broadcast_in_dim(t, nkc, {0, 1}), g.iota({DType::kI64, nkc}, 2)),
+      g.broadcast_in_dim(valid, nkc, {0, 1}));
   m.is_target = is_target ? *is_target : reduce(ctx, m.onehot, {1}, false, Reducer::kOr);
   Value xc = g.broadcast_in_dim(x, nkc, {0, 2});
   Value zeros = g.constant(0, {dt, nkc});
@@ -212,8 +224,8 @@ Multilabel multilabel_terms(LoweringContext& ctx, Value x, Value t, int64_t nfra
 }
 
 // The forward template's checks: {nframe, dim}.
-std::pair<int64_t, int64_t> check_multilabel(LoweringContext& ctx, const at::Tensor& self, const at::Tensor& target,
-                                             const char* kernel) {
+std::pair<int64_t, int64_t> check_multilabel(LoweringContext& ctx, const at::Tensor& self,
+                                             const at::Tensor& target, const char* kernel) {
   int64_t nframe = 0, dim = 0;
   at::native::multilabel_margin_loss_shape_check(nframe, dim, self.dim(), self, target);
   if (self.numel() == 0) return {nframe, dim};
@@ -229,12 +241,14 @@ std::vector<Value> multilabel_margin_loss(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& target = a.tensor(1);
   const int64_t reduction = a.integer(2);
-  auto [nframe, dim] = check_multilabel(ctx, self, target, "multilabel_margin_loss_forward_out_frame");
+  auto [nframe, dim] =
+      check_multilabel(ctx, self, target, "multilabel_margin_loss_forward_out_frame");
   const DType dt = to_ir(self.scalar_type());
   std::vector<int64_t> out_shape;
   if (reduction == kNone && self.dim() > 1) out_shape = {nframe};
   if (self.numel() == 0) {
-    return {g.constant(reduction == kMean ? NAN : 0, {dt, out_shape}), g.constant(0, {dt, target.sizes().vec()})};
+    return {g.constant(reduction == kMean ? NAN : 0, {dt, out_shape}),
+            g.constant(0, {dt, target.sizes().vec()})};
   }
   Value x = g.reshape(ctx.tensor(self), {nframe, dim});
   Value t = g.reshape(ctx.tensor(target), {nframe, dim});
@@ -245,7 +259,8 @@ std::vector<Value> multilabel_margin_loss(LoweringContext& ctx, const Args& a) {
   Value is_target = g.reshape(g.convert(m.is_target, dt), target.sizes().vec());
   if (reduction == kNone) return {g.reshape(per, out_shape), is_target};
   Value sum = reduce(ctx, per, {0}, false, Reducer::kAdd);
-  if (reduction == kMean) sum = g.binary(Op::kDiv, sum, ctx.constant(static_cast<double>(nframe), dt));
+  if (reduction == kMean)
+    sum = g.binary(Op::kDiv, sum, ctx.constant(static_cast<double>(nframe), dt));
   return {sum, is_target};
 }
 
@@ -259,8 +274,10 @@ std::vector<Value> multilabel_margin_loss_backward(LoweringContext& ctx, const A
   const at::Tensor& target = a.tensor(2);
   const int64_t reduction = a.integer(3);
   const at::Tensor& is_target = a.tensor(4);
-  auto [nframe, dim] = check_multilabel(ctx, self, target, "multilabel_margin_loss_backward_out_frame");
-  TORCH_CHECK(is_target.sizes() == target.sizes(), "inconsistent is_target size: ", is_target.sizes(),
+  auto [nframe, dim] =
+      check_multilabel(ctx, self, target, "multilabel_margin_loss_backward_out_frame");
+  TORCH_CHECK(is_target.sizes() == target.sizes(),
+              "inconsistent is_target size: ", is_target.sizes(),
               " for target of size: ", target.sizes());
   const DType dt = to_ir(self.scalar_type());
   if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
@@ -269,13 +286,17 @@ std::vector<Value> multilabel_margin_loss_backward(LoweringContext& ctx, const A
   Value saved = g.reshape(ctx.tensor(is_target), {nframe, dim});
   saved = g.compare(Cmp::kNE, saved, g.constant(0, {dtype(ctx, saved), {nframe, dim}}));
   Multilabel m = multilabel_terms(ctx, x, t, nframe, dim, saved);
-  const double gv = reduction == kMean ? 1. / static_cast<double>(nframe * dim) : 1. / static_cast<double>(dim);
+  const double gv =
+      reduction == kMean ? 1. / static_cast<double>(nframe * dim) : 1. / static_cast<double>(dim);
   const std::vector<int64_t> nkc{nframe, dim, dim};
   Value ones = g.select(m.active, g.constant(1, {dt, nkc}), g.constant(0, {dt, nkc}));
-  Value plus = reduce(ctx, ones, {1}, false, Reducer::kAdd);                          // [N, C]
-  Value count = g.broadcast_in_dim(reduce(ctx, ones, {2}, false, Reducer::kAdd), nkc, {0, 1});  // per slot
-  Value minus = reduce(ctx, g.select(m.onehot, count, g.constant(0, {dt, nkc})), {1}, false, Reducer::kAdd);
-  Value grad = g.binary(Op::kMul, g.binary(Op::kSub, plus, minus), g.constant(gv, {dt, {nframe, dim}}));
+  Value plus = reduce(ctx, ones, {1}, false, Reducer::kAdd);  // [N, C]
+  Value count =
+      g.broadcast_in_dim(reduce(ctx, ones, {2}, false, Reducer::kAdd), nkc, {0, 1});  // per slot
+  Value minus =
+      reduce(ctx, g.select(m.onehot, count, g.constant(0, {dt, nkc})), {1}, false, Reducer::kAdd);
+  Value grad =
+      g.binary(Op::kMul, g.binary(Op::kSub, plus, minus), g.constant(gv, {dt, {nframe, dim}}));
   grad = times_grad_output(ctx, grad, grad_output, reduction);
   return {g.reshape(grad, self.sizes().vec())};
 }

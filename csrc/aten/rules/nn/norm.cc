@@ -58,8 +58,10 @@ ValueList layer_norm(LoweringContext& ctx, const Args& a) {
   const int64_t rank = input.dim();
   const int64_t axis = rank - static_cast<int64_t>(ns.size());
   // ATen's _check_layer_norm_inputs messages.
-  TORCH_CHECK(!ns.empty(), "Expected normalized_shape to be at least 1-dimensional, i.e., "
-              "containing at least one element, but got normalized_shape = ", c10::IntArrayRef(ns));
+  TORCH_CHECK(!ns.empty(),
+              "Expected normalized_shape to be at least 1-dimensional, i.e., "
+              "containing at least one element, but got normalized_shape = ",
+              c10::IntArrayRef(ns));
   TORCH_CHECK(!weight.has_value() || !weight->defined() || weight->sizes() == c10::IntArrayRef(ns),
               "Expected weight to be of same shape as normalized_shape, but got weight of shape ",
               weight->sizes(), " and normalized_shape = ", c10::IntArrayRef(ns));
@@ -127,17 +129,17 @@ ValueList layer_norm_backward(LoweringContext& ctx, const Args& a) {
   ir::Value rstd = broadcast_to(ctx, g.convert(ctx.tensor(a.tensor(4)), acc), shape);
   ir::Value xhat = g.binary(Op::kMul, g.binary(Op::kSub, x, mean), rstd);
   // Parameter gradients take the weight's dtype (f32 weights of a bf16 model stay f32).
-  DType param_dt = has_weight ? to_ir(weight->scalar_type())
+  DType param_dt = has_weight                            ? to_ir(weight->scalar_type())
                    : bias.has_value() && bias->defined() ? to_ir(bias->scalar_type())
-                                                          : out;
+                                                         : out;
   ValueList r;
   if (mask[0]) {
     ir::Value gw =
         has_weight ? g.binary(Op::kMul, dy, param_at(ctx, *weight, acc, shape, axis)) : dy;
     ir::Value mean_g = mean_broadcast(ctx, gw, norm_dims);
     ir::Value mean_gx = mean_broadcast(ctx, g.binary(Op::kMul, gw, xhat), norm_dims);
-    ir::Value inner = g.binary(Op::kSub, g.binary(Op::kSub, gw, mean_g),
-                               g.binary(Op::kMul, xhat, mean_gx));
+    ir::Value inner =
+        g.binary(Op::kSub, g.binary(Op::kSub, gw, mean_g), g.binary(Op::kMul, xhat, mean_gx));
     r.push_back(g.convert(g.binary(Op::kMul, rstd, inner), out));
   } else {
     r.push_back(empty_output(ctx, out));
@@ -176,15 +178,18 @@ DType save_dtype(const at::Tensor& input, const BatchNormParams& p) {
 }
 
 void check_batch_norm(const at::Tensor& input, const BatchNormParams& p) {
-  TORCH_CHECK_INDEX(input.dim() >= 2, "Dimension out of range (expected to be in range of [-1, 0], "
-              "but got 1)");
+  TORCH_CHECK_INDEX(input.dim() >= 2,
+                    "Dimension out of range (expected to be in range of [-1, 0], "
+                    "but got 1)");
   const int64_t c = input.size(1);
   const std::pair<const std::optional<at::Tensor>*, const char*> named[] = {
-      {&p.weight, "weight"}, {&p.bias, "bias"}, {&p.running_mean, "running_mean"},
+      {&p.weight, "weight"},
+      {&p.bias, "bias"},
+      {&p.running_mean, "running_mean"},
       {&p.running_var, "running_var"}};
   for (const auto& [t, name] : named) {
-    TORCH_CHECK(!defined(*t) || (*t)->numel() == c, name, " should contain ", c,
-                " elements not ", (*t)->numel());
+    TORCH_CHECK(!defined(*t) || (*t)->numel() == c, name, " should contain ", c, " elements not ",
+                (*t)->numel());
   }
 }
 
@@ -292,7 +297,7 @@ ValueList batch_norm_backward(LoweringContext& ctx, const at::Tensor& grad_out,
   ir::Value x = g.convert(ctx.tensor(input), acc);
   ir::Value dy = g.convert(ctx.tensor(grad_out), acc);
   ir::Value dev = g.binary(Op::kSub, x, per_channel(mean));
-  ir::Value sum_dy = reduce(ctx, dy, rdims, false, Reducer::kAdd);                       // [C]
+  ir::Value sum_dy = reduce(ctx, dy, rdims, false, Reducer::kAdd);                        // [C]
   ir::Value dot = reduce(ctx, g.binary(Op::kMul, dy, dev), rdims, false, Reducer::kAdd);  // [C]
   ValueList r;
   if (mask[0]) {
@@ -305,8 +310,8 @@ ValueList batch_norm_backward(LoweringContext& ctx, const at::Tensor& grad_out,
       const double n = static_cast<double>(reduced_numel(shape, rdims));
       ir::Value nc = g.constant(n, {acc, {c}});
       ir::Value mean_dy = g.binary(Op::kDiv, sum_dy, nc);
-      ir::Value proj = g.binary(Op::kMul, g.binary(Op::kDiv, dot, nc),
-                                g.binary(Op::kMul, invstd, invstd));
+      ir::Value proj =
+          g.binary(Op::kMul, g.binary(Op::kDiv, dot, nc), g.binary(Op::kMul, invstd, invstd));
       dx = g.binary(Op::kSub, g.binary(Op::kSub, dy, per_channel(mean_dy)),
                     g.binary(Op::kMul, dev, per_channel(proj)));
       dx = g.binary(Op::kMul, dx, scale);
@@ -341,23 +346,23 @@ RegisterLowering r_bn_legit("_native_batch_norm_legit", [](LoweringContext& c, c
   return batch_norm(c, a.tensor(0), p, a.boolean(5), a.scalar(6), a.scalar(7));
 });
 // _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps)
-RegisterLowering r_bn_legit_ns("_native_batch_norm_legit.no_stats",
-                               [](LoweringContext& c, const Args& a) {
+RegisterLowering r_bn_legit_ns("_native_batch_norm_legit.no_stats", [](LoweringContext& c,
+                                                                       const Args& a) {
   BatchNormParams p{a.opt_tensor(1), a.opt_tensor(2), std::nullopt, std::nullopt};
   return batch_norm(c, a.tensor(0), p, a.boolean(3), a.scalar(4), a.scalar(5));
 });
 // _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean, running_var,
 //   momentum, eps)
-RegisterLowering r_bn_legit_nt("_native_batch_norm_legit_no_training",
-                               [](LoweringContext& c, const Args& a) {
+RegisterLowering r_bn_legit_nt("_native_batch_norm_legit_no_training", [](LoweringContext& c,
+                                                                          const Args& a) {
   BatchNormParams p{a.opt_tensor(1), a.opt_tensor(2), a.tensor(3), a.tensor(4)};
   return batch_norm(c, a.tensor(0), p, false, a.scalar(5), a.scalar(6));
 });
 // _native_batch_norm_legit_functional(input, weight?, bias?, running_mean, running_var,
 //   training, momentum, eps) -> (out, save_mean, save_invstd, running_mean_out, running_var_out):
 // what functionalization (torch.compile) turns the in-place update into.
-RegisterLowering r_bn_legit_fn("_native_batch_norm_legit_functional",
-                               [](LoweringContext& c, const Args& a) {
+RegisterLowering r_bn_legit_fn("_native_batch_norm_legit_functional", [](LoweringContext& c,
+                                                                         const Args& a) {
   BatchNormParams p{a.opt_tensor(1), a.opt_tensor(2), a.tensor(3), a.tensor(4)};
   ValueList stats;
   auto r = batch_norm(c, a.tensor(0), p, a.boolean(5), a.scalar(6), a.scalar(7), &stats);

@@ -88,7 +88,9 @@ ValueList group_norm_backward(LoweringContext& ctx, const Args& a) {
   const DType acc = acc_dtype(out);
   const DType param_dt = has_weight ? to_ir(weight->scalar_type()) : out;
   const std::vector<int64_t> shape{n, group, c / group, hxw};
-  auto grouped = [&](const at::Tensor& t) { return g.reshape(g.convert(ctx.tensor(t), acc), shape); };
+  auto grouped = [&](const at::Tensor& t) {
+    return g.reshape(g.convert(ctx.tensor(t), acc), shape);
+  };
   auto per_group = [&](const at::Tensor& t) {  // [N, G] statistics
     return g.broadcast_in_dim(g.reshape(g.convert(ctx.tensor(t), acc), {n, group}), shape, {0, 1});
   };
@@ -104,9 +106,9 @@ ValueList group_norm_backward(LoweringContext& ctx, const Args& a) {
       gw = g.binary(Op::kMul, dy, g.broadcast_in_dim(w, shape, {1, 2}));
     }
     const std::vector<int64_t> in_group{2, 3};
-    ir::Value inner = g.binary(Op::kSub, g.binary(Op::kSub, gw, mean_broadcast(ctx, gw, in_group)),
-                               g.binary(Op::kMul, xhat,
-                                        mean_broadcast(ctx, g.binary(Op::kMul, gw, xhat), in_group)));
+    ir::Value inner = g.binary(
+        Op::kSub, g.binary(Op::kSub, gw, mean_broadcast(ctx, gw, in_group)),
+        g.binary(Op::kMul, xhat, mean_broadcast(ctx, g.binary(Op::kMul, gw, xhat), in_group)));
     ir::Value dx = g.binary(Op::kMul, rstd, inner);
     r.push_back(g.convert(g.reshape(dx, input.sizes().vec()), out));
   } else {

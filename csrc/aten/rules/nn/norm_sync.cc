@@ -96,19 +96,19 @@ ValueList gather_stats(LoweringContext& ctx, const Args& a) {
   const std::vector<int64_t> rc{r, ch.c};
   ir::Value means = g.convert(ctx.tensor(means_t), acc);
   ir::Value invstd = g.convert(ctx.tensor(a.tensor(2)), acc);
-  ir::Value counts = g.broadcast_in_dim(
-      g.reshape(g.convert(ctx.tensor(a.tensor(7)), acc), {r}), rc, {0});
+  ir::Value counts =
+      g.broadcast_in_dim(g.reshape(g.convert(ctx.tensor(a.tensor(7)), acc), {r}), rc, {0});
   const double eps = a.real(6);
   ir::Value total = reduce(ctx, counts, {0}, false, Reducer::kAdd);  // [C], all equal
-  ir::Value mean = g.binary(Op::kDiv, reduce(ctx, g.binary(Op::kMul, counts, means), {0}, false,
-                                             Reducer::kAdd), total);
-  ir::Value var_r = g.binary(Op::kSub, g.binary(Op::kDiv, g.constant(1, {acc, rc}),
-                                                g.binary(Op::kMul, invstd, invstd)),
-                             g.constant(eps, {acc, rc}));
+  ir::Value mean = g.binary(
+      Op::kDiv, reduce(ctx, g.binary(Op::kMul, counts, means), {0}, false, Reducer::kAdd), total);
+  ir::Value var_r = g.binary(
+      Op::kSub, g.binary(Op::kDiv, g.constant(1, {acc, rc}), g.binary(Op::kMul, invstd, invstd)),
+      g.constant(eps, {acc, rc}));
   ir::Value d = g.binary(Op::kSub, means, g.broadcast_in_dim(mean, rc, {1}));
-  ir::Value m2 = reduce(ctx, g.binary(Op::kMul, counts, g.binary(Op::kAdd, var_r,
-                                                                   g.binary(Op::kMul, d, d))),
-                        {0}, false, Reducer::kAdd);
+  ir::Value m2 =
+      reduce(ctx, g.binary(Op::kMul, counts, g.binary(Op::kAdd, var_r, g.binary(Op::kMul, d, d))),
+             {0}, false, Reducer::kAdd);
   ir::Value var = g.binary(Op::kDiv, m2, total);
   const double momentum = a.real(5);
   auto update = [&](const std::optional<at::Tensor>& running, ir::Value batch) {
@@ -131,8 +131,8 @@ ValueList batch_norm_elemt(LoweringContext& ctx, const Args& a) {
   Channels ch = channels_of(a.tensor(0), "batch_norm_elemt");
   auto& g = ctx.g();
   ir::Value x = g.convert(ctx.tensor(a.tensor(0)), ch.acc);
-  ir::Value scale = g.binary(Op::kMul, vec(ctx, ch, a.tensor(4), 1),
-                             vec(ctx, ch, a.opt_tensor(1), 1));
+  ir::Value scale =
+      g.binary(Op::kMul, vec(ctx, ch, a.tensor(4), 1), vec(ctx, ch, a.opt_tensor(1), 1));
   ir::Value mean = per_channel(ctx, ch, vec(ctx, ch, a.tensor(3), 0));
   ir::Value y = g.binary(Op::kMul, g.binary(Op::kSub, x, mean), per_channel(ctx, ch, scale));
   y = g.binary(Op::kAdd, y, per_channel(ctx, ch, vec(ctx, ch, a.opt_tensor(2), 0)));
@@ -150,8 +150,8 @@ ValueList backward_reduce(LoweringContext& ctx, const Args& a) {
   ir::Value sum_dy = reduce(ctx, dy, ch.rdims, false, Reducer::kAdd);
   ir::Value sum_dy_xmu = reduce(ctx, g.binary(Op::kMul, dy, xmu), ch.rdims, false, Reducer::kAdd);
   auto weight = a.opt_tensor(4);
-  const DType param = weight.has_value() && weight->defined() ? to_ir(weight->scalar_type())
-                                                               : ch.out;
+  const DType param =
+      weight.has_value() && weight->defined() ? to_ir(weight->scalar_type()) : ch.out;
   const bool input_g = a.boolean(5), weight_g = a.boolean(6), bias_g = a.boolean(7);
   ir::Value grad_w = g.binary(Op::kMul, sum_dy_xmu, vec(ctx, ch, a.tensor(3), 1));
   return {input_g ? sum_dy : empty_output(ctx, ch.acc),

@@ -53,8 +53,10 @@ void check_pad(const at::Tensor& self, const std::vector<int64_t>& p, int64_t k,
     }
     return true;
   }();
-  TORCH_CHECK(valid, "Expected ", k + 1, "D or ", k + 2, "D (batch mode) tensor with possibly 0 "
-              "batch size and other non-zero dimensions for input, but got: ", sizes_text(self));
+  TORCH_CHECK(valid, "Expected ", k + 1, "D or ", k + 2,
+              "D (batch mode) tensor with possibly 0 "
+              "batch size and other non-zero dimensions for input, but got: ",
+              sizes_text(self));
   static const char* kNames[] = {"W", "H", "D"};
   std::ostringstream in, out;
   bool small = false;
@@ -62,9 +64,10 @@ void check_pad(const at::Tensor& self, const std::vector<int64_t>& p, int64_t k,
     const int64_t dim = self.dim() - 1 - j;
     const int64_t n = self.size(dim), l = p[2 * j], r = p[2 * j + 1];
     if (reflect) {
-      TORCH_CHECK(l < n && r < n, "Argument #", 4 + 2 * j, ": Padding size should be less than "
-                  "the corresponding input dimension, but got: padding (", l, ", ", r,
-                  ") at dimension ", dim, " of input ", sizes_text(self));
+      TORCH_CHECK(l < n && r < n, "Argument #", 4 + 2 * j,
+                  ": Padding size should be less than "
+                  "the corresponding input dimension, but got: padding (",
+                  l, ", ", r, ") at dimension ", dim, " of input ", sizes_text(self));
     }
     in << (j < k - 1 ? ", " : "") << kNames[j] << ": " << n;
     out << (j < k - 1 ? " " : "") << kNames[j] << ": " << n + l + r;

@@ -50,16 +50,17 @@ struct Cell {
     if (!bias.has_value() || !bias->defined()) return gates;
     return add(gates, broadcast_to(ctx, in(*bias), dims(ctx, gates)));
   }
-  Value bias_grad(Value grad_gates) { return out(reduce(ctx, grad_gates, {0}, false, ir::Reducer::kAdd)); }
+  Value bias_grad(Value grad_gates) {
+    return out(reduce(ctx, grad_gates, {0}, false, ir::Reducer::kAdd));
+  }
 };
 
 Cell make_cell(LoweringContext& ctx, const at::Tensor& gates, const at::Tensor& state,
                int64_t n_gates) {
   TORCH_CHECK(gates.dim() == 2 && state.dim() == 2, ctx.op(),
               ": expected 2-d gates and state, got ", gates.sizes(), " and ", state.sizes());
-  TORCH_CHECK(gates.size(0) == state.size(0) && gates.size(1) == n_gates * state.size(1),
-              ctx.op(), ": gates of size ", gates.sizes(), " do not fit a state of size ",
-              state.sizes());
+  TORCH_CHECK(gates.size(0) == state.size(0) && gates.size(1) == n_gates * state.size(1), ctx.op(),
+              ": gates of size ", gates.sizes(), " do not fit a state of size ", state.sizes());
   const DType io = to_ir(gates.scalar_type());
   const DType acc = (io == DType::kF16 || io == DType::kBF16) ? DType::kF32 : io;
   return Cell{ctx, io, acc, state.size(0), state.size(1)};

@@ -142,17 +142,17 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   }
   return static_cast<int64_t>(ctx.userEnabledMathSDP() ? at::SDPBackend::math
-                                                        : at::SDPBackend::error);
+                                                       : at::SDPBackend::error);
 }
 
 // ------------------------------------------------------------------ lowering
 
 struct Inputs {
   DType out, acc;
-  int64_t rank;             // of q
+  int64_t rank;                // of q
   std::vector<int64_t> batch;  // dot_general batch dims (all but the last two)
-  double sf_q, sf_k;        // the math path's factors on q and k
-  Value qs, ks, v;          // q * sf_q, k * sf_k, v, in acc
+  double sf_q, sf_k;           // the math path's factors on q and k
+  Value qs, ks, v;             // q * sf_q, k * sf_k, v, in acc
   // A bucketed key and value (growing_buckets.h): ks and v hold the whole
   // bucket along the key length, the first `kv_length` keys (a 0-d i64
   // parameter) t's, v zero past them; invalid otherwise.
@@ -162,8 +162,7 @@ struct Inputs {
 // k and v [..., S, E] of one bucket along S (a dynamic KV cache grown by
 // torch.cat with torchtpu.config.growing_buckets on), read whole, v's rows past
 // the length zeroed; false (nothing read) when they are not.
-bool read_bucketed_kv(LoweringContext& ctx, const at::Tensor& k, const at::Tensor& v,
-                      Inputs& in) {
+bool read_bucketed_kv(LoweringContext& ctx, const at::Tensor& k, const at::Tensor& v, Inputs& in) {
   const int64_t d = in.rank - 2;
   const int64_t cap = bucket_capacity(k, d);
   if (cap == 0 || bucket_capacity(v, d) != cap) return false;
@@ -180,8 +179,8 @@ bool read_bucketed_kv(LoweringContext& ctx, const at::Tensor& k, const at::Tenso
   in.ks = g.binary(Op::kMul, in.ks, full_like(ctx, in.ks, in.sf_k));
   in.v = whole(v, vb);
   const std::vector<int64_t> vd = dims(ctx, in.v);
-  Value keep = g.compare(ir::Cmp::kLT, g.iota({DType::kI64, vd}, d),
-                         g.broadcast_in_dim(kb.length, vd, {}));
+  Value keep =
+      g.compare(ir::Cmp::kLT, g.iota({DType::kI64, vd}, d), g.broadcast_in_dim(kb.length, vd, {}));
   in.v = g.select(keep, in.v, full_like(ctx, in.v, 0));
   return true;
 }
@@ -263,9 +262,9 @@ void check_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
               "_scaled_dot_product_fused_attention_overrideable: expected tpu query, key and "
               "value on one device, of one float dtype, 3-D or 4-D with equal batch and head "
               "dims, query/key of one head size, key/value of one length, none empty, and a "
-              "float attn_bias that broadcasts to the scores; got query ", q.sizes(), " ",
-              q.scalar_type(), ", key ", k.sizes(), " ", k.scalar_type(), ", value ", v.sizes(),
-              " ", v.scalar_type());
+              "float attn_bias that broadcasts to the scores; got query ",
+              q.sizes(), " ", q.scalar_type(), ", key ", k.sizes(), " ", k.scalar_type(),
+              ", value ", v.sizes(), " ", v.scalar_type());
 }
 
 // Dense strides for `shape` that lay dims out in the order of `t`'s strides
@@ -299,12 +298,10 @@ using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor,
 // max_q = L, max_k = S, philox_seed, philox_offset (0-d i64 zeros: no dropout),
 // debug_attn_mask (undefined)).
 ForwardResult sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           const std::optional<at::Tensor>& bias, double dropout_p,
-                           bool is_causal, bool /*return_debug_mask*/,
-                           std::optional<double> scale) {
+                           const std::optional<at::Tensor>& bias, double dropout_p, bool is_causal,
+                           bool /*return_debug_mask*/, std::optional<double> scale) {
   check_call(q, k, v, bias, dropout_p);
-  LoweringContext ctx("aten::_scaled_dot_product_fused_attention_overrideable",
-                      q.device().index());
+  LoweringContext ctx("aten::_scaled_dot_product_fused_attention_overrideable", q.device().index());
   auto& g = ctx.g();
   const at::Tensor mask = bias.value_or(at::Tensor());
   Inputs in = read_inputs(ctx, q, k, v, scale, /*bucket=*/!mask.defined());
@@ -317,8 +314,8 @@ ForwardResult sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::T
   Value zero = g.constant_int(0, {DType::kI64, {}});
   ctx.set_result_strides(0, ordered_strides(q, dims(ctx, out)));
   auto t = ctx.run({out, lse, zero, zero});
-  return {t[0], t[1], at::Tensor(), at::Tensor(), c10::SymInt(q.size(-2)),
-          c10::SymInt(k.size(-2)), t[2], t[3], at::Tensor()};
+  return {t[0], t[1], at::Tensor(), at::Tensor(), c10::SymInt(q.size(-2)), c10::SymInt(k.size(-2)),
+          t[2], t[3], at::Tensor()};
 }
 
 // Sums `d` [..., L, S] down to `bias`'s shape (the broadcast's adjoint).
@@ -364,8 +361,7 @@ ValueList sdpa_backward(LoweringContext& ctx, const Args& a) {
   const int64_t last = in.rank - 1;
   ValueList grads(4);
   if (mask.get(2)) {  // dV = P^T dO
-    grads[2] = g.convert(g.dot_general(p, dy, in.batch, in.batch, {last - 1}, {last - 1}),
-                         in.out);
+    grads[2] = g.convert(g.dot_general(p, dy, in.batch, in.batch, {last - 1}, {last - 1}), in.out);
   }
   if (!mask.get(0) && !mask.get(1) && !(mask.get(3) && bias.defined())) return grads;
   // dS = P * (dP - rowsum(P * dP)), dP = dO V^T (softmax's backward).

@@ -24,12 +24,11 @@ DType softmax_dtype(const at::Tensor& self, int64_t dim, bool half_to_float, con
   const bool last = self.dim() == 0 || dim == self.dim() - 1;
   // The CPU op returns an empty input before its dtype dispatch, so an empty
   // integer tensor passes (its empty result keeps the input's dtype).
-  TORCH_CHECK_NOT_IMPLEMENTED(self.numel() == 0 || at::isFloatingType(self.scalar_type()), "\"", name,
-                              last ? "_lastdim" : "", "_kernel_impl\" not implemented for '",
+  TORCH_CHECK_NOT_IMPLEMENTED(self.numel() == 0 || at::isFloatingType(self.scalar_type()), "\"",
+                              name, last ? "_lastdim" : "", "_kernel_impl\" not implemented for '",
                               c10::toString(self.scalar_type()), "'");
   if (half_to_float) {
-    TORCH_CHECK(self.scalar_type() == at::kHalf,
-                "conversion is supported for Half type only");
+    TORCH_CHECK(self.scalar_type() == at::kHalf, "conversion is supported for Half type only");
     return DType::kF32;
   }
   return to_ir(self.scalar_type());
@@ -91,7 +90,8 @@ ValueList safe_softmax(LoweringContext& ctx, const Args& a) {
   if (!at::isFloatingType(self.scalar_type())) return {y};  // no -inf to test
   // All -inf along dim <=> max along dim is -inf (a NaN makes the max NaN,
   // and isneginf(NaN) is false).
-  ir::Value self_max = self.scalar_type() == as ? m : reduce(ctx, input, rdims, true, Reducer::kMax);
+  ir::Value self_max =
+      self.scalar_type() == as ? m : reduce(ctx, input, rdims, true, Reducer::kMax);
   const ir::TensorType max_type = g.type(self_max);
   ir::Value masked = g.compare(ir::Cmp::kEQ, self_max,
                                g.constant(-std::numeric_limits<double>::infinity(), max_type));

@@ -51,14 +51,17 @@ struct Taps {
 DType compute_dtype(DType dt) { return dt == DType::kF64 ? DType::kF64 : DType::kF32; }
 
 // area_pixel_compute_scale in the kernel's opmath type.
-double pixel_scale(int64_t n, int64_t m, bool align_corners, std::optional<double> scale, DType ct) {
-  if (ct == DType::kF64) return at::native::area_pixel_compute_scale<double>(n, m, align_corners, scale);
+double pixel_scale(int64_t n, int64_t m, bool align_corners, std::optional<double> scale,
+                   DType ct) {
+  if (ct == DType::kF64)
+    return at::native::area_pixel_compute_scale<double>(n, m, align_corners, scale);
   return at::native::area_pixel_compute_scale<float>(n, m, align_corners, scale);
 }
 
 class TapBuilder {
  public:
-  TapBuilder(LoweringContext& ctx, int64_t n, int64_t m, DType ct) : g_(ctx.g()), n_(n), m_(m), ct_(ct) {}
+  TapBuilder(LoweringContext& ctx, int64_t n, int64_t m, DType ct)
+      : g_(ctx.g()), n_(n), m_(m), ct_(ct) {}
 
   Value i64(int64_t v) { return g_.constant_int(v, {DType::kI64, {m_}}); }
   Value real(double v) { return g_.constant(v, {ct_, {m_}}); }
@@ -68,27 +71,31 @@ class TapBuilder {
   Value source_index(double ratio, bool align_corners, bool cubic) {
     Value j = g_.convert(iota(), ct_);
     if (align_corners) return g_.binary(Op::kMul, real(ratio), j);
-    Value r = g_.binary(Op::kSub, g_.binary(Op::kMul, real(ratio), g_.binary(Op::kAdd, j, real(0.5))), real(0.5));
+    Value r = g_.binary(
+        Op::kSub, g_.binary(Op::kMul, real(ratio), g_.binary(Op::kAdd, j, real(0.5))), real(0.5));
     if (cubic) return r;
     return g_.select(g_.compare(Cmp::kLT, r, real(0)), real(0), r);
   }
 
   // guard_index_and_lambda: {min(floor(r), n - 1), clamp(r - index, 0, 1)}.
   std::pair<Value, Value> guard(Value r) {
-    Value index = g_.binary(Op::kMin, g_.convert(g_.unary(Op::kFloor, r), DType::kI64), i64(n_ - 1));
+    Value index =
+        g_.binary(Op::kMin, g_.convert(g_.unary(Op::kFloor, r), DType::kI64), i64(n_ - 1));
     Value lambda = g_.binary(Op::kSub, r, g_.convert(index, ct_));
     return {index, g_.clamp(real(0), lambda, real(1))};
   }
 
   Taps linear(bool align_corners, std::optional<double> scale) {
     if (m_ == n_) return {{iota(), iota()}, {real(1), real(0)}};
-    auto [i0, lambda1] = guard(source_index(pixel_scale(n_, m_, align_corners, scale, ct_), align_corners, false));
+    auto [i0, lambda1] =
+        guard(source_index(pixel_scale(n_, m_, align_corners, scale, ct_), align_corners, false));
     Value step = g_.convert(g_.compare(Cmp::kLT, i0, i64(n_ - 1)), DType::kI64);
     return {{i0, g_.binary(Op::kAdd, i0, step)}, {g_.binary(Op::kSub, real(1), lambda1), lambda1}};
   }
 
   Taps cubic(bool align_corners, std::optional<double> scale) {
-    auto [i, t] = guard(source_index(pixel_scale(n_, m_, align_corners, scale, ct_), align_corners, true));
+    auto [i, t] =
+        guard(source_index(pixel_scale(n_, m_, align_corners, scale, ct_), align_corners, true));
     constexpr double A = -0.75;
     // cubic_convolution1 / cubic_convolution2 of UpSample.h, in its evaluation order.
     auto conv1 = [&](Value x) {
@@ -125,7 +132,8 @@ class TapBuilder {
     const float s = at::native::compute_scales_value<float>(scale, n_, m_);
     const ir::TensorType d{DType::kF64, {m_}};
     Value j = g_.binary(Op::kAdd, g_.convert(iota(), DType::kF64), g_.constant(0.5, d));
-    Value p = g_.convert(g_.binary(Op::kMul, j, g_.constant(static_cast<double>(s), d)), DType::kF32);
+    Value p =
+        g_.convert(g_.binary(Op::kMul, j, g_.constant(static_cast<double>(s), d)), DType::kF32);
     Value src = g_.convert(g_.unary(Op::kFloor, p), DType::kI64);
     return {{g_.binary(Op::kMin, src, i64(n_ - 1))}, {real(1)}};
   }
@@ -140,12 +148,17 @@ Taps make_taps(LoweringContext& ctx, Mode mode, int64_t n, int64_t m, bool align
                std::optional<double> scale, DType ct) {
   TapBuilder b(ctx, n, m, ct);
   switch (mode) {
-    case Mode::kNearest: return b.nearest(scale);
-    case Mode::kNearestExact: return b.nearest_exact(scale);
-    case Mode::kLinear: return b.linear(align_corners, scale);
-    case Mode::kCubic: return b.cubic(align_corners, scale);
+    case Mode::kNearest:
+      return b.nearest(scale);
+    case Mode::kNearestExact:
+      return b.nearest_exact(scale);
+    case Mode::kLinear:
+      return b.linear(align_corners, scale);
+    case Mode::kCubic:
+      return b.cubic(align_corners, scale);
     case Mode::kLinearAA:
-    case Mode::kCubicAA: break;  // a dense matrix: aa_matrix
+    case Mode::kCubicAA:
+      break;  // a dense matrix: aa_matrix
   }
   return {};
 }
@@ -205,7 +218,9 @@ Value aa_matrix(LoweringContext& ctx, Mode mode, int64_t n, int64_t m, bool alig
                 std::optional<double> scale_arg, DType ct) {
   auto& g = ctx.g();
   const double scale = pixel_scale(n, m, align_corners, scale_arg, ct);
-  auto as_ct = [&](double v) { return ct == DType::kF64 ? v : static_cast<double>(static_cast<float>(v)); };
+  auto as_ct = [&](double v) {
+    return ct == DType::kF64 ? v : static_cast<double>(static_cast<float>(v));
+  };
   const double half = mode == Mode::kCubicAA ? 2.0 : 1.0;
   const double support = as_ct(scale >= 1.0 ? half * scale : half);
   const double invscale = as_ct(scale >= 1.0 ? 1.0 / scale : 1.0);
@@ -213,7 +228,8 @@ Value aa_matrix(LoweringContext& ctx, Mode mode, int64_t n, int64_t m, bool alig
   const std::vector<int64_t> shape{m, n};
   const ir::TensorType d{DType::kF64, shape}, c{ct, shape}, it{DType::kI64, shape};
   Value o = g.convert(g.iota(it, 0), DType::kF64), i = g.iota(it, 1);
-  Value center = g.convert(g.binary(Op::kMul, g.constant(scale, d), g.binary(Op::kAdd, o, g.constant(0.5, d))), ct);
+  Value center = g.convert(
+      g.binary(Op::kMul, g.constant(scale, d), g.binary(Op::kAdd, o, g.constant(0.5, d))), ct);
   auto edge = [&](double sign) {  // int64(center -/+ support + 0.5)
     Value e = g.convert(g.binary(Op::kAdd, center, g.constant(sign * support, c)), DType::kF64);
     return g.convert(g.binary(Op::kAdd, e, g.constant(0.5, d)), DType::kI64);
@@ -224,7 +240,8 @@ Value aa_matrix(LoweringContext& ctx, Mode mode, int64_t n, int64_t m, bool alig
   Value inside = g.binary(Op::kAnd, g.compare(Cmp::kGE, i, xmin),
                           g.compare(Cmp::kLT, i, g.binary(Op::kAdd, xmin, xsize)));
   Value x = g.binary(Op::kSub, g.convert(i, ct), center);
-  x = g.binary(Op::kMul, g.binary(Op::kAdd, g.convert(x, DType::kF64), g.constant(0.5, d)), g.constant(invscale, d));
+  x = g.binary(Op::kMul, g.binary(Op::kAdd, g.convert(x, DType::kF64), g.constant(0.5, d)),
+               g.constant(invscale, d));
   x = g.unary(Op::kAbs, g.convert(x, ct));
   auto k = [&](double v) { return g.constant(v, c); };
   auto add = [&](Value p, Value q) { return g.binary(Op::kAdd, p, q); };
@@ -247,7 +264,8 @@ Value aa_matrix(LoweringContext& ctx, Mode mode, int64_t n, int64_t m, bool alig
 }
 
 // ATen's upsample_{1,2,3}d_common_check.
-std::vector<int64_t> common_check(int64_t k, c10::IntArrayRef input_size, c10::IntArrayRef output_size) {
+std::vector<int64_t> common_check(int64_t k, c10::IntArrayRef input_size,
+                                  c10::IntArrayRef output_size) {
   if (k == 1) {
     auto r = at::native::upsample_1d_common_check(input_size, output_size);
     return {r.begin(), r.end()};
@@ -292,8 +310,8 @@ std::vector<Value> upsample_forward(LoweringContext& ctx, const Args& a, const S
   // (UpSampleKernelAVXAntialias.h), which this float lowering does not repeat:
   // such calls run on CPU.
   if (!nearest && st == at::kByte) decline_to_cpu(" for uint8 input");
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || (nearest && st == at::kByte), "\"", s.kernel,
-                              "\" not implemented for '", st, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || (nearest && st == at::kByte), "\"",
+                              s.kernel, "\" not implemented for '", st, "'");
   const DType dt = to_ir(st);
   if (self.numel() == 0) return {g.constant(0, {dt, full})};
   const DType ct = compute_dtype(dt);
@@ -333,12 +351,13 @@ std::vector<Value> upsample_backward(LoweringContext& ctx, const Args& a, const 
                 " but got: dimension ", grad.dim());
     for (int64_t d = 0; d < s.k + 2; ++d) {
       TORCH_CHECK(grad.size(d) == full[d], "Expected grad_output to have the same shape as output;",
-                  " output.size(", d, ") = ", full[d], " but got grad_output.size(", d, ") = ", grad.size(d));
+                  " output.size(", d, ") = ", full[d], " but got grad_output.size(", d,
+                  ") = ", grad.size(d));
     }
   }
   const auto st = grad.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st), "\"", s.backward_kernel, "\" not implemented for '", st,
-                              "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st), "\"", s.backward_kernel,
+                              "\" not implemented for '", st, "'");
   const DType dt = to_ir(st);
   if (grad.numel() == 0) return {g.constant(0, {dt, in})};
   const DType ct = compute_dtype(dt);
@@ -361,10 +380,14 @@ std::vector<Value> upsample_backward(LoweringContext& ctx, const Args& a, const 
   return {g.convert(dy, dt)};
 }
 
-constexpr Spec kLinear1d{Mode::kLinear, 1, "compute_indices_weights_linear", "upsample_linear1d_backward"};
-constexpr Spec kBilinear2d{Mode::kLinear, 2, "upsample_bilinear2d_channels_last", "upsample_bilinear2d_backward"};
-constexpr Spec kTrilinear3d{Mode::kLinear, 3, "compute_indices_weights_linear", "upsample_trilinear3d_backward"};
-constexpr Spec kBicubic2d{Mode::kCubic, 2, "compute_indices_weights_cubic", "upsample_bicubic2d_backward"};
+constexpr Spec kLinear1d{Mode::kLinear, 1, "compute_indices_weights_linear",
+                         "upsample_linear1d_backward"};
+constexpr Spec kBilinear2d{Mode::kLinear, 2, "upsample_bilinear2d_channels_last",
+                           "upsample_bilinear2d_backward"};
+constexpr Spec kTrilinear3d{Mode::kLinear, 3, "compute_indices_weights_linear",
+                            "upsample_trilinear3d_backward"};
+constexpr Spec kBicubic2d{Mode::kCubic, 2, "compute_indices_weights_cubic",
+                          "upsample_bicubic2d_backward"};
 constexpr Spec kBicubic2dAA{Mode::kCubicAA, 2, "compute_index_ranges_weights",
                             "upsample_bicubic2d_aa_backward_cpu"};
 constexpr Spec kBilinear2dAA{Mode::kLinearAA, 2, "compute_index_ranges_weights",

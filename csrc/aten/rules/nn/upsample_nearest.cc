@@ -31,8 +31,8 @@ ir::Value nearest_dim(LoweringContext& ctx, ir::Value x, int64_t dim, int64_t m,
                             ? static_cast<float>(1.0 / *scale_factor)
                             : static_cast<float>(n) / static_cast<float>(m);
     const ir::TensorType f{DType::kF32, {m}};
-    ir::Value src = g.unary(Op::kFloor, g.binary(Op::kMul, g.convert(j, DType::kF32),
-                                                 g.constant(scale, f)));
+    ir::Value src =
+        g.unary(Op::kFloor, g.binary(Op::kMul, g.convert(j, DType::kF32), g.constant(scale, f)));
     i = g.binary(Op::kMin, g.convert(src, DType::kI64), g.constant_int(n - 1, t));
   }
   return take_along_dim(ctx, x, dim, i);
@@ -42,8 +42,8 @@ ir::Value nearest_dim(LoweringContext& ctx, ir::Value x, int64_t dim, int64_t m,
 void check_upsample(const at::Tensor& self, const std::vector<int64_t>& out, int64_t k) {
   TORCH_CHECK(static_cast<int64_t>(out.size()) == k, "It is expected output_size equals to ", k,
               ", but got size ", out.size());
-  TORCH_CHECK(self.dim() == k + 2, "It is expected input_size equals to ", k + 2,
-              ", but got size ", self.dim());
+  TORCH_CHECK(self.dim() == k + 2, "It is expected input_size equals to ", k + 2, ", but got size ",
+              self.dim());
   static const char* kNames[] = {"D", "H", "W"};
   std::ostringstream in, res;
   bool ok = true;
@@ -54,8 +54,8 @@ void check_upsample(const at::Tensor& self, const std::vector<int64_t>& out, int
     res << (j ? ", " : "") << name << ": " << out[j];
     ok = ok && n > 0 && out[j] > 0;
   }
-  TORCH_CHECK(ok, "Input and output sizes should be greater than 0, but got input (", in.str(),
-              ")", k == 1 ? " and" : "", " output (", res.str(), ")");
+  TORCH_CHECK(ok, "Input and output sizes should be greater than 0, but got input (", in.str(), ")",
+              k == 1 ? " and" : "", " output (", res.str(), ")");
 }
 
 template <int64_t K>
@@ -66,10 +66,10 @@ std::vector<ir::Value> upsample_nearest(LoweringContext& ctx, const Args& a) {
   // CPU's nearest kernels take the float dtypes and uint8 only, and name the
   // kernel that refuses the rest (2-d input goes to its channels-last kernel).
   const auto st = self.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || st == at::kByte, "\"",
-                              K == 2 ? "upsample_nearest2d_channels_last"
-                                     : "compute_indices_weights_nearest",
-                              "\" not implemented for '", st, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      at::isFloatingType(st) || st == at::kByte, "\"",
+      K == 2 ? "upsample_nearest2d_channels_last" : "compute_indices_weights_nearest",
+      "\" not implemented for '", st, "'");
   ir::Value x = ctx.tensor(self);
   if (self.numel() == 0) {
     std::vector<int64_t> shape = self.sizes().vec();

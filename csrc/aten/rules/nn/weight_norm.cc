@@ -50,8 +50,7 @@ Normed norms(LoweringContext& ctx, const at::Tensor& v_t, int64_t dim, DType acc
 
 int64_t checked_dim(const at::Tensor& v, int64_t dim) {
   TORCH_CHECK(dim == -1 || (dim >= 0 && dim < std::max<int64_t>(v.dim(), 1)),
-              "_weight_norm_interface: dim ", dim, " out of range for a tensor of rank ",
-              v.dim());
+              "_weight_norm_interface: dim ", dim, " out of range for a tensor of rank ", v.dim());
   return dim;
 }
 

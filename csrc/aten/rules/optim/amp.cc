@@ -56,8 +56,8 @@ std::vector<Value> unscale(LoweringContext& ctx, const Args& a) {
                 "scaled_grads must be on the same device as found_inf (", found_inf.device(),
                 "), got one on ", grad.device());
     TORCH_CHECK(grad.layout() == at::kStrided, "One of scaled_grads was not a strided tensor.");
-    TORCH_CHECK(at::isFloatingType(grad.scalar_type()),
-                "scaled_grads must be floating point, got ", grad.scalar_type());
+    TORCH_CHECK(at::isFloatingType(grad.scalar_type()), "scaled_grads must be floating point, got ",
+                grad.scalar_type());
     if (grad.numel() == 0) continue;
     const Value v = ctx.tensor(grad);
     const DType acc = grad.scalar_type() == at::kDouble ? DType::kF64 : DType::kF32;
@@ -67,15 +67,15 @@ std::vector<Value> unscale(LoweringContext& ctx, const Args& a) {
     for (size_t i = 0; i < d.size(); ++i) all[i] = static_cast<int64_t>(i);
     // isfinite is false for inf and NaN alike: one reduction finds both.
     const Value finite = g.unary(Op::kIsFinite, wide);
-    const Value bad = g.unary(Op::kNot, g.reduce({finite}, {g.constant(1, {DType::kBool, {}})},
-                                                 all, Reducer::kAnd)[0]);
+    const Value bad = g.unary(
+        Op::kNot, g.reduce({finite}, {g.constant(1, {DType::kBool, {}})}, all, Reducer::kAnd)[0]);
     any_bad = g.binary(Op::kOr, any_bad, bad);
     const Value inv = broadcast_to(ctx, g.convert(inv32, acc), grad.sizes());
     ctx.write(grad, g.binary(Op::kMul, wide, inv));
   }
   const Value old = scalar_of(ctx, found_inf);
-  ctx.write(found_inf, shaped_as(ctx, g.select(any_bad, g.constant(1, {DType::kF32, {}}), old),
-                                 found_inf));
+  ctx.write(found_inf,
+            shaped_as(ctx, g.select(any_bad, g.constant(1, {DType::kF32, {}}), old), found_inf));
   return {};
 }
 

@@ -89,14 +89,16 @@ void check_lists(const std::string& op, const std::vector<std::vector<at::Tensor
 //     state_steps[], *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize,
 //     grad_scale, found_inf) -> (); lr a float or (tensor_lr) a 1-element tensor.
 std::vector<Value> fused_adam(LoweringContext& ctx, const Args& a, bool adamw) {
-  const auto params = a.tensors(0), grads = a.tensors(1), avgs = a.tensors(2),
-             sqs = a.tensors(3), maxs = a.tensors(4), steps = a.tensors(5);
+  const auto params = a.tensors(0), grads = a.tensors(1), avgs = a.tensors(2), sqs = a.tensors(3),
+             maxs = a.tensors(4), steps = a.tensors(5);
   const double beta1 = a.real(7), beta2 = a.real(8), wd = a.real(9), eps = a.real(10);
   const bool amsgrad = a.boolean(11), maximize = a.boolean(12);
   check_lists(ctx.op(), {params, grads, avgs, sqs});
   if (amsgrad) check_lists(ctx.op(), {params, maxs});
-  TORCH_CHECK(steps.size() == params.size(), ctx.op(), ": the tensor lists must have equal "
-              "lengths, got ", params.size(), " and ", steps.size());
+  TORCH_CHECK(steps.size() == params.size(), ctx.op(),
+              ": the tensor lists must have equal "
+              "lengths, got ",
+              params.size(), " and ", steps.size());
   Step s{ctx, a.opt_tensor(13), a.opt_tensor(14)};
   auto& g = ctx.g();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -120,12 +122,13 @@ std::vector<Value> fused_adam(LoweringContext& ctx, const Args& a, bool adamw) {
     const Value b1 = s.param(beta1, t, n), b2 = s.param(beta2, t, n);
     const Value one = s.constant(1, t, n);
     const Value bc1 = g.binary(Op::kSub, one, g.binary(Op::kPow, b1, step));
-    const Value bc2_sqrt = g.unary(Op::kSqrt, g.binary(Op::kSub, one, g.binary(Op::kPow, b2, step)));
+    const Value bc2_sqrt =
+        g.unary(Op::kSqrt, g.binary(Op::kSub, one, g.binary(Op::kPow, b2, step)));
     const Value avg = g.binary(Op::kAdd, g.binary(Op::kMul, b1, g.convert(ctx.tensor(avgs[i]), t)),
                                g.binary(Op::kMul, g.binary(Op::kSub, one, b1), grad));
-    const Value sq = g.binary(
-        Op::kAdd, g.binary(Op::kMul, b2, g.convert(ctx.tensor(sqs[i]), t)),
-        g.binary(Op::kMul, g.binary(Op::kSub, one, b2), g.binary(Op::kMul, grad, grad)));
+    const Value sq =
+        g.binary(Op::kAdd, g.binary(Op::kMul, b2, g.convert(ctx.tensor(sqs[i]), t)),
+                 g.binary(Op::kMul, g.binary(Op::kSub, one, b2), g.binary(Op::kMul, grad, grad)));
     Value second = sq;
     if (amsgrad) {
       second = g.binary(Op::kMax, g.convert(ctx.tensor(maxs[i]), t), sq);
@@ -134,8 +137,8 @@ std::vector<Value> fused_adam(LoweringContext& ctx, const Args& a, bool adamw) {
     const Value denom = g.binary(Op::kAdd, g.binary(Op::kDiv, g.unary(Op::kSqrt, second), bc2_sqrt),
                                  s.param(eps, t, n));
     const Value step_size = g.binary(Op::kDiv, lr, bc1);
-    param = g.binary(Op::kSub, param,
-                     g.binary(Op::kMul, step_size, g.binary(Op::kDiv, avg, denom)));
+    param =
+        g.binary(Op::kSub, param, g.binary(Op::kMul, step_size, g.binary(Op::kDiv, avg, denom)));
     s.write(avgs[i], avg);
     s.write(sqs[i], sq);
     s.write(p, param);

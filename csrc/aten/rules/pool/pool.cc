@@ -38,8 +38,9 @@ Window parse_window_2d(const Args& a, size_t first, bool has_dilation, const cha
               ": padding must either be a single int, or a tuple of two ints");
   Window w;
   w.kernel = {kernel[0], kernel.size() == 1 ? kernel[0] : kernel[1]};
-  w.stride = stride.empty() ? w.kernel
-                            : std::vector<int64_t>{stride[0], stride.size() == 1 ? stride[0] : stride[1]};
+  w.stride = stride.empty()
+                 ? w.kernel
+                 : std::vector<int64_t>{stride[0], stride.size() == 1 ? stride[0] : stride[1]};
   w.padding = {padding[0], padding.size() == 1 ? padding[0] : padding[1]};
   w.dilation = {1, 1};
   if (has_dilation) {
@@ -56,8 +57,8 @@ void set_sizes_2d(Window& w, const at::Tensor& input, bool ceil_mode) {
   input.size(-3);  // the meta functions read the planes first: IndexError for 2-D input
   w.in = {input.size(-2), input.size(-1)};
   for (int64_t d = 0; d < 2; ++d) {
-    w.out.push_back(at::native::pooling_output_shape<int64_t>(w.in[d], w.kernel[d], w.padding[d],
-                                                              w.stride[d], w.dilation[d], ceil_mode));
+    w.out.push_back(at::native::pooling_output_shape<int64_t>(
+        w.in[d], w.kernel[d], w.padding[d], w.stride[d], w.dilation[d], ceil_mode));
   }
 }
 
@@ -66,21 +67,25 @@ void check_pool2d(const at::Tensor& input, const Window& w) {
   const auto memory_format = input.suggest_memory_format();
   at::native::pool2d_shape_check(input, w.kernel[0], w.kernel[1], w.stride[0], w.stride[1],
                                  w.padding[0], w.padding[1], w.dilation[0], w.dilation[1],
-                                 input.size(-3), w.in[0], w.in[1], w.out[0], w.out[1], memory_format);
+                                 input.size(-3), w.in[0], w.in[1], w.out[0], w.out[1],
+                                 memory_format);
 }
 
 // The max pool meta's rank check (its text differs from pool2d_shape_check's).
 void check_max_pool_rank(const at::Tensor& input) {
   const auto memory_format = input.suggest_memory_format();
   if (memory_format == at::MemoryFormat::ChannelsLast) {
-    TORCH_CHECK(input.dim() == 4, "non-empty 4D (batch mode) tensor expected for input with channels_last layout");
+    TORCH_CHECK(input.dim() == 4,
+                "non-empty 4D (batch mode) tensor expected for input with channels_last layout");
   } else {
-    TORCH_CHECK(input.dim() == 3 || input.dim() == 4, "non-empty 3D or 4D (batch mode) tensor expected for input");
+    TORCH_CHECK(input.dim() == 3 || input.dim() == 4,
+                "non-empty 3D or 4D (batch mode) tensor expected for input");
   }
 }
 
 // x's dims with the spatial ones replaced by `spatial`.
-std::vector<int64_t> with_spatial(const std::vector<int64_t>& full, const std::vector<int64_t>& spatial) {
+std::vector<int64_t> with_spatial(const std::vector<int64_t>& full,
+                                  const std::vector<int64_t>& spatial) {
   std::vector<int64_t> r(full.begin(), full.end() - static_cast<int64_t>(spatial.size()));
   r.insert(r.end(), spatial.begin(), spatial.end());
   return r;
@@ -118,8 +123,8 @@ Value lowest(LoweringContext& ctx, DType dt) {
 // average pool ones; others raise its NotImplementedError.
 void check_kernel_dtype(const at::Tensor& t, const char* kernel, bool allow_long) {
   const auto st = t.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || (allow_long && st == at::kLong), "\"", kernel,
-                              "\" not implemented for '", st, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || (allow_long && st == at::kLong), "\"",
+                              kernel, "\" not implemented for '", st, "'");
 }
 
 // -------------------------------------------------------------------------- max pool
@@ -154,8 +159,9 @@ std::pair<Value, Value> max_pool_values(LoweringContext& ctx, Value x, const Win
     Value start = g.binary(Op::kSub, g.binary(Op::kMul, o, i64_splat(ctx, w, w.stride[d])),
                            i64_splat(ctx, w, w.padding[d]));
     Value below = g.binary(Op::kMax, g.unary(Op::kNeg, start), i64_splat(ctx, w, 0));
-    Value steps = g.binary(Op::kDiv, g.binary(Op::kAdd, below, i64_splat(ctx, w, w.dilation[d] - 1)),
-                           i64_splat(ctx, w, w.dilation[d]));
+    Value steps =
+        g.binary(Op::kDiv, g.binary(Op::kAdd, below, i64_splat(ctx, w, w.dilation[d] - 1)),
+                 i64_splat(ctx, w, w.dilation[d]));
     start = g.binary(Op::kAdd, start, g.binary(Op::kMul, steps, i64_splat(ctx, w, w.dilation[d])));
     return g.binary(Op::kMul, start, i64_splat(ctx, w, inner[d]));
   });
@@ -196,7 +202,8 @@ std::vector<Value> max_pool2d(LoweringContext& ctx, const Args& a) {
   check_max_pool_rank(input);
   set_sizes_2d(w, input, a.boolean(5));
   check_pool2d(input, w);
-  TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool, "\"max_pool2d\" not implemented for 'Bool'");
+  TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool,
+                              "\"max_pool2d\" not implemented for 'Bool'");
   auto [values, indices] = max_pool_values(ctx, ctx.tensor(input), w);
   return {values, indices};
 }
@@ -209,7 +216,8 @@ Value max_pool_scatter(LoweringContext& ctx, const at::Tensor& grad_output, cons
   const DType dt = to_ir(input.scalar_type());
   int64_t plane = 1, per_plane = 1;
   for (int64_t d = input.dim() - spatial; d < input.dim(); ++d) plane *= input.size(d);
-  for (int64_t d = grad_output.dim() - spatial; d < grad_output.dim(); ++d) per_plane *= grad_output.size(d);
+  for (int64_t d = grad_output.dim() - spatial; d < grad_output.dim(); ++d)
+    per_plane *= grad_output.size(d);
   const int64_t planes = plane == 0 ? 0 : input.numel() / plane;
   // Index of each gradient element in the flattened input: plane * H * W + index.
   Value idx = g.reshape(g.convert(ctx.tensor(indices), DType::kI64), {planes, per_plane});
@@ -241,8 +249,8 @@ std::vector<Value> max_pool2d_backward(LoweringContext& ctx, const Args& a) {
   set_sizes_2d(w, input, a.boolean(6));
   at::native::max_pool2d_backward_shape_check(
       input, grad_output, indices, w.kernel[0], w.kernel[1], w.stride[0], w.stride[1], w.padding[0],
-      w.padding[1], w.dilation[0], w.dilation[1], input.size(-3), w.in[0], w.in[1], w.out[0], w.out[1],
-      input.suggest_memory_format());
+      w.padding[1], w.dilation[0], w.dilation[1], input.size(-3), w.in[0], w.in[1], w.out[0],
+      w.out[1], input.suggest_memory_format());
   check_kernel_dtype(input, "max_pool2d_backward", false);
   return {max_pool_scatter(ctx, grad_output, input, indices, 2)};
 }
@@ -277,7 +285,9 @@ Value avg_divisor(LoweringContext& ctx, const Window& w, bool count_include_pad,
     Value n = g.binary(Op::kMax, g.binary(Op::kSub, in_end, in_start), i64_splat(ctx, w, 0));
     count = g.binary(Op::kMul, count, n);
   }
-  Value divisor = divisor_override ? i64_splat(ctx, w, *divisor_override) : count_include_pad ? pool : count;
+  Value divisor = divisor_override    ? i64_splat(ctx, w, *divisor_override)
+                  : count_include_pad ? pool
+                                      : count;
   Value empty = g.compare(Cmp::kEQ, count, i64_splat(ctx, w, 0));
   return g.select(empty, i64_splat(ctx, w, 1), divisor);
 }
@@ -286,14 +296,15 @@ Value avg_divisor(LoweringContext& ctx, const Window& w, bool count_include_pad,
 Window check_avg_pool2d(const at::Tensor& input, const Args& a, size_t first, bool ceil_mode,
                         std::optional<int64_t> divisor_override) {
   Window w = parse_window_2d(a, first, false, "avg_pool2d");
-  TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0, "divisor must be not zero");
+  TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0,
+              "divisor must be not zero");
   set_sizes_2d(w, input, ceil_mode);
   return w;
 }
 
 // The windowed sum of `input` divided per window.
-Value avg_pool_values(LoweringContext& ctx, const at::Tensor& input, const Window& w, bool count_include_pad,
-                      std::optional<int64_t> divisor_override) {
+Value avg_pool_values(LoweringContext& ctx, const at::Tensor& input, const Window& w,
+                      bool count_include_pad, std::optional<int64_t> divisor_override) {
   auto& g = ctx.g();
   const DType dt = to_ir(input.scalar_type()), acc = accumulate_dtype(dt);
   Value x = g.convert(ctx.tensor(input), acc);
@@ -305,17 +316,20 @@ Value avg_pool_values(LoweringContext& ctx, const at::Tensor& input, const Windo
     strides[lead + d] = w.stride[d];
     lo[lead + d] = w.padding[d];
     // Enough high padding for the last (ceil mode) window; any extra output is cropped.
-    hi[lead + d] = std::max<int64_t>(0, (w.out[d] - 1) * w.stride[d] + w.kernel[d] - w.in[d] - w.padding[d]);
+    hi[lead + d] =
+        std::max<int64_t>(0, (w.out[d] - 1) * w.stride[d] + w.kernel[d] - w.in[d] - w.padding[d]);
   }
-  Value sum = g.reduce_window(x, ctx.constant(0, acc), window, strides, {}, {}, lo, hi, ir::Reducer::kAdd);
+  Value sum =
+      g.reduce_window(x, ctx.constant(0, acc), window, strides, {}, {}, lo, hi, ir::Reducer::kAdd);
   const auto out_full = with_spatial(full, w.out);
   if (dims(ctx, sum) != out_full) {
     sum = g.slice(sum, std::vector<int64_t>(rank, 0), out_full, std::vector<int64_t>(rank, 1));
   }
   std::vector<int64_t> spatial_dims(w.spatial());
   for (int64_t d = 0; d < w.spatial(); ++d) spatial_dims[d] = lead + d;
-  Value divisor = g.broadcast_in_dim(g.convert(avg_divisor(ctx, w, count_include_pad, divisor_override), acc),
-                                     out_full, spatial_dims);
+  Value divisor =
+      g.broadcast_in_dim(g.convert(avg_divisor(ctx, w, count_include_pad, divisor_override), acc),
+                         out_full, spatial_dims);
   return g.convert(g.binary(Op::kDiv, sum, divisor), dt);
 }
 
@@ -331,8 +345,9 @@ std::vector<Value> avg_pool2d(LoweringContext& ctx, const Args& a) {
 }
 
 // The gradient of avg_pool_values for `input` (see avg_pool2d_backward).
-Value avg_pool_grad(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input, const Window& w,
-                    bool count_include_pad, std::optional<int64_t> divisor_override) {
+Value avg_pool_grad(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input,
+                    const Window& w, bool count_include_pad,
+                    std::optional<int64_t> divisor_override) {
   auto& g = ctx.g();
   const DType dt = to_ir(input.scalar_type()), acc = accumulate_dtype(dt);
   Value dy = g.convert(ctx.tensor(grad_output), acc);
@@ -340,8 +355,8 @@ Value avg_pool_grad(LoweringContext& ctx, const at::Tensor& grad_output, const a
   const int64_t rank = static_cast<int64_t>(full.size()), lead = rank - w.spatial();
   std::vector<int64_t> spatial_dims(w.spatial());
   for (int64_t d = 0; d < w.spatial(); ++d) spatial_dims[d] = lead + d;
-  Value divisor = g.broadcast_in_dim(g.convert(avg_divisor(ctx, w, count_include_pad, divisor_override), acc),
-                                     full, spatial_dims);
+  Value divisor = g.broadcast_in_dim(
+      g.convert(avg_divisor(ctx, w, count_include_pad, divisor_override), acc), full, spatial_dims);
   Value scaled = g.binary(Op::kDiv, dy, divisor);
   std::vector<int64_t> lo(rank, 0), hi(rank, 0), interior(rank, 0), window(rank, 1);
   for (int64_t d = 0; d < w.spatial(); ++d) {
@@ -351,7 +366,8 @@ Value avg_pool_grad(LoweringContext& ctx, const at::Tensor& grad_output, const a
     window[lead + d] = w.kernel[d];
   }
   Value padded = g.pad(scaled, ctx.constant(0, acc), lo, hi, interior);
-  Value grad = g.reduce_window(padded, ctx.constant(0, acc), window, {}, {}, {}, {}, {}, ir::Reducer::kAdd);
+  Value grad =
+      g.reduce_window(padded, ctx.constant(0, acc), window, {}, {}, {}, {}, {}, ir::Reducer::kAdd);
   return g.convert(grad, dt);
 }
 
@@ -367,9 +383,10 @@ std::vector<Value> avg_pool2d_backward(LoweringContext& ctx, const Args& a) {
   const at::Tensor& input = a.tensor(1);
   const auto divisor_override = a.opt_integer(7);
   const Window w = check_avg_pool2d(input, a, 2, a.boolean(5), divisor_override);
-  at::native::avg_pool2d_backward_shape_check(
-      input, grad_output, 0, w.kernel[0], w.kernel[1], w.stride[0], w.stride[1], w.padding[0],
-      w.padding[1], input.size(-3), w.in[0], w.in[1], w.out[0], w.out[1], input.suggest_memory_format());
+  at::native::avg_pool2d_backward_shape_check(input, grad_output, 0, w.kernel[0], w.kernel[1],
+                                              w.stride[0], w.stride[1], w.padding[0], w.padding[1],
+                                              input.size(-3), w.in[0], w.in[1], w.out[0], w.out[1],
+                                              input.suggest_memory_format());
   TORCH_CHECK(input.dtype() == grad_output.dtype(), "expected dtype ", input.dtype(),
               " for `gradOutput` but got dtype ", grad_output.dtype());
   check_kernel_dtype(input, "avg_pool2d_backward", true);
@@ -388,16 +405,17 @@ namespace pool {
 std::pair<Value, Value> max_pool(LoweringContext& ctx, Value x, const Window& w) {
   return max_pool_values(ctx, x, w);
 }
-Value max_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input,
-                        const at::Tensor& indices, int64_t spatial) {
+Value max_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output,
+                        const at::Tensor& input, const at::Tensor& indices, int64_t spatial) {
   return max_pool_scatter(ctx, grad_output, input, indices, spatial);
 }
-Value avg_pool(LoweringContext& ctx, const at::Tensor& input, const Window& w, bool count_include_pad,
-               std::optional<int64_t> divisor_override) {
+Value avg_pool(LoweringContext& ctx, const at::Tensor& input, const Window& w,
+               bool count_include_pad, std::optional<int64_t> divisor_override) {
   return avg_pool_values(ctx, input, w, count_include_pad, divisor_override);
 }
-Value avg_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input,
-                        const Window& w, bool count_include_pad, std::optional<int64_t> divisor_override) {
+Value avg_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output,
+                        const at::Tensor& input, const Window& w, bool count_include_pad,
+                        std::optional<int64_t> divisor_override) {
   return avg_pool_grad(ctx, grad_output, input, w, count_include_pad, divisor_override);
 }
 void check_kernel_dtype(const at::Tensor& t, const char* kernel, bool allow_long) {

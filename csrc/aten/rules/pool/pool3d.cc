@@ -36,7 +36,8 @@ std::vector<int64_t> triple(const std::vector<int64_t>& v, const std::vector<int
 // `first`, with the sizes of `input` and the list-length messages of `name`
 // ("max_pool3d: kernel_size must either be ..."; avg_pool3d words them alike
 // without "either").
-Window parse_window_3d(const Args& a, size_t first, bool is_max, const at::Tensor& input, bool ceil_mode) {
+Window parse_window_3d(const Args& a, size_t first, bool is_max, const at::Tensor& input,
+                       bool ceil_mode) {
   const auto kernel = a.ints(first), stride = a.ints(first + 1), padding = a.ints(first + 2);
   const char* must = is_max ? "must either be" : "must be";
   const char* name = is_max ? "max_pool3d" : "avg_pool3d";
@@ -59,24 +60,26 @@ Window parse_window_3d(const Args& a, size_t first, bool is_max, const at::Tenso
   }
   const auto memory_format = input.suggest_memory_format();
   if (is_max && memory_format == at::MemoryFormat::ChannelsLast3d) {
-    TORCH_CHECK(input.dim() == 5, "non-empty 5D (batch mode) tensor expected for input with channels_last layout");
+    TORCH_CHECK(input.dim() == 5,
+                "non-empty 5D (batch mode) tensor expected for input with channels_last layout");
   } else {
-    TORCH_CHECK(input.dim() == 4 || input.dim() == 5, "non-empty 4D or 5D (batch mode) tensor expected for input");
+    TORCH_CHECK(input.dim() == 4 || input.dim() == 5,
+                "non-empty 4D or 5D (batch mode) tensor expected for input");
   }
   w.in = {input.size(-3), input.size(-2), input.size(-1)};
   for (int64_t d = 0; d < 3; ++d) {
-    w.out.push_back(at::native::pooling_output_shape<int64_t>(w.in[d], w.kernel[d], w.padding[d], w.stride[d],
-                                                              w.dilation[d], ceil_mode));
+    w.out.push_back(at::native::pooling_output_shape<int64_t>(
+        w.in[d], w.kernel[d], w.padding[d], w.stride[d], w.dilation[d], ceil_mode));
   }
   return w;
 }
 
 // pool3d_shape_check with the window's values.
 void check_pool3d(const at::Tensor& input, const Window& w, const char* fn, bool check_input_size) {
-  at::native::pool3d_shape_check(input, input.size(-4), w.kernel[0], w.kernel[1], w.kernel[2], w.stride[0],
-                                 w.stride[1], w.stride[2], w.padding[0], w.padding[1], w.padding[2], w.dilation[0],
-                                 w.dilation[1], w.dilation[2], w.in[0], w.in[1], w.in[2], w.out[0], w.out[1],
-                                 w.out[2], fn, check_input_size);
+  at::native::pool3d_shape_check(
+      input, input.size(-4), w.kernel[0], w.kernel[1], w.kernel[2], w.stride[0], w.stride[1],
+      w.stride[2], w.padding[0], w.padding[1], w.padding[2], w.dilation[0], w.dilation[1],
+      w.dilation[2], w.in[0], w.in[1], w.in[2], w.out[0], w.out[1], w.out[2], fn, check_input_size);
 }
 
 std::vector<int64_t> out_shape(const at::Tensor& input, const Window& w) {
@@ -90,10 +93,12 @@ std::vector<Value> max_pool3d(LoweringContext& ctx, const Args& a) {
   const at::Tensor& input = a.tensor(0);
   const Window w = parse_window_3d(a, 1, true, input, a.boolean(5));
   check_pool3d(input, w, "max_pool3d_with_indices_out_cpu_template()", false);
-  TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool, "\"max_pool3d\" not implemented for 'Bool'");
+  TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool,
+                              "\"max_pool3d\" not implemented for 'Bool'");
   if (input.numel() == 0) {
     const auto shape = out_shape(input, w);
-    return {ctx.g().constant(0, {to_ir(input.scalar_type()), shape}), ctx.g().constant(0, {DType::kI64, shape})};
+    return {ctx.g().constant(0, {to_ir(input.scalar_type()), shape}),
+            ctx.g().constant(0, {DType::kI64, shape})};
   }
   auto [values, indices] = pool::max_pool(ctx, ctx.tensor(input), w);
   return {values, indices};
@@ -107,9 +112,10 @@ std::vector<Value> max_pool3d_backward(LoweringContext& ctx, const Args& a) {
   const at::Tensor& indices = a.tensor(7);
   const Window w = parse_window_3d(a, 2, true, input, a.boolean(6));
   at::native::max_pool3d_backward_shape_check(
-      input, grad_output, indices, input.size(-4), w.kernel[0], w.kernel[1], w.kernel[2], w.stride[0], w.stride[1],
-      w.stride[2], w.padding[0], w.padding[1], w.padding[2], w.dilation[0], w.dilation[1], w.dilation[2], w.in[0],
-      w.in[1], w.in[2], w.out[0], w.out[1], w.out[2], "max_pool3d_with_indices_backward_out_cpu_template()");
+      input, grad_output, indices, input.size(-4), w.kernel[0], w.kernel[1], w.kernel[2],
+      w.stride[0], w.stride[1], w.stride[2], w.padding[0], w.padding[1], w.padding[2],
+      w.dilation[0], w.dilation[1], w.dilation[2], w.in[0], w.in[1], w.in[2], w.out[0], w.out[1],
+      w.out[2], "max_pool3d_with_indices_backward_out_cpu_template()");
   pool::check_kernel_dtype(input, "max_pool3d_backward", false);
   return {pool::max_pool_backward(ctx, grad_output, input, indices, 3)};
 }
@@ -119,10 +125,12 @@ std::vector<Value> avg_pool3d(LoweringContext& ctx, const Args& a) {
   const at::Tensor& input = a.tensor(0);
   const auto divisor_override = a.opt_integer(6);
   const Window w = parse_window_3d(a, 1, false, input, a.boolean(4));
-  TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0, "divisor must be not zero");
+  TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0,
+              "divisor must be not zero");
   check_pool3d(input, w, "avg_pool3d()", true);
   pool::check_kernel_dtype(input, "avg_pool3d_out_frame", true);
-  if (input.numel() == 0) return {ctx.g().constant(0, {to_ir(input.scalar_type()), out_shape(input, w)})};
+  if (input.numel() == 0)
+    return {ctx.g().constant(0, {to_ir(input.scalar_type()), out_shape(input, w)})};
   return {pool::avg_pool(ctx, input, w, a.boolean(5), divisor_override)};
 }
 
@@ -133,13 +141,15 @@ std::vector<Value> avg_pool3d_backward(LoweringContext& ctx, const Args& a) {
   const at::Tensor& input = a.tensor(1);
   const auto divisor_override = a.opt_integer(7);
   const Window w = parse_window_3d(a, 2, false, input, a.boolean(5));
-  TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0, "divisor must be not zero");
-  at::native::avg_pool3d_backward_shape_check(input, grad_output, input.size(-4), w.kernel[0], w.kernel[1],
-                                              w.kernel[2], w.stride[0], w.stride[1], w.stride[2], w.padding[0],
-                                              w.padding[1], w.padding[2], w.in[0], w.in[1], w.in[2], w.out[0],
-                                              w.out[1], w.out[2], "avg_pool3d_backward()");
+  TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0,
+              "divisor must be not zero");
+  at::native::avg_pool3d_backward_shape_check(
+      input, grad_output, input.size(-4), w.kernel[0], w.kernel[1], w.kernel[2], w.stride[0],
+      w.stride[1], w.stride[2], w.padding[0], w.padding[1], w.padding[2], w.in[0], w.in[1], w.in[2],
+      w.out[0], w.out[1], w.out[2], "avg_pool3d_backward()");
   pool::check_kernel_dtype(input, "avg_pool3d_backward_out_frame", true);
-  if (input.numel() == 0) return {ctx.g().constant(0, {to_ir(input.scalar_type()), input.sizes().vec()})};
+  if (input.numel() == 0)
+    return {ctx.g().constant(0, {to_ir(input.scalar_type()), input.sizes().vec()})};
   return {pool::avg_pool_backward(ctx, grad_output, input, w, a.boolean(6), divisor_override)};
 }
 
@@ -176,15 +186,17 @@ std::pair<Value, Value> adaptive_max(LoweringContext& ctx, Value x, const std::v
     // The largest window: ceil(in / out) + 1 bounds it; count it exactly.
     int64_t widest = 0;
     for (int64_t i = 0; i < out[d]; ++i) {
-      widest = std::max(widest, at::native::end_index(i, out[d], in[d]) - at::native::start_index(i, out[d], in[d]));
+      widest = std::max(widest, at::native::end_index(i, out[d], in[d]) -
+                                    at::native::start_index(i, out[d], in[d]));
     }
     window[d] = widest;
   }
   const bool is_float = ir::is_float(dt);
-  Value lowest = is_float ? ctx.constant(-std::numeric_limits<double>::infinity(), dt)
-                          : g.constant_int(dt == DType::kI64 ? std::numeric_limits<int64_t>::min()
-                                                             : -(int64_t{1} << (8 * ir::byte_size(dt) - 1)),
-                                           {dt, {}});
+  Value lowest =
+      is_float ? ctx.constant(-std::numeric_limits<double>::infinity(), dt)
+               : g.constant_int(dt == DType::kI64 ? std::numeric_limits<int64_t>::min()
+                                                  : -(int64_t{1} << (8 * ir::byte_size(dt) - 1)),
+                                {dt, {}});
   Value best = g.broadcast_in_dim(lowest, out_full, {});
   Value arg;
   std::vector<int64_t> offset(k, 0);
@@ -196,7 +208,8 @@ std::pair<Value, Value> adaptive_max(LoweringContext& ctx, Value x, const std::v
       Value inside = g.compare(Cmp::kLT, pos, end[d]);
       Value clamped = g.binary(Op::kMin, pos, g.constant_int(in[d] - 1, t));
       v = take_along_dim(ctx, v, lead + d, clamped);
-      Value flat = g.broadcast_in_dim(g.binary(Op::kMul, clamped, g.constant_int(stride_of[d], t)), out, {d});
+      Value flat = g.broadcast_in_dim(g.binary(Op::kMul, clamped, g.constant_int(stride_of[d], t)),
+                                      out, {d});
       Value ok = g.broadcast_in_dim(inside, out, {d});
       idx = idx.valid() ? g.binary(Op::kAdd, idx, flat) : flat;
       valid = valid.valid() ? g.binary(Op::kAnd, valid, ok) : ok;
@@ -225,24 +238,27 @@ std::vector<Value> adaptive_max_pool(LoweringContext& ctx, const Args& a) {
   const auto output_size = a.ints(1);
   const int64_t ndim = input.dim();
   const char* name = K == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d";
-  TORCH_CHECK(ndim == K + 1 || ndim == K + 2, name, "(): Expected ", K + 1, "D or ", K + 2, "D tensor, but got: ",
-              input.sizes());
+  TORCH_CHECK(ndim == K + 1 || ndim == K + 2, name, "(): Expected ", K + 1, "D or ", K + 2,
+              "D tensor, but got: ", input.sizes());
   for (int64_t i = 1; i < ndim; ++i) {
-    TORCH_CHECK(input.size(i) > 0, name, "(): Expected input to have non-zero size for non-batch dimensions, "
-                "but input has sizes ", input.sizes(), " with dimension ", i, " being empty");
+    TORCH_CHECK(input.size(i) > 0, name,
+                "(): Expected input to have non-zero size for non-batch dimensions, "
+                "but input has sizes ",
+                input.sizes(), " with dimension ", i, " being empty");
   }
-  TORCH_CHECK(static_cast<int64_t>(output_size.size()) == K, name, "(): internal error: output_size.size() must be ",
-              K);
+  TORCH_CHECK(static_cast<int64_t>(output_size.size()) == K, name,
+              "(): internal error: output_size.size() must be ", K);
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()), "\"",
-                              K == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d_cpu", "\" not implemented for '",
-                              input.scalar_type(), "'");
+                              K == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d_cpu",
+                              "\" not implemented for '", input.scalar_type(), "'");
   std::vector<int64_t> in(input.sizes().end() - K, input.sizes().end());
   std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end() - K);
   shape.insert(shape.end(), output_size.begin(), output_size.end());
   bool empty = input.numel() == 0;
   for (int64_t o : output_size) empty = empty || o == 0;
   if (empty) {
-    return {ctx.g().constant(0, {to_ir(input.scalar_type()), shape}), ctx.g().constant(0, {DType::kI64, shape})};
+    return {ctx.g().constant(0, {to_ir(input.scalar_type()), shape}),
+            ctx.g().constant(0, {DType::kI64, shape})};
   }
   auto [values, indices] = adaptive_max(ctx, ctx.tensor(input), in, output_size);
   return {values, indices};
@@ -255,15 +271,16 @@ std::vector<Value> adaptive_max_pool_backward(LoweringContext& ctx, const Args& 
   const at::Tensor& input = a.tensor(1);
   const at::Tensor& indices = a.tensor(2);
   const int64_t ndim = grad_output.dim();
-  TORCH_CHECK(ndim == K + 1 || ndim == K + 2, "adaptive_max_pooling", K, "d_backward(): Expected ", K + 1, "D or ",
-              K + 2, "D grad_output, but got: ", grad_output.sizes());
-  at::native::adaptive_pool_empty_output_check(grad_output,
-                                               K == 2 ? "adaptive_max_pool2d_backward" : "adaptive_max_pool3d_backward");
+  TORCH_CHECK(ndim == K + 1 || ndim == K + 2, "adaptive_max_pooling", K, "d_backward(): Expected ",
+              K + 1, "D or ", K + 2, "D grad_output, but got: ", grad_output.sizes());
+  at::native::adaptive_pool_empty_output_check(
+      grad_output, K == 2 ? "adaptive_max_pool2d_backward" : "adaptive_max_pool3d_backward");
   TORCH_CHECK(input.dtype() == grad_output.dtype(), "expected dtype ", input.dtype(),
               " for `grad_output` but got dtype ", grad_output.dtype());
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()), "\"", "adaptive_max_pool", K,
                               "d_backward\" not implemented for '", input.scalar_type(), "'");
-  if (input.numel() == 0) return {ctx.g().constant(0, {to_ir(input.scalar_type()), input.sizes().vec()})};
+  if (input.numel() == 0)
+    return {ctx.g().constant(0, {to_ir(input.scalar_type()), input.sizes().vec()})};
   return {pool::max_pool_backward(ctx, grad_output, input, indices, K)};
 }
 

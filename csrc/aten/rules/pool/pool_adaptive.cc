@@ -19,9 +19,7 @@ using ir::Op;
 using ir::Value;
 
 // 16-bit floats are averaged in f32, as CPU's kernels accumulate them (acc_type).
-DType compute_dtype(DType dt) {
-  return dt == DType::kF16 || dt == DType::kBF16 ? DType::kF32 : dt;
-}
+DType compute_dtype(DType dt) { return dt == DType::kF16 || dt == DType::kBF16 ? DType::kF32 : dt; }
 
 // [out, in] averaging matrix of one dim: A[o, i] = 1 / (end - start) for i in the
 // window [start, end) of output o, else 0.
@@ -60,17 +58,22 @@ Value contract_dim(LoweringContext& ctx, Value x, int64_t d, Value m, bool trans
 void check_adaptive(const at::Tensor& input, c10::IntArrayRef output_size) {
   TORCH_CHECK(output_size.size() == 2, "adaptive_avg_pool2d: output_size must be 2");
   const int64_t ndim = input.dim();
-  TORCH_CHECK(ndim == 3 || ndim == 4, "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got ", input.sizes());
+  TORCH_CHECK(ndim == 3 || ndim == 4, "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got ",
+              input.sizes());
   for (const int64_t i : {-2, -1}) {
-    TORCH_CHECK(input.size(i) > 0,
-                "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch dimensions, "
-                "but input has sizes ", input.sizes(), " with dimension ", i + ndim, " being empty");
+    TORCH_CHECK(
+        input.size(i) > 0,
+        "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch dimensions, "
+        "but input has sizes ",
+        input.sizes(), " with dimension ", i + ndim, " being empty");
   }
   TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0,
-              "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received {",
+              "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but "
+              "received {",
               output_size[0], ", ", output_size[1], "}");
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
-                              "\"adaptive_avg_pool2d\" not implemented for '", input.scalar_type(), "'");
+                              "\"adaptive_avg_pool2d\" not implemented for '", input.scalar_type(),
+                              "'");
 }
 
 // _adaptive_avg_pool2d(self, output_size).
@@ -96,7 +99,8 @@ std::vector<Value> adaptive_avg_pool2d(LoweringContext& ctx, const Args& a) {
     std::vector<int64_t> window(rank, 1);
     window[rank - 2] = kh;
     window[rank - 1] = kw;
-    Value sum = g.reduce_window(x, ctx.constant(0, acc), window, window, {}, {}, {}, {}, ir::Reducer::kAdd);
+    Value sum =
+        g.reduce_window(x, ctx.constant(0, acc), window, window, {}, {}, {}, {}, ir::Reducer::kAdd);
     const auto out_shape = dims(ctx, sum);
     Value mean = g.binary(Op::kDiv, sum, g.constant(static_cast<double>(kh), {acc, out_shape}));
     mean = g.binary(Op::kDiv, mean, g.constant(static_cast<double>(kw), {acc, out_shape}));
@@ -115,19 +119,21 @@ std::vector<Value> adaptive_avg_pool2d_backward(LoweringContext& ctx, const Args
   const at::Tensor& input = a.tensor(1);
   const int64_t ndim = grad_output.dim();
   for (int64_t i = 1; i < ndim; ++i) {
-    TORCH_CHECK(grad_output.size(i) > 0,
-                "adaptive_avg_pool2d_backward(): Expected grad_output to have non-zero size for non-batch "
-                "dimensions, but grad_output has sizes ", grad_output.sizes(), " with dimension ", i,
-                " being empty");
+    TORCH_CHECK(
+        grad_output.size(i) > 0,
+        "adaptive_avg_pool2d_backward(): Expected grad_output to have non-zero size for non-batch "
+        "dimensions, but grad_output has sizes ",
+        grad_output.sizes(), " with dimension ", i, " being empty");
   }
-  TORCH_CHECK(ndim == 3 || ndim == 4, "adaptive_avg_pool2d_backward(): Expected 3D or 4D tensor, but got ",
-              input.sizes());
+  TORCH_CHECK(ndim == 3 || ndim == 4,
+              "adaptive_avg_pool2d_backward(): Expected 3D or 4D tensor, but got ", input.sizes());
   TORCH_CHECK(input.dtype() == grad_output.dtype(), "expected dtype ", input.dtype(),
               " for `grad_output` but got dtype ", grad_output.dtype());
-  TORCH_CHECK(input.dim() == ndim, "adaptive_avg_pool2d_backward(): grad_output ", grad_output.sizes(),
-              " and input ", input.sizes(), " differ in rank");
+  TORCH_CHECK(input.dim() == ndim, "adaptive_avg_pool2d_backward(): grad_output ",
+              grad_output.sizes(), " and input ", input.sizes(), " differ in rank");
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
-                              "\"adaptive_avg_pool2d_backward\" not implemented for '", input.scalar_type(), "'");
+                              "\"adaptive_avg_pool2d_backward\" not implemented for '",
+                              input.scalar_type(), "'");
   const DType dt = to_ir(input.scalar_type()), acc = compute_dtype(dt);
   const int64_t h = input.size(-2), w = input.size(-1);
   const int64_t oh = grad_output.size(-2), ow = grad_output.size(-1);
@@ -146,18 +152,22 @@ std::vector<Value> adaptive_avg_pool3d(LoweringContext& ctx, const Args& a) {
   // adaptive_avg_pool3d_out_cpu_template's checks.
   TORCH_CHECK(output_size.size() == 3, "adaptive_avg_pool3d: output_size must be 3");
   for (int64_t i = 1; i < input.dim(); ++i) {
-    TORCH_CHECK(input.size(i) > 0, "adaptive_avg_pool3d(): Expected input to have non-zero size for non-batch "
-                "dimensions, but input has sizes ", input.sizes(), " with dimension ", i, " being empty");
+    TORCH_CHECK(input.size(i) > 0,
+                "adaptive_avg_pool3d(): Expected input to have non-zero size for non-batch "
+                "dimensions, but input has sizes ",
+                input.sizes(), " with dimension ", i, " being empty");
   }
-  TORCH_CHECK(input.dim() == 4 || input.dim() == 5, "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got ",
-              input.sizes());
+  TORCH_CHECK(input.dim() == 4 || input.dim() == 5,
+              "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got ", input.sizes());
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
-                              "\"adaptive_avg_pool3d_cpu\" not implemented for '", input.scalar_type(), "'");
+                              "\"adaptive_avg_pool3d_cpu\" not implemented for '",
+                              input.scalar_type(), "'");
   const DType dt = to_ir(input.scalar_type()), acc = compute_dtype(dt);
   const int64_t rank = input.dim();
   std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end() - 3);
   shape.insert(shape.end(), output_size.begin(), output_size.end());
-  if (input.numel() == 0 || c10::multiply_integers(output_size) == 0) return {g.constant(0, {dt, shape})};
+  if (input.numel() == 0 || c10::multiply_integers(output_size) == 0)
+    return {g.constant(0, {dt, shape})};
   Value y = g.convert(ctx.tensor(input), acc);
   for (int64_t j = 0; j < 3; ++j) {
     const int64_t d = rank - 3 + j;
@@ -172,22 +182,25 @@ std::vector<Value> adaptive_avg_pool3d_backward(LoweringContext& ctx, const Args
   const at::Tensor& grad_output = a.tensor(0);
   const at::Tensor& input = a.tensor(1);
   for (int64_t i = 1; i < grad_output.dim(); ++i) {
-    TORCH_CHECK(grad_output.size(i) > 0, "adaptive_avg_pool3d_backward(): Expected grad_output to have non-zero "
-                "size for non-batch dimensions, but grad_output has sizes ", grad_output.sizes(), " with dimension ",
-                i, " being empty");
+    TORCH_CHECK(grad_output.size(i) > 0,
+                "adaptive_avg_pool3d_backward(): Expected grad_output to have non-zero "
+                "size for non-batch dimensions, but grad_output has sizes ",
+                grad_output.sizes(), " with dimension ", i, " being empty");
   }
   TORCH_CHECK(input.dim() == grad_output.dim() && (input.dim() == 4 || input.dim() == 5),
-              "adaptive_avg_pool3d_backward(): grad_output ", grad_output.sizes(), " and input ", input.sizes(),
-              " differ in rank");
+              "adaptive_avg_pool3d_backward(): grad_output ", grad_output.sizes(), " and input ",
+              input.sizes(), " differ in rank");
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
-                              "\"adaptive_avg_pool3d_backward_cpu\" not implemented for '", input.scalar_type(), "'");
+                              "\"adaptive_avg_pool3d_backward_cpu\" not implemented for '",
+                              input.scalar_type(), "'");
   const DType dt = to_ir(input.scalar_type()), acc = compute_dtype(dt);
   if (input.numel() == 0) return {g.constant(0, {dt, input.sizes().vec()})};
   const int64_t rank = input.dim();
   Value dx = g.convert(ctx.tensor(grad_output), acc);
   for (int64_t j = 0; j < 3; ++j) {
     const int64_t d = rank - 3 + j;
-    dx = contract_dim(ctx, dx, d, averaging_matrix(ctx, grad_output.size(d), input.size(d), acc), true);
+    dx = contract_dim(ctx, dx, d, averaging_matrix(ctx, grad_output.size(d), input.size(d), acc),
+                      true);
   }
   return {g.convert(dx, dt)};
 }

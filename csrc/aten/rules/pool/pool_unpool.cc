@@ -33,9 +33,10 @@ ValueList unpool(LoweringContext& ctx, const at::Tensor& self, const at::Tensor&
   const int64_t spatial = static_cast<int64_t>(output_size.size());
   TORCH_CHECK(indices.scalar_type() == at::kLong,
               "elements in indices should be type int64 but got: ", indices.scalar_type());
-  TORCH_CHECK(self.sizes() == indices.sizes(), "Expected shape of indices to be same as that of "
-              "the input tensor (", self.sizes(), ") but got indices tensor with shape: ",
-              indices.sizes());
+  TORCH_CHECK(self.sizes() == indices.sizes(),
+              "Expected shape of indices to be same as that of "
+              "the input tensor (",
+              self.sizes(), ") but got indices tensor with shape: ", indices.sizes());
   int64_t volume = 1;
   for (int64_t s : output_size) volume *= s;
   std::vector<int64_t> out_sizes(self.sizes().begin(), self.sizes().end() - spatial);
@@ -86,15 +87,20 @@ ValueList max_unpool2d(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   std::vector<int64_t> output_size = a.ints(2);
   // ATen's checks and messages (MaxUnpooling.cpp, max_unpooling2d_forward_out_cpu).
-  TORCH_CHECK(output_size.size() == 2, "There should be exactly two elements (height, width) "
-              "in output_size, but got ", output_size.size(), " elements.");
-  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, "Input to max_unpooling2d should be a 3d or "
-              "4d Tensor, but got a tensor with ", self.dim(), " dimensions.");
+  TORCH_CHECK(output_size.size() == 2,
+              "There should be exactly two elements (height, width) "
+              "in output_size, but got ",
+              output_size.size(), " elements.");
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4,
+              "Input to max_unpooling2d should be a 3d or "
+              "4d Tensor, but got a tensor with ",
+              self.dim(), " dimensions.");
   TORCH_CHECK(a.tensor(1).scalar_type() == at::kLong,
               "elements in indices should be type int64 but got: ", a.tensor(1).scalar_type());
-  TORCH_CHECK(self.sizes() == a.tensor(1).sizes(), "Expected shape of indices to be same as "
-              "that of the input tensor (", self.sizes(), ") but got indices tensor with shape: ",
-              a.tensor(1).sizes());
+  TORCH_CHECK(self.sizes() == a.tensor(1).sizes(),
+              "Expected shape of indices to be same as "
+              "that of the input tensor (",
+              self.sizes(), ") but got indices tensor with shape: ", a.tensor(1).sizes());
   for (int64_t i = 1; i < self.dim(); ++i) {
     TORCH_CHECK(self.size(i) > 0, "max_unpooling2d_forward_out_cpu(): ",
                 "Expected input to have non-zero size for non-batch dimensions, but got ",
@@ -114,25 +120,33 @@ ValueList max_unpool3d(LoweringContext& ctx, const Args& a) {
   // ATen's checks and messages (MaxUnpooling.cpp, max_unpooling3d_shape_check).
   TORCH_CHECK(a.tensor(1).scalar_type() == at::kLong,
               "elements in indices should be type int64 but got: ", a.tensor(1).scalar_type());
-  TORCH_CHECK(self.dim() == 4 || self.dim() == 5, "Input to max_unpooling3d should be a 4d or "
-              "5d Tensor, but got a tensor with ", self.dim(), " dimensions.");
-  TORCH_CHECK(output_size.size() == 3, "There should be exactly three elements (depth, height, "
-              "width) in output_size, but got ", output_size.size(), " elements.");
-  TORCH_CHECK(stride.size() == 3, "There should be exactly three elements (depth, height, "
-              "width) in stride, but got: ", stride.size(), " elements.");
-  TORCH_CHECK(padding.size() == 3, "There should be exactly three elements (depth, height, "
-              "width) in padding, but got: ", padding.size(), " elements.");
-  TORCH_CHECK(self.sizes() == a.tensor(1).sizes(), "Expected shape of indices to be same as "
-              "that of the input tensor (", self.sizes(), ") but got indices tensor with shape: ",
-              a.tensor(1).sizes());
+  TORCH_CHECK(self.dim() == 4 || self.dim() == 5,
+              "Input to max_unpooling3d should be a 4d or "
+              "5d Tensor, but got a tensor with ",
+              self.dim(), " dimensions.");
+  TORCH_CHECK(output_size.size() == 3,
+              "There should be exactly three elements (depth, height, "
+              "width) in output_size, but got ",
+              output_size.size(), " elements.");
+  TORCH_CHECK(stride.size() == 3,
+              "There should be exactly three elements (depth, height, "
+              "width) in stride, but got: ",
+              stride.size(), " elements.");
+  TORCH_CHECK(padding.size() == 3,
+              "There should be exactly three elements (depth, height, "
+              "width) in padding, but got: ",
+              padding.size(), " elements.");
+  TORCH_CHECK(self.sizes() == a.tensor(1).sizes(),
+              "Expected shape of indices to be same as "
+              "that of the input tensor (",
+              self.sizes(), ") but got indices tensor with shape: ", a.tensor(1).sizes());
   for (int64_t i = 1; i < self.dim(); ++i) {
     TORCH_CHECK(self.size(i) > 0, "max_unpooling3d_forward_out_cpu(): ",
                 "Expected input to have non-zero size for non-batch dimensions, but got ",
                 self.sizes(), " with dimension ", i, " being empty.");
   }
   TORCH_CHECK(stride[0] > 0 && stride[1] > 0 && stride[2] > 0,
-              "strides should be greater than zero, but got stride: ",
-              c10::IntArrayRef(stride));
+              "strides should be greater than zero, but got stride: ", c10::IntArrayRef(stride));
   return unpool(ctx, self, a.tensor(1), output_size);
 }
 

@@ -25,13 +25,14 @@ std::pair<ir::Value, ir::Value> max_pool(LoweringContext& ctx, ir::Value x, cons
 // the input element indices[.., o] names within its plane (CPU's
 // max_pool*_backward kernels); the last `spatial` dims form a plane. Shapes
 // are checked by the caller.
-ir::Value max_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input,
-                            const at::Tensor& indices, int64_t spatial);
+ir::Value max_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output,
+                            const at::Tensor& input, const at::Tensor& indices, int64_t spatial);
 // Average pooling of input (AvgPoolKernel.cpp) and its gradient for `input`.
-ir::Value avg_pool(LoweringContext& ctx, const at::Tensor& input, const Window& w, bool count_include_pad,
-                   std::optional<int64_t> divisor_override);
-ir::Value avg_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output, const at::Tensor& input,
-                            const Window& w, bool count_include_pad, std::optional<int64_t> divisor_override);
+ir::Value avg_pool(LoweringContext& ctx, const at::Tensor& input, const Window& w,
+                   bool count_include_pad, std::optional<int64_t> divisor_override);
+ir::Value avg_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output,
+                            const at::Tensor& input, const Window& w, bool count_include_pad,
+                            std::optional<int64_t> divisor_override);
 // The CPU kernels' dtype check: floats (plus int64 when allow_long), else
 // NotImplementedError "\"kernel\" not implemented for 'T'".
 void check_kernel_dtype(const at::Tensor& t, const char* kernel, bool allow_long);

@@ -40,14 +40,17 @@ ir::Value three_fry_state(LoweringContext& ctx, const std::optional<at::Generato
   return g.concatenate({key, counter}, 0);
 }
 
-
 // Significand bits of a float dtype (std::numeric_limits<T>::digits).
 int digits_of(DType dt) {
   switch (dt) {
-    case DType::kF64: return 53;
-    case DType::kF16: return 11;
-    case DType::kBF16: return 8;
-    default: return 24;
+    case DType::kF64:
+      return 53;
+    case DType::kF16:
+      return 11;
+    case DType::kBF16:
+      return 8;
+    default:
+      return 24;
   }
 }
 
@@ -70,8 +73,8 @@ ir::Value uniform01(LoweringContext& ctx, ir::Value state, const std::vector<int
 // Standard normal values by the Box-Muller transform (G. E. P. Box and
 // M. E. Muller, "A Note on the Generation of Random Normal Deviates", Ann. Math.
 // Statist. 29(2), 1958): z = sqrt(-2 ln u1) cos(2 pi u2), u1 in (0, 1].
-ir::Value standard_normal(LoweringContext& ctx, ir::Value state,
-                          const std::vector<int64_t>& shape, DType dt) {
+ir::Value standard_normal(LoweringContext& ctx, ir::Value state, const std::vector<int64_t>& shape,
+                          DType dt) {
   auto& g = ctx.g();
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -99,9 +102,9 @@ DType compute_dtype(DType dt) { return dt == DType::kF64 ? DType::kF64 : DType::
 
 void check_float(const at::Tensor& self, const char* kernel) {
   // CPU's random kernels take no float8 (its uniform_, normal_ raise).
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) &&
-                                  !c10::isFloat8Type(self.scalar_type()), "\"", kernel,
-                              "\" not implemented for '", self.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      at::isFloatingType(self.scalar_type()) && !c10::isFloat8Type(self.scalar_type()), "\"",
+      kernel, "\" not implemented for '", self.scalar_type(), "'");
 }
 
 // The lowest and largest values of self's dtype, and its significand digits
@@ -121,9 +124,10 @@ Bounds bounds_of(const at::Tensor& self) {
     });
   } else {
     AT_DISPATCH_V2(self.scalar_type(), "bounds", AT_WRAP([&] {
-      b = {static_cast<double>(std::numeric_limits<scalar_t>::lowest()),
-           static_cast<double>(std::numeric_limits<scalar_t>::max()), 0};
-    }), AT_EXPAND(AT_INTEGRAL_TYPES), at::kBool, at::kUInt16, at::kUInt32, at::kUInt64);
+                     b = {static_cast<double>(std::numeric_limits<scalar_t>::lowest()),
+                          static_cast<double>(std::numeric_limits<scalar_t>::max()), 0};
+                   }),
+                   AT_EXPAND(AT_INTEGRAL_TYPES), at::kBool, at::kUInt16, at::kUInt32, at::kUInt64);
   }
   return b;
 }
@@ -192,8 +196,8 @@ void check_p(double p) {
 // 32-bit words when the range fits, 64-bit otherwise. range == 0 means the whole
 // 64-bit range. from and range are parameters, so randint(0, n) never
 // recompiles for a new n.
-ir::Value random_values(LoweringContext& ctx, const at::Tensor& self, int64_t from,
-                        uint64_t range, const std::optional<at::Generator>& gen) {
+ir::Value random_values(LoweringContext& ctx, const at::Tensor& self, int64_t from, uint64_t range,
+                        const std::optional<at::Generator>& gen) {
   auto& g = ctx.g();
   const DType dt = to_ir(self.scalar_type());
   const std::vector<int64_t> shape = self.sizes().vec();
@@ -213,16 +217,26 @@ ir::Value random_values(LoweringContext& ctx, const at::Tensor& self, int64_t fr
 // (every integer up to it is exact), the dtype's maximum for integers.
 uint64_t random_max(const at::Tensor& self) {
   switch (self.scalar_type()) {
-    case at::kBool: return 1;
-    case at::kByte: return std::numeric_limits<uint8_t>::max();
-    case at::kChar: return std::numeric_limits<int8_t>::max();
-    case at::kShort: return std::numeric_limits<int16_t>::max();
-    case at::kInt: return std::numeric_limits<int32_t>::max();
-    case at::kLong: return std::numeric_limits<int64_t>::max();
-    case at::kUInt16: return std::numeric_limits<uint16_t>::max();
-    case at::kUInt32: return std::numeric_limits<uint32_t>::max();
-    case at::kUInt64: return std::numeric_limits<uint64_t>::max();
-    default: return uint64_t{1} << digits_of(to_ir(self.scalar_type()));
+    case at::kBool:
+      return 1;
+    case at::kByte:
+      return std::numeric_limits<uint8_t>::max();
+    case at::kChar:
+      return std::numeric_limits<int8_t>::max();
+    case at::kShort:
+      return std::numeric_limits<int16_t>::max();
+    case at::kInt:
+      return std::numeric_limits<int32_t>::max();
+    case at::kLong:
+      return std::numeric_limits<int64_t>::max();
+    case at::kUInt16:
+      return std::numeric_limits<uint16_t>::max();
+    case at::kUInt32:
+      return std::numeric_limits<uint32_t>::max();
+    case at::kUInt64:
+      return std::numeric_limits<uint64_t>::max();
+    default:
+      return uint64_t{1} << digits_of(to_ir(self.scalar_type()));
   }
 }
 
@@ -260,9 +274,10 @@ std::vector<ir::Value> random_from_to(LoweringContext& ctx, const at::Tensor& se
   }
   // to=None: up to and including the dtype's largest drawable value.
   const uint64_t top = random_max(self);
-  TORCH_CHECK(from <= 0 || static_cast<uint64_t>(from) <= top, "random_ expects 'from' casted to "
-              "dtype to be less than or equal to 'to_inc' casted to dtype, but got from=", from,
-              " > to_inc=", top);
+  TORCH_CHECK(from <= 0 || static_cast<uint64_t>(from) <= top,
+              "random_ expects 'from' casted to "
+              "dtype to be less than or equal to 'to_inc' casted to dtype, but got from=",
+              from, " > to_inc=", top);
   // As ATen, the top as int64: uint64's wraps to -1, which its check refuses.
   check_from_to_in_range(self, from, static_cast<int64_t>(top));
   return {random_values(ctx, self, from, top - static_cast<uint64_t>(from) + 1, gen)};
@@ -391,8 +406,8 @@ ir::Value complex_normal(LoweringContext& ctx, const std::vector<int64_t>& shape
   const DType ct = compute_dtype(pt);
   std::vector<int64_t> both = shape;
   both.insert(both.begin(), 2);
-  ir::Value v = normal_values(ctx, both, pt, ctx.scalar(mean, ct),
-                              ctx.scalar(std / std::sqrt(2.0), ct), gen);
+  ir::Value v =
+      normal_values(ctx, both, pt, ctx.scalar(mean, ct), ctx.scalar(std / std::sqrt(2.0), ct), gen);
   auto part = [&](int64_t i) {
     std::vector<int64_t> start(both.size(), 0), limit = both, step(both.size(), 1);
     start[0] = i;
@@ -402,8 +417,7 @@ ir::Value complex_normal(LoweringContext& ctx, const std::vector<int64_t>& shape
   return g.complex(part(0), part(1));
 }
 
-at::Tensor& normal_(at::Tensor& self, double mean, double std,
-                    std::optional<at::Generator> gen) {
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   if (!self.is_complex()) check_float(self, "normal_kernel_cpu");
   check_std(std);
   if (self.numel() == 0) return self;
@@ -424,8 +438,8 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std,
 at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   check_p(p);
   TORCH_CHECK_NOT_IMPLEMENTED(!c10::isFloat8Type(self.scalar_type()),
-                              "\"bernoulli_scalar_cpu_\" not implemented for '",
-                              self.scalar_type(), "'");
+                              "\"bernoulli_scalar_cpu_\" not implemented for '", self.scalar_type(),
+                              "'");
   if (self.numel() == 0) return self;
   LoweringContext ctx("aten::bernoulli_.float", self.device().index());
   ctx.write(self, bernoulli_values(ctx, self, ctx.scalar(p, p_dtype(self)), gen));

@@ -41,9 +41,12 @@ DType compute_dtype(DType dt) { return dt == DType::kF64 ? DType::kF64 : DType::
 
 double smallest_normal(DType dt) {
   switch (dt) {
-    case DType::kF64: return std::numeric_limits<double>::min();
-    case DType::kF16: return 6.103515625e-05;  // 2^-14
-    default: return std::numeric_limits<float>::min();  // f32, bf16
+    case DType::kF64:
+      return std::numeric_limits<double>::min();
+    case DType::kF16:
+      return 6.103515625e-05;  // 2^-14
+    default:
+      return std::numeric_limits<float>::min();  // f32, bf16
   }
 }
 
@@ -93,9 +96,9 @@ ir::Value gamma_samples(Flat& f, ir::Value alpha, const std::optional<at::Genera
     ir::Value t = f.bin(Op::kAdd, f.c(1), f.bin(Op::kMul, c, x));
     ir::Value v = f.bin(Op::kMul, f.bin(Op::kMul, t, t), t);
     // log u < x^2 / 2 + d - d v + d log v
-    ir::Value bound = f.bin(Op::kAdd, f.bin(Op::kMul, f.c(0.5), f.bin(Op::kMul, x, x)),
-                            f.bin(Op::kMul, d, f.bin(Op::kAdd, f.bin(Op::kSub, f.c(1), v),
-                                                     f.un(Op::kLog, v))));
+    ir::Value bound =
+        f.bin(Op::kAdd, f.bin(Op::kMul, f.c(0.5), f.bin(Op::kMul, x, x)),
+              f.bin(Op::kMul, d, f.bin(Op::kAdd, f.bin(Op::kSub, f.c(1), v), f.un(Op::kLog, v))));
     ir::Value accept = f.bin(Op::kAnd, f.cmp(ir::Cmp::kGT, v, f.c(0)),
                              f.cmp(ir::Cmp::kLT, f.un(Op::kLog, u), bound));
     values.push_back(f.bin(Op::kMul, d, v));
@@ -157,10 +160,10 @@ ir::Value poisson_samples(Flat& f, ir::Value rate, const std::optional<at::Gener
   ir::Value loglam = f.un(Op::kLog, big_rate);
   ir::Value b = f.bin(Op::kAdd, f.c(0.931), f.bin(Op::kMul, f.c(2.53), slam));
   ir::Value aa = f.bin(Op::kAdd, f.c(-0.059), f.bin(Op::kMul, f.c(0.02483), b));
-  ir::Value invalpha = f.bin(Op::kAdd, f.c(1.1239), f.bin(Op::kDiv, f.c(1.1328),
-                                                             f.bin(Op::kSub, b, f.c(3.4))));
-  ir::Value vr = f.bin(Op::kSub, f.c(0.9277), f.bin(Op::kDiv, f.c(3.6224),
-                                                        f.bin(Op::kSub, b, f.c(2))));
+  ir::Value invalpha =
+      f.bin(Op::kAdd, f.c(1.1239), f.bin(Op::kDiv, f.c(1.1328), f.bin(Op::kSub, b, f.c(3.4))));
+  ir::Value vr =
+      f.bin(Op::kSub, f.c(0.9277), f.bin(Op::kDiv, f.c(3.6224), f.bin(Op::kSub, b, f.c(2))));
   ir::Value log_invalpha = f.un(Op::kLog, invalpha);
   ir::Value u1 = f.uniform(kTrials, gen), u2 = f.uniform(kTrials, gen);
   std::vector<ir::Value> values, ok;
@@ -171,14 +174,14 @@ ir::Value poisson_samples(Flat& f, ir::Value rate, const std::optional<at::Gener
     ir::Value slope = f.bin(Op::kAdd, f.bin(Op::kDiv, f.bin(Op::kMul, f.c(2), aa), us), b);
     ir::Value cand = f.un(Op::kFloor, f.bin(Op::kAdd, f.bin(Op::kMul, slope, u),
                                             f.bin(Op::kAdd, big_rate, f.c(0.43))));
-    ir::Value quick = f.bin(Op::kAnd, f.cmp(ir::Cmp::kGE, us, f.c(0.07)),
-                            f.cmp(ir::Cmp::kLE, v, vr));
-    ir::Value reject = f.bin(Op::kOr, f.cmp(ir::Cmp::kLT, cand, f.c(0)),
-                             f.bin(Op::kAnd, f.cmp(ir::Cmp::kLT, us, f.c(0.013)),
-                                   f.cmp(ir::Cmp::kGT, v, us)));
+    ir::Value quick =
+        f.bin(Op::kAnd, f.cmp(ir::Cmp::kGE, us, f.c(0.07)), f.cmp(ir::Cmp::kLE, v, vr));
+    ir::Value reject =
+        f.bin(Op::kOr, f.cmp(ir::Cmp::kLT, cand, f.c(0)),
+              f.bin(Op::kAnd, f.cmp(ir::Cmp::kLT, us, f.c(0.013)), f.cmp(ir::Cmp::kGT, v, us)));
     ir::Value hat = f.bin(Op::kAdd, f.bin(Op::kDiv, aa, f.bin(Op::kMul, us, us)), b);
-    ir::Value lhs = f.bin(Op::kSub, f.bin(Op::kAdd, f.un(Op::kLog, v), log_invalpha),
-                          f.un(Op::kLog, hat));
+    ir::Value lhs =
+        f.bin(Op::kSub, f.bin(Op::kAdd, f.un(Op::kLog, v), log_invalpha), f.un(Op::kLog, hat));
     ir::Value rhs = f.bin(Op::kSub, f.bin(Op::kSub, f.bin(Op::kMul, cand, loglam), big_rate),
                           f.un(Op::kLgamma, f.bin(Op::kAdd, cand, f.c(1))));
     ir::Value slow = f.bin(Op::kAnd, f.un(Op::kNot, reject), f.cmp(ir::Cmp::kLE, lhs, rhs));
@@ -203,10 +206,10 @@ ValueList poisson(LoweringContext& ctx, const Args& a) {
 // log k! less Stirling's approximation of it at k (the "tail" BTRS uses).
 ir::Value stirling_tail(Flat& f, ir::Value k) {
   ir::Value k1 = f.bin(Op::kAdd, k, f.c(1));
-  ir::Value approx = f.bin(Op::kAdd, f.bin(Op::kSub, f.bin(Op::kMul, f.bin(Op::kAdd, k, f.c(0.5)),
-                                                           f.un(Op::kLog, k1)),
-                                           k1),
-                           f.c(0.5 * std::log(2 * M_PI)));
+  ir::Value approx =
+      f.bin(Op::kAdd,
+            f.bin(Op::kSub, f.bin(Op::kMul, f.bin(Op::kAdd, k, f.c(0.5)), f.un(Op::kLog, k1)), k1),
+            f.c(0.5 * std::log(2 * M_PI)));
   return f.bin(Op::kSub, f.un(Op::kLgamma, k1), approx);
 }
 
@@ -237,7 +240,8 @@ ir::Value binomial_samples(Flat& f, ir::Value n, ir::Value q,
   ir::Value m = f.un(Op::kFloor, f.bin(Op::kMul, f.bin(Op::kAdd, n, f.c(1)), q));
   ir::Value n1 = f.bin(Op::kAdd, n, f.c(1));
   ir::Value nm1 = f.bin(Op::kAdd, f.bin(Op::kSub, n, m), f.c(1));
-  ir::Value fixed = f.bin(Op::kAdd,
+  ir::Value fixed = f.bin(
+      Op::kAdd,
       f.bin(Op::kMul, f.bin(Op::kAdd, m, f.c(0.5)),
             f.un(Op::kLog, f.bin(Op::kDiv, f.bin(Op::kAdd, m, f.c(1)), f.bin(Op::kMul, r, nm1)))),
       f.bin(Op::kAdd, stirling_tail(f, m), stirling_tail(f, f.bin(Op::kSub, n, m))));
@@ -247,20 +251,27 @@ ir::Value binomial_samples(Flat& f, ir::Value n, ir::Value q,
     ir::Value u = f.bin(Op::kSub, f.row(u1, t), f.c(0.5));
     ir::Value v = f.bin(Op::kSub, f.c(1), f.row(u2, t));  // (0, 1]
     ir::Value us = f.bin(Op::kSub, f.c(0.5), f.un(Op::kAbs, u));
-    ir::Value k = f.un(Op::kFloor, f.bin(Op::kAdd, f.bin(Op::kMul, f.bin(Op::kAdd,
-        f.bin(Op::kDiv, f.bin(Op::kMul, f.c(2), a), us), b), u), c));
+    ir::Value k = f.un(
+        Op::kFloor,
+        f.bin(
+            Op::kAdd,
+            f.bin(Op::kMul, f.bin(Op::kAdd, f.bin(Op::kDiv, f.bin(Op::kMul, f.c(2), a), us), b), u),
+            c));
     ir::Value in_range = f.bin(Op::kAnd, f.cmp(ir::Cmp::kGE, k, f.c(0)), f.cmp(ir::Cmp::kLE, k, n));
-    ir::Value quick = f.bin(Op::kAnd, f.cmp(ir::Cmp::kGE, us, f.c(0.07)),
-                            f.cmp(ir::Cmp::kLE, v, v_r));
+    ir::Value quick =
+        f.bin(Op::kAnd, f.cmp(ir::Cmp::kGE, us, f.c(0.07)), f.cmp(ir::Cmp::kLE, v, v_r));
     ir::Value hat = f.bin(Op::kAdd, f.bin(Op::kDiv, a, f.bin(Op::kMul, us, us)), b);
     ir::Value lhs = f.un(Op::kLog, f.bin(Op::kDiv, f.bin(Op::kMul, v, alpha), hat));
     ir::Value nk1 = f.bin(Op::kAdd, f.bin(Op::kSub, n, k), f.c(1));
-    ir::Value bound = f.bin(Op::kAdd, fixed, f.bin(Op::kAdd,
-        f.bin(Op::kMul, n1, f.un(Op::kLog, f.bin(Op::kDiv, nm1, nk1))),
-        f.bin(Op::kSub, f.bin(Op::kMul, f.bin(Op::kAdd, k, f.c(0.5)),
-                              f.un(Op::kLog, f.bin(Op::kDiv, f.bin(Op::kMul, r, nk1),
-                                                   f.bin(Op::kAdd, k, f.c(1))))),
-              f.bin(Op::kAdd, stirling_tail(f, k), stirling_tail(f, f.bin(Op::kSub, n, k))))));
+    ir::Value bound = f.bin(
+        Op::kAdd, fixed,
+        f.bin(
+            Op::kAdd, f.bin(Op::kMul, n1, f.un(Op::kLog, f.bin(Op::kDiv, nm1, nk1))),
+            f.bin(Op::kSub,
+                  f.bin(Op::kMul, f.bin(Op::kAdd, k, f.c(0.5)),
+                        f.un(Op::kLog,
+                             f.bin(Op::kDiv, f.bin(Op::kMul, r, nk1), f.bin(Op::kAdd, k, f.c(1))))),
+                  f.bin(Op::kAdd, stirling_tail(f, k), stirling_tail(f, f.bin(Op::kSub, n, k))))));
     values.push_back(k);
     ok.push_back(f.bin(Op::kAnd, in_range, f.bin(Op::kOr, quick, f.cmp(ir::Cmp::kLE, lhs, bound))));
   }

@@ -33,13 +33,26 @@ std::vector<ir::Value> randperm_out(LoweringContext& ctx, const Args& a) {
                 " without overflow");
   };
   switch (out.scalar_type()) {
-    case at::kByte: fits(uint8_t{}, "uint8_t"); break;
-    case at::kChar: fits(int8_t{}, "int8_t"); break;
-    case at::kShort: fits(int16_t{}, "int16_t"); break;
-    case at::kInt: fits(int32_t{}, "int"); break;
-    case at::kUInt16: fits(uint16_t{}, "uint16_t"); break;
-    case at::kUInt32: fits(uint32_t{}, "uint32_t"); break;
-    default: break;
+    case at::kByte:
+      fits(uint8_t{}, "uint8_t");
+      break;
+    case at::kChar:
+      fits(int8_t{}, "int8_t");
+      break;
+    case at::kShort:
+      fits(int16_t{}, "int16_t");
+      break;
+    case at::kInt:
+      fits(int32_t{}, "int");
+      break;
+    case at::kUInt16:
+      fits(uint16_t{}, "uint16_t");
+      break;
+    case at::kUInt32:
+      fits(uint32_t{}, "uint32_t");
+      break;
+    default:
+      break;
   }
   switch (out.scalar_type()) {
     case at::kHalf:
@@ -57,8 +70,8 @@ std::vector<ir::Value> randperm_out(LoweringContext& ctx, const Args& a) {
   resize_out(out, {n});
   if (n == 0) return {};
   auto& g = ctx.g();
-  ir::Value keys = g.rng_bit_generator(three_fry_state(ctx, generator(a, 1)),
-                                       {DType::kU64, {n}}).second;
+  ir::Value keys =
+      g.rng_bit_generator(three_fry_state(ctx, generator(a, 1)), {DType::kU64, {n}}).second;
   ir::Value perm = g.sort({keys, g.iota({DType::kI64, {n}}, 0)}, 0, ir::Cmp::kLT)[1];
   ctx.write(out, perm);
   return {};
@@ -78,8 +91,10 @@ void check_distribution(LoweringContext& ctx, const at::Tensor& self, int64_t ro
   ir::Value bad = reduce(probe, g.convert(g.unary(Op::kNot, ok), DType::kI64), {0, 1}, false,
                          ir::Reducer::kAdd);
   ir::Value sums = reduce(probe, p, {1}, false, ir::Reducer::kAdd);
-  ir::Value empty = reduce(probe, g.convert(g.compare(ir::Cmp::kLE, sums, g.constant(0, {t.dtype, {rows}})),
-                                            DType::kI64), {0}, false, ir::Reducer::kAdd);
+  ir::Value empty = reduce(
+      probe,
+      g.convert(g.compare(ir::Cmp::kLE, sums, g.constant(0, {t.dtype, {rows}})), DType::kI64), {0},
+      false, ir::Reducer::kAdd);
   ir::Value flags = g.concatenate({g.reshape(bad, {1}), g.reshape(empty, {1})}, 0);
   ir::Value passed = g.compare(ir::Cmp::kEQ, g.binary(Op::kAdd, bad, empty),
                                g.constant_int(0, {ir::DType::kI64, {}}));
@@ -105,17 +120,17 @@ std::vector<ir::Value> multinomial(LoweringContext& ctx, const Args& a) {
   const int64_t k = a.integer(1);
   const bool replacement = a.boolean(2);
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
-              "multinomial only supports floating-point dtypes for input, got: ",
-              self.scalar_type());
+  TORCH_CHECK(
+      at::isFloatingType(self.scalar_type()),
+      "multinomial only supports floating-point dtypes for input, got: ", self.scalar_type());
   TORCH_CHECK(k > 0, "cannot sample n_sample <= 0 samples");
   const int64_t n = self.size(-1);
   TORCH_CHECK(replacement || k <= n,
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   TORCH_CHECK(n <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
   const int64_t rows = self.dim() == 1 ? 1 : self.size(0);
-  const std::vector<int64_t> result = self.dim() == 1 ? std::vector<int64_t>{k}
-                                                      : std::vector<int64_t>{rows, k};
+  const std::vector<int64_t> result =
+      self.dim() == 1 ? std::vector<int64_t>{k} : std::vector<int64_t>{rows, k};
   auto& g = ctx.g();
   if (rows == 0 || n == 0) return {g.constant(0, {DType::kI64, result})};
   check_distribution(ctx, self, rows, n);
@@ -154,7 +169,8 @@ ir::Value uniform_like(LoweringContext& ctx, const at::Tensor& self, const Args&
 }
 
 void check_continuous(const at::Tensor& self, const char* name) {
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), name, " distribution is a continuous "
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), name,
+              " distribution is a continuous "
               "probability distribution. dtype must be a floating point but you specified ",
               self.scalar_type());
 }
@@ -176,7 +192,8 @@ std::vector<ir::Value> exponential(LoweringContext& ctx, const Args& a) {
   ir::Value u = uniform_like(ctx, self, a, 2);
   ir::Value e = g.unary(Op::kNeg, g.unary(Op::kLog1p, g.unary(Op::kNeg, u)));
   const DType ct = dtype(ctx, u);
-  return {g.convert(g.binary(Op::kDiv, e, broadcast_to(ctx, ctx.scalar(lambda, ct), self.sizes())), dt)};
+  return {g.convert(g.binary(Op::kDiv, e, broadcast_to(ctx, ctx.scalar(lambda, ct), self.sizes())),
+                    dt)};
 }
 
 std::vector<ir::Value> cauchy(LoweringContext& ctx, const Args& a) {
@@ -190,9 +207,11 @@ std::vector<ir::Value> cauchy(LoweringContext& ctx, const Args& a) {
   ir::Value u = uniform_like(ctx, self, a, 3);
   const DType ct = dtype(ctx, u);
   const auto shape = self.sizes();
-  ir::Value angle = g.binary(Op::kMul, g.binary(Op::kSub, u, broadcast_to(ctx, g.constant(0.5, {ct, {}}), shape)),
-                             broadcast_to(ctx, g.constant(M_PI, {ct, {}}), shape));
-  ir::Value v = g.binary(Op::kMul, broadcast_to(ctx, ctx.scalar(sigma, ct), shape), g.unary(Op::kTan, angle));
+  ir::Value angle =
+      g.binary(Op::kMul, g.binary(Op::kSub, u, broadcast_to(ctx, g.constant(0.5, {ct, {}}), shape)),
+               broadcast_to(ctx, g.constant(M_PI, {ct, {}}), shape));
+  ir::Value v =
+      g.binary(Op::kMul, broadcast_to(ctx, ctx.scalar(sigma, ct), shape), g.unary(Op::kTan, angle));
   return {g.convert(g.binary(Op::kAdd, broadcast_to(ctx, ctx.scalar(median, ct), shape), v), dt)};
 }
 
@@ -221,8 +240,9 @@ std::vector<ir::Value> geometric(LoweringContext& ctx, const Args& a) {
   const DType ct = dtype(ctx, u);
   const auto shape = self.sizes();
   ir::Value one = broadcast_to(ctx, g.constant(1, {ct, {}}), shape);
-  ir::Value k = g.unary(Op::kCeil, g.binary(Op::kDiv, g.unary(Op::kLog1p, g.unary(Op::kNeg, u)),
-                                            broadcast_to(ctx, ctx.scalar(std::log1p(-p), ct), shape)));
+  ir::Value k =
+      g.unary(Op::kCeil, g.binary(Op::kDiv, g.unary(Op::kLog1p, g.unary(Op::kNeg, u)),
+                                  broadcast_to(ctx, ctx.scalar(std::log1p(-p), ct), shape)));
   return {g.convert(g.binary(Op::kMax, k, one), dt)};
 }
 

@@ -27,7 +27,7 @@ ir::Value uniform01(LoweringContext& ctx, ir::Value state, const std::vector<int
 
 // Standard normal values shaped `shape` in float dtype `dt` from `state`
 // (Box-Muller).
-ir::Value standard_normal(LoweringContext& ctx, ir::Value state,
-                          const std::vector<int64_t>& shape, ir::DType dt);
+ir::Value standard_normal(LoweringContext& ctx, ir::Value state, const std::vector<int64_t>& shape,
+                          ir::DType dt);
 
 }  // namespace ttpu::aten

@@ -27,8 +27,9 @@ using ValueList = std::vector<ir::Value>;
 // dtype's lowest / highest.
 ir::Value loser(LoweringContext& ctx, DType dt, bool is_max) {
   if (ir::is_float(dt)) {
-    return ctx.constant(is_max ? -std::numeric_limits<double>::infinity()
-                               : std::numeric_limits<double>::infinity(), dt);
+    return ctx.constant(
+        is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(),
+        dt);
   }
   if (dt == DType::kBool) return ctx.constant(is_max ? 0 : 1, dt);
   int64_t bits = 8 * ir::byte_size(dt);

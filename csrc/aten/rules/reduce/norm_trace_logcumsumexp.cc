@@ -48,9 +48,9 @@ ir::Value log_add_exp(LoweringContext& ctx, ir::Value a, ir::Value b) {
   ir::Value m = g.binary(Op::kMax, a, b);
   ir::Value gap = g.unary(Op::kNeg, g.unary(Op::kAbs, g.binary(Op::kSub, a, b)));
   ir::Value r = g.binary(Op::kAdd, m, g.unary(Op::kLog1p, g.unary(Op::kExp, gap)));
-  ir::Value same_inf = g.binary(Op::kAnd, g.compare(Cmp::kEQ, a, b),
-                                g.compare(Cmp::kEQ, g.unary(Op::kAbs, a),
-                                          full_like(ctx, a, INFINITY)));
+  ir::Value same_inf =
+      g.binary(Op::kAnd, g.compare(Cmp::kEQ, a, b),
+               g.compare(Cmp::kEQ, g.unary(Op::kAbs, a), full_like(ctx, a, INFINITY)));
   return g.select(same_inf, a, r);
 }
 

@@ -55,10 +55,13 @@ ValueList mean_dims(LoweringContext& ctx, const at::Tensor& self,
   TORCH_CHECK(dtype.has_value() || at::isFloatingType(self.scalar_type()) ||
                   at::isComplexType(self.scalar_type()),
               "mean(): could not infer output dtype. Input dtype must be either a floating "
-              "point or complex dtype. Got: ", c10::toString(self.scalar_type()));
+              "point or complex dtype. Got: ",
+              c10::toString(self.scalar_type()));
   DType out = dtype.has_value() ? to_ir(*dtype) : to_ir(self.scalar_type());
-  TORCH_CHECK(ir::is_float(out), "mean(): could not infer output dtype. Optional dtype must "
-              "be either a floating point or complex dtype. Got: ", c10::toString(to_aten(out)));
+  TORCH_CHECK(ir::is_float(out),
+              "mean(): could not infer output dtype. Optional dtype must "
+              "be either a floating point or complex dtype. Got: ",
+              c10::toString(to_aten(out)));
   auto rdims = reduction_dims(dim, self.dim());
   auto& g = ctx.g();
   ir::Value v = g.convert(g.convert(ctx.tensor(self), out), acc_dtype(out));
@@ -78,8 +81,9 @@ ir::Value extreme(LoweringContext& ctx, DType dt, bool lowest) {
   if (dt == DType::kBool) return ctx.constant(lowest ? 0 : 1, dt);
   if (dt == DType::kU64) return ctx.g().constant_int(lowest ? 0 : -1, {dt, {}});
   if (dt == DType::kI64) {
-    return ctx.g().constant_int(lowest ? std::numeric_limits<int64_t>::min()
-                                       : std::numeric_limits<int64_t>::max(), {dt, {}});
+    return ctx.g().constant_int(
+        lowest ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(),
+        {dt, {}});
   }
   int64_t bits = 8 * ir::byte_size(dt);
   if (ir::is_unsigned(dt)) {
@@ -179,7 +183,8 @@ ValueList aminmax(LoweringContext& ctx, const Args& a) {
     if (self.numel() == 0) at::native::zero_numel_check_dims(self, *dim, "aminmax");
     rdims = reduction_dims(std::vector<int64_t>{*dim}, self.dim());
   } else {
-    TORCH_CHECK(self.numel() > 0, "aminmax(): cannot compute aminmax over an empty dimension "
+    TORCH_CHECK(self.numel() > 0,
+                "aminmax(): cannot compute aminmax over an empty dimension "
                 "as the operation has no identity.");
     rdims = reduction_dims(std::nullopt, self.dim());
   }
@@ -286,16 +291,14 @@ ValueList any_all_dim(LoweringContext& c, const Args& a, bool is_any) {
 ValueList any_all_dims(LoweringContext& c, const Args& a, bool is_any) {
   const at::Tensor& self = a.tensor(0);
   auto dim = a.opt_ints(1);
-  auto rdims = dim.has_value() && dim->empty() ? std::vector<int64_t>{}
-                                                : reduction_dims(dim, self.dim());
+  auto rdims =
+      dim.has_value() && dim->empty() ? std::vector<int64_t>{} : reduction_dims(dim, self.dim());
   return any_all(c, self, rdims, a.boolean(2), is_any);
 }
-RegisterLowering r_any("any", [](LoweringContext& c, const Args& a) {
-  return any_all_all(c, a, true);
-});
-RegisterLowering r_all("all", [](LoweringContext& c, const Args& a) {
-  return any_all_all(c, a, false);
-});
+RegisterLowering r_any("any",
+                       [](LoweringContext& c, const Args& a) { return any_all_all(c, a, true); });
+RegisterLowering r_all("all",
+                       [](LoweringContext& c, const Args& a) { return any_all_all(c, a, false); });
 RegisterLowering r_any_dim("any.dim", [](LoweringContext& c, const Args& a) {
   return any_all_dim(c, a, true);
 });

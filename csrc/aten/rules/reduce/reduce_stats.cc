@@ -27,9 +27,10 @@ std::pair<ir::Value, ir::Value> var_mean(LoweringContext& ctx, const Args& a, bo
   const at::Tensor& self = a.tensor(0);
   // ATen names var and std together in this error, var_mean/std_mean alone.
   const std::string who = name == std::string("var") || name == std::string("std")
-                              ? std::string("std and var") : std::string(name);
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
-              who, " only support floating point and complex dtypes");
+                              ? std::string("std and var")
+                              : std::string(name);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()), who,
+              " only support floating point and complex dtypes");
   auto rdims = reduction_dims(a.opt_ints(1), self.dim());
   double correction = a.is_none(2) ? 1.0 : a.scalar(2).toDouble();
   bool keepdim = a.boolean(3);
@@ -44,7 +45,8 @@ std::pair<ir::Value, ir::Value> var_mean(LoweringContext& ctx, const Args& a, bo
   // the input numel divided by the output numel only when all dims reduce,
   // so it is computed from the reduced dims.
   if (n - correction <= 0) {
-    TORCH_WARN(name, "(): degrees of freedom is <= 0. Correction should be strictly less than "
+    TORCH_WARN(name,
+               "(): degrees of freedom is <= 0. Correction should be strictly less than "
                "the reduction factor (input numel divided by output numel).");
   }
   // The divisor is structural (from the shape and an almost always 0 or 1 correction).
@@ -104,18 +106,22 @@ ValueList vector_norm(LoweringContext& ctx, const Args& a) {
                 "linalg.vector_norm: dtype should be floating point or complex, but got ",
                 *opt_dtype);
     TORCH_CHECK(c10::promoteTypes(in_type, *opt_dtype) == *opt_dtype,
-                "linalg.vector_norm: the dtype of the input (", in_type, ") should be "
-                "convertible without narrowing to the specified dtype (", *opt_dtype, ")");
+                "linalg.vector_norm: the dtype of the input (", in_type,
+                ") should be "
+                "convertible without narrowing to the specified dtype (",
+                *opt_dtype, ")");
   }
   auto rdims = reduction_dims(dim, self.dim());
   if (self.numel() == 0 && (ord < 0 || std::isinf(ord))) {
     // No identity for max/min/negative powers over an empty dim.
     TORCH_CHECK(dim.has_value() && !dim->empty(), "linalg.vector_norm cannot compute the ",
-                ord_string(ord), " norm on an empty tensor because the operation does not "
+                ord_string(ord),
+                " norm on an empty tensor because the operation does not "
                 "have an identity");
     for (int64_t d : *dim) {
       TORCH_CHECK(self.dim() == 0 || self.size(d) != 0, "linalg.vector_norm cannot compute the ",
-                  ord_string(ord), " norm on the dimension ", d, "because this dimension is "
+                  ord_string(ord), " norm on the dimension ", d,
+                  "because this dimension is "
                   "empty and the operation does not have an identity");
     }
   }
@@ -147,7 +153,7 @@ ValueList nansum(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   auto rdims = reduction_dims(a.opt_ints(1), self.dim());
   auto opt_dtype = a.opt_dtype(3);
-  DType out = opt_dtype.has_value() ? to_ir(*opt_dtype)
+  DType out = opt_dtype.has_value()                          ? to_ir(*opt_dtype)
               : at::isIntegralType(self.scalar_type(), true) ? DType::kI64
                                                              : to_ir(self.scalar_type());
   auto& g = ctx.g();
@@ -185,7 +191,7 @@ ValueList cumulative(LoweringContext& ctx, const Args& a, Reducer reducer) {
   const at::Tensor& self = a.tensor(0);
   int64_t dim = wrap_dim(a.integer(1), std::max<int64_t>(self.dim(), 1));
   auto opt_dtype = a.opt_dtype(2);
-  DType out = opt_dtype.has_value() ? to_ir(*opt_dtype)
+  DType out = opt_dtype.has_value()                          ? to_ir(*opt_dtype)
               : at::isIntegralType(self.scalar_type(), true) ? DType::kI64
                                                              : to_ir(self.scalar_type());
   auto& g = ctx.g();

@@ -35,7 +35,8 @@ ValueList renorm(LoweringContext& ctx, const Args& a) {
   ir::Value norm = lowering_table().at("linalg_vector_norm")(ctx, Args(args))[0];
   auto& g = ctx.g();
   ir::Value limit = broadcast_to(ctx, ctx.scalar(maxnorm, acc), dims(ctx, norm));
-  ir::Value scaled = g.binary(Op::kDiv, limit, g.binary(Op::kAdd, norm, full_like(ctx, norm, 1e-7)));
+  ir::Value scaled =
+      g.binary(Op::kDiv, limit, g.binary(Op::kAdd, norm, full_like(ctx, norm, 1e-7)));
   ir::Value factor = g.select(g.compare(Cmp::kGT, norm, limit), scaled, full_like(ctx, norm, 1));
   ir::Value x = g.convert(ctx.tensor(self), acc);
   return {g.convert(g.binary(Op::kMul, x, broadcast_to(ctx, factor, self.sizes())), dt)};

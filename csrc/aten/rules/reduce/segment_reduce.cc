@@ -61,7 +61,8 @@ Layout layout(const at::Tensor& data, int64_t axis, int64_t segments) {
 }
 
 // {start, end} i64 [outer, S] of every segment, ends clipped to L.
-std::pair<Value, Value> bounds(LoweringContext& ctx, const Layout& l, const std::optional<at::Tensor>& lengths,
+std::pair<Value, Value> bounds(LoweringContext& ctx, const Layout& l,
+                               const std::optional<at::Tensor>& lengths,
                                const std::optional<at::Tensor>& offsets) {
   auto& g = ctx.g();
   const std::vector<int64_t> os{l.outer, l.segments};
@@ -74,8 +75,8 @@ std::pair<Value, Value> bounds(LoweringContext& ctx, const Layout& l, const std:
   } else {
     Value len = g.reshape(g.convert(ctx.tensor(*lengths), DType::kI64), os);
     // Inclusive prefix sums along the segments, then shifted: the starts.
-    end = g.reduce_window(len, g.constant_int(0, {DType::kI64, {}}), {1, l.segments}, {1, 1}, {}, {}, {0, l.segments - 1},
-                          {0, 0}, Reducer::kAdd);
+    end = g.reduce_window(len, g.constant_int(0, {DType::kI64, {}}), {1, l.segments}, {1, 1}, {},
+                          {}, {0, l.segments - 1}, {0, 0}, Reducer::kAdd);
     start = g.binary(Op::kSub, end, len);
   }
   return {start, g.binary(Op::kMin, end, g.constant_int(l.length, t))};
@@ -94,16 +95,20 @@ Value membership(LoweringContext& ctx, const Layout& l, Value start, Value end) 
 int64_t check_args(const at::Tensor& data, const std::optional<at::Tensor>& lengths,
                    const std::optional<at::Tensor>& offsets, int64_t axis) {
   axis = wrap_dim(axis, data.dim());
-  TORCH_CHECK(lengths.has_value() || offsets.has_value(), "segment_reduce(): Either lengths or offsets must be defined.");
+  TORCH_CHECK(lengths.has_value() || offsets.has_value(),
+              "segment_reduce(): Either lengths or offsets must be defined.");
   const at::Tensor& bound = offsets ? *offsets : *lengths;
   TORCH_CHECK(data.dim() >= bound.dim());
-  TORCH_CHECK(axis == bound.dim() - 1, "segment_reduce(): Expected axis to be the last dimension of ",
+  TORCH_CHECK(axis == bound.dim() - 1,
+              "segment_reduce(): Expected axis to be the last dimension of ",
               offsets ? "offsets" : "lengths", " but got ", axis, ".");
   const auto st = data.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st), "\"_segment_reduce_cpu\" not implemented for '", st, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st),
+                              "\"_segment_reduce_cpu\" not implemented for '", st, "'");
   const auto bt = bound.scalar_type();
   TORCH_CHECK_NOT_IMPLEMENTED(bt == at::kLong || bt == at::kInt, "\"_segment_reduce_",
-                              offsets ? "offsets" : "lengths", "_cpu_kernel1\" not implemented for '", bt, "'");
+                              offsets ? "offsets" : "lengths",
+                              "_cpu_kernel1\" not implemented for '", bt, "'");
   return axis;
 }
 
@@ -117,15 +122,18 @@ void check_lengths(LoweringContext& ctx, const at::Tensor& lengths, const Layout
   Value len = g.reshape(g.convert(probe.tensor(lengths), DType::kI64), {l.outer, l.segments});
   Value lo = reduce(probe, len, {0, 1}, false, Reducer::kMin);
   Value sums = reduce(probe, len, {1}, false, Reducer::kAdd);
-  Value rows_ok = reduce(probe, g.compare(Cmp::kEQ, sums, g.constant_int(l.length, {DType::kI64, {l.outer}})), {0},
-                         false, Reducer::kAnd);
+  Value rows_ok =
+      reduce(probe, g.compare(Cmp::kEQ, sums, g.constant_int(l.length, {DType::kI64, {l.outer}})),
+             {0}, false, Reducer::kAnd);
   Value non_negative = g.compare(Cmp::kGE, lo, g.constant_int(0, {DType::kI64, {}}));
   Value flags = g.concatenate({g.reshape(g.convert(non_negative, DType::kI64), {1}),
-                               g.reshape(g.convert(rows_ok, DType::kI64), {1})}, 0);
+                               g.reshape(g.convert(rows_ok, DType::kI64), {1})},
+                              0);
   auto checked = probe.run({flags, g.binary(Op::kAnd, non_negative, rows_ok)});
   check_device_values(checked[0], checked[1], [](const at::Tensor& host) {
     TORCH_CHECK(host[0].item<int64_t>() == 1, "lengths contains negative value!");
-    TORCH_CHECK(host[1].item<int64_t>() == 1, "segment_reduce(): Expected all rows of lengths along axis ",
+    TORCH_CHECK(host[1].item<int64_t>() == 1,
+                "segment_reduce(): Expected all rows of lengths along axis ",
                 "to sum to data.size(lengths.dim()-1) when !unsafe.");
   });
 }
@@ -135,7 +143,8 @@ std::vector<Value> segment_reduce(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
   const at::Tensor& data = a.tensor(0);
   const auto lengths = opt_tensor(a, 2), indices = opt_tensor(a, 3), offsets = opt_tensor(a, 4);
-  TORCH_CHECK(!indices.has_value(), "segment_reduce(): indices based reduction is not supported yet.");
+  TORCH_CHECK(!indices.has_value(),
+              "segment_reduce(): indices based reduction is not supported yet.");
   int64_t axis = a.integer(5);
   const bool unsafe = a.boolean(6);
   const Kind kind = parse_reduce(a[1].toStringRef());
@@ -144,13 +153,17 @@ std::vector<Value> segment_reduce(LoweringContext& ctx, const Args& a) {
   const Layout l = layout(data, axis, segments);
   if (!offsets && !unsafe) check_lengths(ctx, *lengths, l);
   const DType dt = to_ir(data.scalar_type());
-  const std::vector<int64_t> big{l.outer, l.segments, l.length, l.inner}, os{l.outer, l.segments, l.inner};
+  const std::vector<int64_t> big{l.outer, l.segments, l.length, l.inner},
+      os{l.outer, l.segments, l.inner};
   if (c10::multiply_integers(os) == 0) return {g.constant(0, {dt, l.out_shape})};
   auto [start, end] = bounds(ctx, l, lengths, offsets);
   Value member = g.broadcast_in_dim(membership(ctx, l, start, end), big, {0, 1, 2});
-  Value x = l.length == 0 ? g.constant(0, {dt, big})
-                          : g.broadcast_in_dim(g.reshape(ctx.tensor(data), {l.outer, l.length, l.inner}), big, {0, 2, 3});
-  const std::optional<c10::Scalar> initial = a.is_none(7) ? std::nullopt : std::optional(a.scalar(7));
+  Value x = l.length == 0
+                ? g.constant(0, {dt, big})
+                : g.broadcast_in_dim(g.reshape(ctx.tensor(data), {l.outer, l.length, l.inner}), big,
+                                     {0, 2, 3});
+  const std::optional<c10::Scalar> initial =
+      a.is_none(7) ? std::nullopt : std::optional(a.scalar(7));
   const double inf = std::numeric_limits<double>::infinity();
   double identity = 0;
   Reducer r = Reducer::kAdd;
@@ -165,8 +178,12 @@ std::vector<Value> segment_reduce(LoweringContext& ctx, const Args& a) {
     r = Reducer::kMul;
   }
   Value folded = reduce(ctx, g.select(member, x, g.constant(identity, {dt, big})), {2}, false, r);
-  Value init = initial ? g.broadcast_in_dim(ctx.scalar(*initial, dt), os, {}) : g.constant(identity, {dt, os});
-  Op combine = kind == Kind::kMax ? Op::kMax : kind == Kind::kMin ? Op::kMin : kind == Kind::kProd ? Op::kMul : Op::kAdd;
+  Value init = initial ? g.broadcast_in_dim(ctx.scalar(*initial, dt), os, {})
+                       : g.constant(identity, {dt, os});
+  Op combine = kind == Kind::kMax    ? Op::kMax
+               : kind == Kind::kMin  ? Op::kMin
+               : kind == Kind::kProd ? Op::kMul
+                                     : Op::kAdd;
   Value out = g.binary(combine, init, folded);
   if (kind == Kind::kMean) {
     Value len = g.broadcast_in_dim(g.binary(Op::kSub, end, start), os, {0, 1});
@@ -196,11 +213,14 @@ std::vector<Value> segment_reduce_backward(LoweringContext& ctx, const Args& a) 
   const int64_t segments = offsets ? offsets->size(-1) - 1 : lengths->size(-1);
   const Layout l = layout(data, axis, segments);
   const DType dt = to_ir(data.scalar_type());
-  const std::vector<int64_t> big{l.outer, l.segments, l.length, l.inner}, os{l.outer, l.segments, l.inner};
-  if (data.numel() == 0 || c10::multiply_integers(os) == 0) return {g.constant(0, {dt, l.data_shape})};
+  const std::vector<int64_t> big{l.outer, l.segments, l.length, l.inner},
+      os{l.outer, l.segments, l.inner};
+  if (data.numel() == 0 || c10::multiply_integers(os) == 0)
+    return {g.constant(0, {dt, l.data_shape})};
   auto [start, end] = bounds(ctx, l, lengths, offsets);
   Value member = g.broadcast_in_dim(membership(ctx, l, start, end), big, {0, 1, 2});
-  Value x = g.broadcast_in_dim(g.reshape(ctx.tensor(data), {l.outer, l.length, l.inner}), big, {0, 2, 3});
+  Value x =
+      g.broadcast_in_dim(g.reshape(ctx.tensor(data), {l.outer, l.length, l.inner}), big, {0, 2, 3});
   auto spread = [&](Value v) { return g.broadcast_in_dim(v, big, {0, 1, 3}); };
   Value gs = g.reshape(ctx.tensor(grad), os), out = g.reshape(ctx.tensor(output), os);
   Value zeros = g.constant(0, {dt, big});
@@ -211,8 +231,9 @@ std::vector<Value> segment_reduce_backward(LoweringContext& ctx, const Args& a) 
     Value len = g.convert(g.broadcast_in_dim(g.binary(Op::kSub, end, start), os, {0, 1}), dt);
     per = spread(g.binary(Op::kDiv, gs, len));
   } else if (kind == Kind::kMax || kind == Kind::kMin) {
-    Value hit = g.binary(Op::kAnd, member,
-                         g.binary(Op::kOr, g.compare(Cmp::kNE, x, x), g.compare(Cmp::kEQ, x, spread(out))));
+    Value hit =
+        g.binary(Op::kAnd, member,
+                 g.binary(Op::kOr, g.compare(Cmp::kNE, x, x), g.compare(Cmp::kEQ, x, spread(out))));
     Value one = g.select(hit, g.constant(1, {dt, big}), zeros);
     Value count = spread(reduce(ctx, one, {2}, false, Reducer::kAdd));
     per = g.select(hit, spread(gs), zeros);
@@ -221,24 +242,27 @@ std::vector<Value> segment_reduce_backward(LoweringContext& ctx, const Args& a) 
     per = g.select(divide, g.binary(Op::kDiv, per, count), per);
   } else {
     // Exclusive products from prefix and suffix products within the segment.
-    const std::optional<c10::Scalar> initial = a.is_none(7) ? std::nullopt : std::optional(a.scalar(7));
+    const std::optional<c10::Scalar> initial =
+        a.is_none(7) ? std::nullopt : std::optional(a.scalar(7));
     Value ones = g.constant(1, {dt, big});
     Value m = g.select(member, x, ones);
     Value one = ctx.constant(1, dt);
     const int64_t n = l.length;
     // Inclusive prefix / suffix products along L, shifted by one for the
     // exclusive ones (1 at the ends).
-    Value prefix = g.reduce_window(m, one, {1, 1, n, 1}, {1, 1, 1, 1}, {}, {}, {0, 0, n - 1, 0}, {0, 0, 0, 0},
-                                   Reducer::kMul);
-    Value suffix = g.reduce_window(m, one, {1, 1, n, 1}, {1, 1, 1, 1}, {}, {}, {0, 0, 0, 0}, {0, 0, n - 1, 0},
-                                   Reducer::kMul);
+    Value prefix = g.reduce_window(m, one, {1, 1, n, 1}, {1, 1, 1, 1}, {}, {}, {0, 0, n - 1, 0},
+                                   {0, 0, 0, 0}, Reducer::kMul);
+    Value suffix = g.reduce_window(m, one, {1, 1, n, 1}, {1, 1, 1, 1}, {}, {}, {0, 0, 0, 0},
+                                   {0, 0, n - 1, 0}, Reducer::kMul);
     const std::vector<int64_t> edge{l.outer, l.segments, 1, l.inner};
     Value unit = g.constant(1, {dt, edge});
-    Value before = g.concatenate({unit, g.slice(prefix, {0, 0, 0, 0}, {l.outer, l.segments, n - 1, l.inner},
-                                                {1, 1, 1, 1})}, 2);
+    Value before = g.concatenate(
+        {unit, g.slice(prefix, {0, 0, 0, 0}, {l.outer, l.segments, n - 1, l.inner}, {1, 1, 1, 1})},
+        2);
     Value after = g.concatenate({g.slice(suffix, {0, 0, 1, 0}, big, {1, 1, 1, 1}), unit}, 2);
-    Value exclusive = g.binary(Op::kMul, g.binary(Op::kMul, before, after),
-                               initial ? g.broadcast_in_dim(ctx.scalar(*initial, dt), big, {}) : ones);
+    Value exclusive =
+        g.binary(Op::kMul, g.binary(Op::kMul, before, after),
+                 initial ? g.broadcast_in_dim(ctx.scalar(*initial, dt), big, {}) : ones);
     Value special = g.binary(Op::kOr, g.compare(Cmp::kNE, x, x), g.compare(Cmp::kEQ, x, zeros));
     Value plain = g.binary(Op::kDiv, spread(g.binary(Op::kMul, gs, out)), x);
     per = g.select(special, g.binary(Op::kMul, spread(gs), exclusive), plain);

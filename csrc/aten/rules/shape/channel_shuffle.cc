@@ -12,10 +12,14 @@ using ValueList = std::vector<ir::Value>;
 ValueList channel_shuffle(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const int64_t groups = a.integer(1);
-  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input with > 2 dims, but got input with "
-              "sizes ", self.sizes());
-  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive. Value of "
-              "groups:", groups);
+  TORCH_CHECK(self.dim() > 2,
+              "channel_shuffle expects input with > 2 dims, but got input with "
+              "sizes ",
+              self.sizes());
+  TORCH_CHECK(groups > 0,
+              "Number of groups to divide channels in must be positive. Value of "
+              "groups:",
+              groups);
   const int64_t c = self.size(1);
   TORCH_CHECK(c % groups == 0, "Number of channels must be divisible by groups. Got ", c,
               " channels and ", groups, " groups.");

@@ -53,9 +53,11 @@ std::vector<ir::Value> cat(LoweringContext& ctx, const Args& a) {
     TORCH_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ",
                 ref->dim(), " and ", t.dim());
     for (int64_t d = 0; d < t.dim(); ++d) {
-      TORCH_CHECK(d == dim || t.size(d) == ref->size(d), "Sizes of tensors must match except "
-                  "in dimension ", dim, ". Expected size ", ref->size(d), " but got size ",
-                  t.size(d), " for tensor number ", i, " in the list.");
+      TORCH_CHECK(d == dim || t.size(d) == ref->size(d),
+                  "Sizes of tensors must match except "
+                  "in dimension ",
+                  dim, ". Expected size ", ref->size(d), " but got size ", t.size(d),
+                  " for tensor number ", i, " in the list.");
     }
     out[dim] += t.size(dim);
     if (t.numel() > 0) nonempty.push_back(t);
@@ -114,8 +116,8 @@ std::vector<ir::Value> roll(LoweringContext& ctx, const Args& a) {
     ir::Value flat = roll_dim(ctx, g.reshape(x, {self.numel()}), 0, shifts[0]);
     return {g.reshape(flat, self.sizes().vec())};
   }
-  TORCH_CHECK(shifts.size() == rdims.size(), "shifts and dimensions must align. shifts: ",
-              shifts.size(), ", dims:", rdims.size());
+  TORCH_CHECK(shifts.size() == rdims.size(),
+              "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", rdims.size());
   for (size_t i = 0; i < rdims.size(); ++i) {
     // wrap_scalar=false: a 0-d tensor has no dim to roll (IndexError, as on
     // CPU); wrapping it as rank 1 would slice a dim that does not exist.
@@ -131,7 +133,8 @@ std::vector<ir::Value> roll(LoweringContext& ctx, const Args& a) {
 std::vector<ir::Value> repeat(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const std::vector<int64_t> reps = a.ints(1);
-  TORCH_CHECK(static_cast<int64_t>(reps.size()) >= self.dim(), "Number of dimensions of repeat "
+  TORCH_CHECK(static_cast<int64_t>(reps.size()) >= self.dim(),
+              "Number of dimensions of repeat "
               "dims can not be smaller than number of dimensions of tensor");
   const size_t n = reps.size();
   std::vector<int64_t> padded(n - static_cast<size_t>(self.dim()), 1);
@@ -139,8 +142,8 @@ std::vector<ir::Value> repeat(LoweringContext& ctx, const Args& a) {
   std::vector<int64_t> target, interleaved, bdims;
   for (size_t i = 0; i < n; ++i) target.push_back(reps[i] * padded[i]);
   for (size_t i = 0; i < n; ++i) {
-    TORCH_CHECK(target[i] >= 0, "Trying to create tensor with negative dimension ", target[i],
-                ": ", c10::IntArrayRef(target));
+    TORCH_CHECK(target[i] >= 0, "Trying to create tensor with negative dimension ", target[i], ": ",
+                c10::IntArrayRef(target));
   }
   auto& g = ctx.g();
   ir::Value x = ctx.tensor(self);
@@ -161,11 +164,11 @@ std::vector<ir::Value> constant_pad_nd(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const std::vector<int64_t> pad = a.ints(1);
   const int64_t rank = self.dim();
-  TORCH_CHECK(pad.size() % 2 == 0, "Length of pad must be even but instead it equals ",
-              pad.size());
-  TORCH_CHECK(static_cast<int64_t>(pad.size() / 2) <= rank, "Length of pad should be no more "
-              "than twice the number of dimensions of the input. Pad length is ", pad.size(),
-              "while the input has ", rank, "dimensions.");
+  TORCH_CHECK(pad.size() % 2 == 0, "Length of pad must be even but instead it equals ", pad.size());
+  TORCH_CHECK(static_cast<int64_t>(pad.size() / 2) <= rank,
+              "Length of pad should be no more "
+              "than twice the number of dimensions of the input. Pad length is ",
+              pad.size(), "while the input has ", rank, "dimensions.");
   std::vector<int64_t> low(static_cast<size_t>(rank), 0), high(low), interior(low);
   std::vector<int64_t> out = self.sizes().vec();
   for (size_t i = 0; i < pad.size() / 2; ++i) {
@@ -174,9 +177,10 @@ std::vector<ir::Value> constant_pad_nd(LoweringContext& ctx, const Args& a) {
     high[d] = pad[2 * i + 1];
     out[d] += low[d] + high[d];
     // ATen's composite crops with narrow() first; keep its message.
-    TORCH_CHECK(out[d] >= 0 && self.size(d) + std::min<int64_t>(low[d], 0) +
-                                   std::min<int64_t>(high[d], 0) >= 0,
-                "narrow(): length must be non-negative.");
+    TORCH_CHECK(
+        out[d] >= 0 &&
+            self.size(d) + std::min<int64_t>(low[d], 0) + std::min<int64_t>(high[d], 0) >= 0,
+        "narrow(): length must be non-negative.");
   }
   auto& g = ctx.g();
   ir::Value x = ctx.tensor(self);
@@ -201,8 +205,8 @@ std::vector<ir::Value> triangle(LoweringContext& ctx, const Args& a, bool lower)
   const ir::TensorType t{DType::kI64, {self.size(-2), self.size(-1)}};
   // col - row compared with the diagonal offset.
   ir::Value offset = g.binary(ir::Op::kSub, g.iota(t, 1), g.iota(t, 0));
-  ir::Value keep = g.compare(lower ? ir::Cmp::kLE : ir::Cmp::kGE, offset,
-                             g.constant_int(diagonal, t));
+  ir::Value keep =
+      g.compare(lower ? ir::Cmp::kLE : ir::Cmp::kGE, offset, g.constant_int(diagonal, t));
   keep = g.broadcast_in_dim(keep, self.sizes().vec(), {rank - 2, rank - 1});
   return {g.select(keep, x, full_like(ctx, x, 0))};
 }

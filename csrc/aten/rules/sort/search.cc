@@ -76,8 +76,8 @@ ir::Value insertion_points(LoweringContext& ctx, ir::Value seq, ir::Value values
   ir::Value s = g.broadcast_in_dim(seq, pair, bd);
   // entry belongs before the value: !(entry >= value) / !(entry > value).
   ir::Value before = g.unary(ir::Op::kNot, g.compare(right ? Cmp::kGT : Cmp::kGE, s, v));
-  ir::Value count = reduce(ctx, g.convert(before, DType::kI64), {static_cast<int64_t>(vshape.size())},
-                           false, ir::Reducer::kAdd);
+  ir::Value count = reduce(ctx, g.convert(before, DType::kI64),
+                           {static_cast<int64_t>(vshape.size())}, false, ir::Reducer::kAdd);
   return g.convert(count, out);
 }
 
@@ -92,29 +92,39 @@ ValueList searchsorted(LoweringContext& ctx, const Args& a) {
   if (!a.is_none(4)) side = a[4].toStringRef();
   std::optional<at::Tensor> sorter = a.opt_tensor(5);
   if (side.has_value()) {
-    TORCH_CHECK(*side == "left" || *side == "right", "torch.searchsorted(): side can only be "
-                "'left' or 'right' but got ", *side);
-    TORCH_CHECK(!right || *side == "right", "torch.searchsorted(): side and right can't be set "
-                "to opposites, got side of ", *side, " while right was True");
+    TORCH_CHECK(*side == "left" || *side == "right",
+                "torch.searchsorted(): side can only be "
+                "'left' or 'right' but got ",
+                *side);
+    TORCH_CHECK(!right || *side == "right",
+                "torch.searchsorted(): side and right can't be set "
+                "to opposites, got side of ",
+                *side, " while right was True");
     right = *side == "right";
   }
-  TORCH_CHECK(seq.dim() != 0, "torch.searchsorted(): boundaries tensor should have positive "
+  TORCH_CHECK(seq.dim() != 0,
+              "torch.searchsorted(): boundaries tensor should have positive "
               "dimension, but got 0 dimension");
   std::vector<int64_t> vshape;
   if (a[1].isTensor()) vshape = a.tensor(1).sizes().vec();
   if (seq.dim() > 1) {
     bool ok = static_cast<int64_t>(vshape.size()) == seq.dim();
     for (int64_t i = 0; ok && i + 1 < seq.dim(); ++i) ok = vshape[i] == seq.size(i);
-    TORCH_CHECK(ok, "torch.searchsorted(): boundaries tensor should be 1 dimension or the first "
+    TORCH_CHECK(ok,
+                "torch.searchsorted(): boundaries tensor should be 1 dimension or the first "
                 "N-1 dimensions of boundaries tensor and input value tensor must match, but we "
-                "got boundaries tensor ", seq.sizes(), " and input value tensor ", c10::IntArrayRef(vshape));
+                "got boundaries tensor ",
+                seq.sizes(), " and input value tensor ", c10::IntArrayRef(vshape));
   }
   if (sorter.has_value()) {
-    TORCH_CHECK(sorter->scalar_type() == at::kLong, "torch.searchsorted(): sorter must be a "
-                "tensor of long dtype but got dtype ", sorter->scalar_type());
-    TORCH_CHECK(sorter->sizes() == seq.sizes(), "torch.searchsorted(): boundary and sorter must "
-                "have the same size, but got boundary tensor ", seq.sizes(),
-                "and got sorter tensor ", sorter->sizes());
+    TORCH_CHECK(sorter->scalar_type() == at::kLong,
+                "torch.searchsorted(): sorter must be a "
+                "tensor of long dtype but got dtype ",
+                sorter->scalar_type());
+    TORCH_CHECK(sorter->sizes() == seq.sizes(),
+                "torch.searchsorted(): boundary and sorter must "
+                "have the same size, but got boundary tensor ",
+                seq.sizes(), "and got sorter tensor ", sorter->sizes());
   }
   DType dt = to_ir(result_type(a[0], a[1]));
   // CPU's kernel dispatches on the common dtype and has no bool instance.
@@ -155,12 +165,9 @@ ValueList bucketize(LoweringContext& ctx, const Args& a) {
 }
 
 RegisterLowering kRules[] = {
-    {"isin.Tensor_Tensor", isin},
-    {"isin.Tensor_Scalar", isin},
-    {"isin.Scalar_Tensor", isin},
-    {"searchsorted.Tensor", searchsorted},
-    {"searchsorted.Scalar", searchsorted},
-    {"bucketize.Tensor", bucketize},
+    {"isin.Tensor_Tensor", isin},          {"isin.Tensor_Scalar", isin},
+    {"isin.Scalar_Tensor", isin},          {"searchsorted.Tensor", searchsorted},
+    {"searchsorted.Scalar", searchsorted}, {"bucketize.Tensor", bucketize},
     {"bucketize.Scalar", bucketize},
 };
 

@@ -50,8 +50,8 @@ ir::Value pick(LoweringContext& ctx, ir::Value v, ir::Value pos, int64_t dim) {
   auto& g = ctx.g();
   std::vector<int64_t> shape = dims(ctx, v);
   DType dt = dtype(ctx, v);
-  ir::Value hit = g.compare(ir::Cmp::kEQ, g.iota({DType::kI64, shape}, dim),
-                            broadcast_to(ctx, pos, shape));
+  ir::Value hit =
+      g.compare(ir::Cmp::kEQ, g.iota({DType::kI64, shape}, dim), broadcast_to(ctx, pos, shape));
   ir::Value lowest;
   if (ir::is_float(dt)) {
     lowest = ctx.constant(-std::numeric_limits<double>::infinity(), dt);
@@ -143,8 +143,8 @@ ir::Value median_position(LoweringContext& ctx, ir::Value sorted, int64_t dim, b
   if (ignore_nan) {
     ir::Value one = g.constant_int(1, pos_type);
     ir::Value zero = g.constant_int(0, pos_type);
-    ir::Value p = g.binary(ir::Op::kDiv, g.binary(ir::Op::kSub, count, one),
-                           g.constant_int(2, pos_type));
+    ir::Value p =
+        g.binary(ir::Op::kDiv, g.binary(ir::Op::kSub, count, one), g.constant_int(2, pos_type));
     return g.select(g.compare(ir::Cmp::kGT, count, zero), p, zero);
   }
   ir::Value has_nan = g.compare(ir::Cmp::kLT, count, g.constant_int(n, pos_type));
@@ -222,7 +222,8 @@ ValueList mode(LoweringContext& ctx, const Args& a) {
   // The row dim last: [rows..., n].
   const int64_t rank = self.dim();
   std::vector<int64_t> perm;
-  for (int64_t k = 0; k < rank; ++k) if (k != dim) perm.push_back(k);
+  for (int64_t k = 0; k < rank; ++k)
+    if (k != dim) perm.push_back(k);
   perm.push_back(dim);
   ir::Value t = g.transpose(v, perm);
   auto [values, indices] = sort_with_indices(ctx, t, rank - 1, false);
@@ -252,7 +253,8 @@ ValueList mode(LoweringContext& ctx, const Args& a) {
   std::vector<int64_t> kd = shape;
   kd.back() = 1;
   ir::Value last = g.reshape(g.binary(ir::Op::kSub, g.binary(ir::Op::kAdd, best[1], best[0]),
-                                      g.constant_int(1, {DType::kI64, dims(ctx, best[0])})), kd);
+                                      g.constant_int(1, {DType::kI64, dims(ctx, best[0])})),
+                             kd);
   ir::Value value = pick(ctx, values, last, rank - 1);
   ir::Value index = pick(ctx, indices, last, rank - 1);
   // Back to self's dim order, dim of size 1.

@@ -70,7 +70,8 @@ ir::Value run_starts(LoweringContext& ctx, ir::Value x) {
   std::vector<int64_t> zeros(rank, 0), strides(rank, 1), lo(rank, 0), hi = shape;
   lo[0] = 1;
   hi[0] = n - 1;
-  ir::Value ne = g.compare(Cmp::kNE, g.slice(x, lo, shape, strides), g.slice(x, zeros, hi, strides));
+  ir::Value ne =
+      g.compare(Cmp::kNE, g.slice(x, lo, shape, strides), g.slice(x, zeros, hi, strides));
   if (rank > 1) {
     std::vector<int64_t> rest;
     for (size_t i = 1; i < rank; ++i) rest.push_back(static_cast<int64_t>(i));
@@ -118,9 +119,10 @@ ValueList unique2(LoweringContext& ctx, const at::Tensor& self, bool inverse, bo
   const int64_t n = self.numel();
   DType dt = to_ir(self.scalar_type());
   if (n == 0) {
-    return {g.constant(0, {dt, {0}}),
-            g.constant_int(0, {DType::kI64, inverse ? self.sizes().vec() : std::vector<int64_t>{0}}),
-            g.constant_int(0, {DType::kI64, {0}})};
+    return {
+        g.constant(0, {dt, {0}}),
+        g.constant_int(0, {DType::kI64, inverse ? self.sizes().vec() : std::vector<int64_t>{0}}),
+        g.constant_int(0, {DType::kI64, {0}})};
   }
   auto sorted = [&](LoweringContext& c) {
     ir::Value flat = c.g().reshape(c.tensor(self), {n});
@@ -143,16 +145,18 @@ ValueList unique_consecutive(LoweringContext& ctx, const Args& a) {
   if (!dim.has_value() || self.dim() == 0) {
     const int64_t n = self.numel();
     if (n == 0) {
-      return {g.constant(0, {dt, {0}}),
-              g.constant_int(0, {DType::kI64, inverse ? self.sizes().vec() : std::vector<int64_t>{0}}),
-              g.constant_int(0, {DType::kI64, {0}})};
+      return {
+          g.constant(0, {dt, {0}}),
+          g.constant_int(0, {DType::kI64, inverse ? self.sizes().vec() : std::vector<int64_t>{0}}),
+          g.constant_int(0, {DType::kI64, {0}})};
     }
     auto flat = [&](LoweringContext& c) { return c.g().reshape(c.tensor(self), {n}); };
     return runs(ctx, flat(ctx), std::nullopt, inverse, counts, self.sizes().vec(),
                 [&](LoweringContext& c) { return run_starts(c, flat(c)); });
   }
   const int64_t d = wrap_dim(*dim, self.dim());
-  TORCH_CHECK(self.numel() > 0 || self.size(d) == 0, "Number of zero sized dimensions is more "
+  TORCH_CHECK(self.numel() > 0 || self.size(d) == 0,
+              "Number of zero sized dimensions is more "
               "than one, so unique cannot be applied");
   std::vector<int64_t> perm{d};
   for (int64_t k = 0; k < self.dim(); ++k) {

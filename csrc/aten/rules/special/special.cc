@@ -55,10 +55,17 @@ ir::Value zeta(LoweringContext& ctx, ir::Value x, ir::Value q) {
   auto& g = ctx.g();
   Ops o{ctx, x};
   // Bernoulli-number denominators of the tail (Cephes' A[]).
-  static const double kA[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
-                              -1.8924375803183791606e9, 7.47242496e10,
-                              -2.950130727918164224e12, 1.1646782814350067249e14,
-                              -4.5979787224074726105e15, 1.8152105401943546773e17,
+  static const double kA[] = {12.0,
+                              -720.0,
+                              30240.0,
+                              -1209600.0,
+                              47900160.0,
+                              -1.8924375803183791606e9,
+                              7.47242496e10,
+                              -2.950130727918164224e12,
+                              1.1646782814350067249e14,
+                              -4.5979787224074726105e15,
+                              1.8152105401943546773e17,
                               -7.1661652561756670113e18};
   ir::Value one = o.k(1), zero = o.k(0);
   ir::Value neg_x = g.unary(Op::kNeg, x);
@@ -113,8 +120,8 @@ ir::Value zeta(LoweringContext& ctx, ir::Value x, ir::Value q) {
 ValueList zeta_rule(LoweringContext& ctx, const Args& a) {
   DType dt = float_result(to_ir(result_type(a[0], a[1])));
   if (dt != DType::kF32 && dt != DType::kF64) pointwise::not_implemented("zeta_cpu", dt);
-  auto [x, q] = broadcast_pair(ctx, operand(ctx, a[0], DType::kF64),
-                               operand(ctx, a[1], DType::kF64));
+  auto [x, q] =
+      broadcast_pair(ctx, operand(ctx, a[0], DType::kF64), operand(ctx, a[1], DType::kF64));
   return {ctx.g().convert(zeta(ctx, x, q), dt)};
 }
 
@@ -207,12 +214,8 @@ ValueList angle(LoweringContext& ctx, const Args& a) {
 }
 
 RegisterLowering kRules[] = {
-    {"special_zeta", zeta_rule},
-    {"polygamma", polygamma},
-    {"sinc", sinc},
-    {"erfc", erfc},
-    {"special_entr", entr},
-    {"angle", angle},
+    {"special_zeta", zeta_rule}, {"polygamma", polygamma}, {"sinc", sinc}, {"erfc", erfc},
+    {"special_entr", entr},      {"angle", angle},
 };
 
 }  // namespace

@@ -18,16 +18,16 @@ using ValueList = std::vector<ir::Value>;
 // Cephes i0.c: Chebyshev coefficients for exp(-x) I0(x) on [0, 8]
 // (lim x->0 = 1).
 constexpr double kI0A[] = {
-    -4.41534164647933937950E-18, 3.33079451882223809783E-17, -2.43127984654795469359E-16,
+    -4.41534164647933937950E-18, 3.33079451882223809783E-17,  -2.43127984654795469359E-16,
     1.71539128555513303061E-15,  -1.16853328779934516808E-14, 7.67618549860493561688E-14,
-    -4.85644678311192946090E-13, 2.95505266312963983461E-12, -1.72682629144155570723E-11,
+    -4.85644678311192946090E-13, 2.95505266312963983461E-12,  -1.72682629144155570723E-11,
     9.67580903537323691224E-11,  -5.18979560163526290666E-10, 2.65982372468238665035E-9,
-    -1.30002500998624804212E-8,  6.04699502254191894932E-8,  -2.67079385394061173391E-7,
-    1.11738753912010371815E-6,   -4.41673835845875056359E-6, 1.64484480707288970893E-5,
-    -5.75419501008210370398E-5,  1.88502885095841655729E-4,  -5.76375574538582365885E-4,
-    1.63947561694133579842E-3,   -4.32430999505057594430E-3, 1.05464603945949983183E-2,
-    -2.37374148058994688156E-2,  4.93052842396707084878E-2,  -9.49010970480476444210E-2,
-    1.71620901522208775349E-1,   -3.04682672343198398683E-1, 6.76795274409476084995E-1};
+    -1.30002500998624804212E-8,  6.04699502254191894932E-8,   -2.67079385394061173391E-7,
+    1.11738753912010371815E-6,   -4.41673835845875056359E-6,  1.64484480707288970893E-5,
+    -5.75419501008210370398E-5,  1.88502885095841655729E-4,   -5.76375574538582365885E-4,
+    1.63947561694133579842E-3,   -4.32430999505057594430E-3,  1.05464603945949983183E-2,
+    -2.37374148058994688156E-2,  4.93052842396707084878E-2,   -9.49010970480476444210E-2,
+    1.71620901522208775349E-1,   -3.04682672343198398683E-1,  6.76795274409476084995E-1};
 
 // Cephes i0.c: Chebyshev coefficients for exp(-x) sqrt(x) I0(x) in the
 // inverted interval [8, inf) (lim x->inf = 1/sqrt(2 pi)).
@@ -75,11 +75,11 @@ constexpr double kI1B[] = {
 constexpr size_t kI1BFloat = 7;
 
 // Cephes k0.c: Chebyshev coefficients for K0(x) + log(x/2) I0(x) on [0, 2].
-constexpr double kK0A[] = {
-    1.37446543561352307156E-16, 4.25981614279661018399E-14, 1.03496952576338420167E-11,
-    1.90451637722020886025E-9,  2.53479107902614945675E-7,  2.28621210311945178607E-5,
-    1.26461541144692592338E-3,  3.59799365153615016266E-2,  3.44289899924628486886E-1,
-    -5.35327393233902768720E-1};
+constexpr double kK0A[] = {1.37446543561352307156E-16, 4.25981614279661018399E-14,
+                           1.03496952576338420167E-11, 1.90451637722020886025E-9,
+                           2.53479107902614945675E-7,  2.28621210311945178607E-5,
+                           1.26461541144692592338E-3,  3.59799365153615016266E-2,
+                           3.44289899924628486886E-1,  -5.35327393233902768720E-1};
 
 // Cephes k0.c: Chebyshev coefficients for exp(x) sqrt(x) K0(x) in the
 // inverted interval [2, inf) (lim x->inf = sqrt(pi/2)).
@@ -197,13 +197,11 @@ ir::Value k_large_sum(Math& m, ir::Value x, const double* c, size_t n) {
 }
 
 ir::Value k0(Math& m, ir::Value x) {
-  ir::Value hi = m.div(m.mul(m.exp(m.neg(x)), k_large_sum(m, x, kK0B, std::size(kK0B))),
-                       m.sqrt(x));
+  ir::Value hi = m.div(m.mul(m.exp(m.neg(x)), k_large_sum(m, x, kK0B, std::size(kK0B))), m.sqrt(x));
   return k_domain(m, x, m.sel(m.le(x, 2.0), k0_small(m, x), hi));
 }
 ir::Value k1(Math& m, ir::Value x) {
-  ir::Value hi = m.div(m.mul(m.exp(m.neg(x)), k_large_sum(m, x, kK1B, std::size(kK1B))),
-                       m.sqrt(x));
+  ir::Value hi = m.div(m.mul(m.exp(m.neg(x)), k_large_sum(m, x, kK1B, std::size(kK1B))), m.sqrt(x));
   return k_domain(m, x, m.sel(m.le(x, 2.0), k1_small(m, x), hi));
 }
 // exp(x) K(x).
@@ -226,10 +224,8 @@ template <ir::Value (*Fn)(Math&, ir::Value)>
 ValueList halves_ok(LoweringContext& c, const Args& a) {
   return special::unary_rule<Fn>(c, a, "", true);
 }
-#define TTPU_NO_HALVES(fn, kernel)                                   \
-  [](LoweringContext& c, const Args& a) {                            \
-    return special::unary_rule<fn>(c, a, kernel, false);            \
-  }
+#define TTPU_NO_HALVES(fn, kernel) \
+  [](LoweringContext& c, const Args& a) { return special::unary_rule<fn>(c, a, kernel, false); }
 
 RegisterLowering kRules[] = {
     {"i0", halves_ok<i0>},

@@ -34,10 +34,10 @@ constexpr std::initializer_list<double> kJ0QP = {
     -1.13663838898469149931E-2, -1.28252718670509318512E0, -1.95539544257735972385E1,
     -9.32060152123768231369E1,  -1.77681167980488050595E2, -1.47077505154951170175E2,
     -5.14105326766599330220E1,  -6.05014350600728481186E0};
-constexpr std::initializer_list<double> kJ0QQ = {
-    6.43178256118178023184E1, 8.56430025976980587198E2, 3.88240183605401609683E3,
-    7.24046774195652478189E3, 5.93072701187316984827E3, 2.06209331660327847417E3,
-    2.42005740240291393179E2};
+constexpr std::initializer_list<double> kJ0QQ = {6.43178256118178023184E1, 8.56430025976980587198E2,
+                                                 3.88240183605401609683E3, 7.24046774195652478189E3,
+                                                 5.93072701187316984827E3, 2.06209331660327847417E3,
+                                                 2.42005740240291393179E2};
 // Cephes j0.c: J0(x) / ((x^2 - r1)(x^2 - r2)) on [0, 5] as RP(x^2)/RQ(x^2),
 // r1 and r2 the squares of J0's first two zeros.
 constexpr std::initializer_list<double> kJ0RP = {
@@ -51,7 +51,7 @@ constexpr double kJ0R1 = 5.78318596294678452118E0;
 constexpr double kJ0R2 = 3.04712623436620863991E1;
 // Cephes j0.c: Y0(x) - (2/pi) log(x) J0(x) on [0, 5] as YP(x^2)/YQ(x^2).
 constexpr std::initializer_list<double> kY0YP = {
-    1.55924367855235737965E4,  -1.46639295903971606143E7, 5.43526477051876500413E9,
+    1.55924367855235737965E4,   -1.46639295903971606143E7, 5.43526477051876500413E9,
     -9.82136065717911466409E11, 8.75906394395366999549E13, -3.46628303384729719441E15,
     4.42733268572569800351E16,  -1.84950800436986690637E16};
 constexpr std::initializer_list<double> kY0YQ = {
@@ -72,10 +72,10 @@ constexpr std::initializer_list<double> kJ1QP = {
     5.10862594750176621635E-2, 4.98213872951233449420E0, 7.58238284132545283818E1,
     3.66779609360150777800E2,  7.10856304998926107277E2, 5.97489612400613639965E2,
     2.11688757100572135698E2,  2.52070205858023719784E1};
-constexpr std::initializer_list<double> kJ1QQ = {
-    7.42373277035675149943E1, 1.05644886038262816351E3, 4.98641058337653607651E3,
-    9.56231892404756170795E3, 7.99704160447350683650E3, 2.82619278517639096600E3,
-    3.36093607810698293419E2};
+constexpr std::initializer_list<double> kJ1QQ = {7.42373277035675149943E1, 1.05644886038262816351E3,
+                                                 4.98641058337653607651E3, 9.56231892404756170795E3,
+                                                 7.99704160447350683650E3, 2.82619278517639096600E3,
+                                                 3.36093607810698293419E2};
 constexpr std::initializer_list<double> kJ1RP = {
     -8.99971225705559398224E8, 4.52228297998194034323E11, -7.27494245221818276015E13,
     3.68295732863852883286E15};
@@ -86,8 +86,8 @@ constexpr std::initializer_list<double> kJ1RQ = {
 constexpr double kJ1R1 = 1.46819706421238932572E1;
 constexpr double kJ1R2 = 4.92184563216946036703E1;
 constexpr std::initializer_list<double> kY1YP = {
-    1.26320474790178026440E9,  -6.47355876379160291031E11, 1.14509511541823727583E14,
-    -8.12770255501325109621E15, 2.02439475713594898196E17, -7.78877196265950026825E17};
+    1.26320474790178026440E9,   -6.47355876379160291031E11, 1.14509511541823727583E14,
+    -8.12770255501325109621E15, 2.02439475713594898196E17,  -7.78877196265950026825E17};
 constexpr std::initializer_list<double> kY1YQ = {
     5.94301592346128195359E2,  2.35564092943068577943E5,  7.34811944459721705660E7,
     1.87601316108706159478E10, 3.88231277496238566008E12, 6.20557727146953693363E14,
@@ -167,8 +167,8 @@ ir::Value y1(Math& m, ir::Value x) {
 ir::Value spherical_j0(Math& m, ir::Value x) {
   ir::Value x2 = m.mul(x, x);
   // 1 + x^2 (-1/6 + x^2 (1/120 + x^2 (-1/5040 + ...))), innermost first.
-  const double coeffs[] = {-1.0 / 6.0,      1.0 / 120.0,       -1.0 / 5040.0,
-                           1.0 / 362880.0,  -1.0 / 39916800.0, 1.0 / 6227020800.0};
+  const double coeffs[] = {-1.0 / 6.0,     1.0 / 120.0,       -1.0 / 5040.0,
+                           1.0 / 362880.0, -1.0 / 39916800.0, 1.0 / 6227020800.0};
   ir::Value series = m.k(coeffs[5]);
   for (int i = 4; i >= 0; --i) series = m.add(m.k(coeffs[i]), m.mul(x2, series));
   series = m.add(m.k(1.0), m.mul(x2, series));
@@ -176,10 +176,8 @@ ir::Value spherical_j0(Math& m, ir::Value x) {
   return m.sel(m.is_inf(x), m.k(0.0), v);
 }
 
-#define TTPU_RULE(fn, kernel)                                        \
-  [](LoweringContext& c, const Args& a) {                            \
-    return special::unary_rule<fn>(c, a, kernel, false);            \
-  }
+#define TTPU_RULE(fn, kernel) \
+  [](LoweringContext& c, const Args& a) { return special::unary_rule<fn>(c, a, kernel, false); }
 
 RegisterLowering kRules[] = {
     {"special_bessel_j0", TTPU_RULE(j0, "bessel_j0_cpu")},

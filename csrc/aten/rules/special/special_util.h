@@ -109,7 +109,9 @@ class Math {
     return mul(0.5, sub(b0, b2));
   }
   template <size_t N>
-  ir::Value chbevl(ir::Value x, const double (&c)[N]) { return chbevl(x, c, N); }
+  ir::Value chbevl(ir::Value x, const double (&c)[N]) {
+    return chbevl(x, c, N);
+  }
 
  private:
   LoweringContext& ctx_;
