@@ -155,6 +155,20 @@ void check_castable(c10::ScalarType from, const at::Tensor& dst) {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+// The out= arguments of a call, and the index of the first (`*first_out`,
+// left as it is when there is none).
+std::vector<at::Tensor> out_arguments(const c10::FunctionSchema& schema,
+                                      c10::ArrayRef<c10::IValue> args, size_t* first_out) {
+  std::vector<at::Tensor> outs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (schema.arguments()[i].is_out()) {
+      *first_out = std::min(*first_out, i);
+      outs.push_back(args[i].toTensor());
+    }
+  }
+  return outs;
+}
+
 // The out= check of `key`'s CPU kernel, with its message. Unary ops
 // TensorIterator builds with check_all_same_dtype (neg, floor, ...) take only
 // an out of the result's dtype; structured kernels that allocate their
@@ -396,17 +410,7 @@ class LoweringKernel final : public c10::OperatorKernel {
           run_cpu_fallback(op, stack, kUnsignedWhy);
           return;
         }
-        // New results take the layout CPU's kernel gives them (result_layout.h).
-        const LayoutRule& layout = layout_of(op);
-        if (layout.kind != ResultLayout::kRowMajor) {
-          for (size_t i = 0; i < values.size(); ++i) {
-            if (!values[i].valid()) continue;
-            // No node is added while `type` is read.
-            const ir::TensorType& type = ctx.g().type(values[i]);
-            auto strides = result_strides(layout, args, type.dims, i, to_aten(type.dtype));
-            if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
-          }
-        }
+        lay_out_results(ctx, op, args, values);
         auto tensors = run_ctx(values);
         if (cacheable && fused) {
           cache_->remember_fused(key, args, std::move(recorded), tensors);
@@ -445,14 +449,8 @@ class LoweringKernel final : public c10::OperatorKernel {
         return;
       }
       case Variant::kOut: {
-        std::vector<at::Tensor> outs;
         size_t first_out = nargs;
-        for (size_t i = 0; i < nargs; ++i) {
-          if (schema.arguments()[i].is_out()) {
-            first_out = std::min(first_out, i);
-            outs.push_back(args[i].toTensor());
-          }
-        }
+        std::vector<at::Tensor> outs = out_arguments(schema, args, &first_out);
         for (const auto& o : outs) {
           check_partial_overlap(pointwise_, args.slice(0, first_out), o);
           check_index_overlap(index_overlap_, args.slice(1, first_out - 1), o);
@@ -473,21 +471,7 @@ class LoweringKernel final : public c10::OperatorKernel {
           // under the key of its old sizes.
           if (outs[i].sizes() != c10::IntArrayRef(t.dims)) {
             cacheable = false;
-            // resize_output warns, as CPU does, when the out had elements.
-            at::native::resize_output(outs[i], t.dims);
-            // TensorIterator (and the structured kernels of sort and cat)
-            // restrides an out it resizes to the layout it computed for the
-            // result; an out of the right shape keeps its own. flip,
-            // index_put and put's out= forms resize row-major.
-            const LayoutRule& layout = layout_of(op);
-            const ResultLayout k = layout.kind;
-            if (k == ResultLayout::kIterator || k == ResultLayout::kAddr ||
-                k == ResultLayout::kGlu || k == ResultLayout::kCat ||
-                (k == ResultLayout::kPreserveSelf && op.schema().name() == "aten::sort")) {
-              auto strides =
-                  result_strides(layout, args.slice(0, first_out), t.dims, i, to_aten(t.dtype));
-              if (!strides.empty()) outs[i].as_strided_(t.dims, strides);
-            }
+            resize_out(op, args.slice(0, first_out), outs[i], t, i);
           }
           ctx.write(outs[i], values[i]);
         }
@@ -512,6 +496,38 @@ class LoweringKernel final : public c10::OperatorKernel {
         for (auto& r : returns) stack->emplace_back(std::move(r));
         return;
       }
+    }
+  }
+
+  // New results take the layout CPU's kernel gives them (result_layout.h).
+  void lay_out_results(LoweringContext& ctx, const c10::OperatorHandle& op,
+                       c10::ArrayRef<c10::IValue> args, const std::vector<ir::Value>& values) {
+    const LayoutRule& layout = layout_of(op);
+    if (layout.kind == ResultLayout::kRowMajor) return;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!values[i].valid()) continue;
+      // No node is added while `type` is read.
+      const ir::TensorType& type = ctx.g().type(values[i]);
+      auto strides = result_strides(layout, args, type.dims, i, to_aten(type.dtype));
+      if (!strides.empty()) ctx.set_result_strides(i, std::move(strides));
+    }
+  }
+
+  // Out `i` resized to result type `t`: resize_output warns, as CPU does, when
+  // the out had elements. TensorIterator (and the structured kernels of sort
+  // and cat) restrides an out it resizes to the layout it computed for the
+  // result; an out of the right shape keeps its own. flip, index_put and
+  // put's out= forms resize row-major.
+  void resize_out(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs, at::Tensor& out,
+                  const ir::TensorType& t, size_t i) {
+    at::native::resize_output(out, t.dims);
+    const LayoutRule& layout = layout_of(op);
+    const ResultLayout k = layout.kind;
+    if (k == ResultLayout::kIterator || k == ResultLayout::kAddr || k == ResultLayout::kGlu ||
+        k == ResultLayout::kCat ||
+        (k == ResultLayout::kPreserveSelf && op.schema().name() == "aten::sort")) {
+      auto strides = result_strides(layout, inputs, t.dims, i, to_aten(t.dtype));
+      if (!strides.empty()) out.as_strided_(t.dims, strides);
     }
   }
 

@@ -239,6 +239,8 @@ class Emitter {
 
   void emit_node(int32_t id);
   void emit_nan_propagating(int32_t id, const Node& n);
+  // StableHLO has no atan: atan(x) = atan2(x, 1).
+  void emit_atan(int32_t id, const Node& n);
   void emit_structured(int32_t id, const Node& n);
 
   bool emit_dot_with_rhs_transposed(int32_t id, const Node& n);
@@ -307,17 +309,9 @@ void Emitter::emit_node(int32_t id) {
     case Op::kIota:
       line(id, "stablehlo.iota", {}, "iota_dimension = " + std::to_string(a.dim) + " : i64");
       return;
-    case Op::kAtan: {
-      // StableHLO has no atan: atan(x) = atan2(x, 1).
-      const TensorType& t = n.results[0];
-      const std::string one = temp_constant(ir::literal_bits(1.0, t.dtype), t);
-      const std::string x = ref(n.operands[0]);
-      const std::string name = "%" + std::to_string(id);
-      body_ += "    " + name + " = \"stablehlo.atan2\"(" + x + ", " + one + ") : (" + t.mlir() +
-               ", " + t.mlir() + ") -> " + t.mlir() + "\n";
-      names_[id] = name;
+    case Op::kAtan:
+      emit_atan(id, n);
       return;
-    }
     case Op::kMax:
     case Op::kMin:
       if (ir::is_float(n.results[0].dtype)) {
@@ -397,6 +391,16 @@ void Emitter::emit_node(int32_t id) {
     return;
   }
   emit_structured(id, n);
+}
+
+void Emitter::emit_atan(int32_t id, const Node& n) {
+  const TensorType& t = n.results[0];
+  const std::string one = temp_constant(ir::literal_bits(1.0, t.dtype), t);
+  const std::string x = ref(n.operands[0]);
+  const std::string name = "%" + std::to_string(id);
+  body_ += "    " + name + " = \"stablehlo.atan2\"(" + x + ", " + one + ") : (" + t.mlir() + ", " +
+           t.mlir() + ") -> " + t.mlir() + "\n";
+  names_[id] = name;
 }
 
 // Float maximum/minimum that propagate NaN, as the StableHLO spec (IEEE 754

@@ -193,10 +193,11 @@ ir::ScatterDims AdvancedIndex::scatter_dims() const {
   return d;
 }
 
-AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self, const c10::IValue& list,
-                             bool check_bounds) {
-  auto& g = ctx.g();
-  std::vector<at::Tensor> indices = optional_tensors(list);
+namespace {
+
+// ATen's checks of the index tensors (dtype, 0-d masks, how many dims they
+// index), with its deprecation warning for uint8 masks.
+void check_index_tensors(const at::Tensor& self, const std::vector<at::Tensor>& indices) {
   int64_t consumed = 0;
   for (const auto& t : indices) {
     if (!t.defined()) {
@@ -219,6 +220,15 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self, const
   }
   TORCH_CHECK_INDEX(consumed <= self.dim(), "too many indices for tensor of dimension ",
                     self.dim());
+}
+
+}  // namespace
+
+AdvancedIndex advanced_index(LoweringContext& ctx, const at::Tensor& self, const c10::IValue& list,
+                             bool check_bounds) {
+  auto& g = ctx.g();
+  std::vector<at::Tensor> indices = optional_tensors(list);
+  check_index_tensors(self, indices);
 
   // One entry per indexed dim of self: the index values and their shape.
   struct Part {
