@@ -356,8 +356,10 @@ RegisterLowering r_uniform("uniform", [](LoweringContext& c, const Args& a) {
       uniform_values(c, a.tensor(0), a.real(1), a.real(2), generator(a, 3))};
 });
 RegisterLowering r_normal_functional("normal_functional", [](LoweringContext& c, const Args& a) {
-  check_float(a.tensor(0), "normal_kernel_cpu");
+  // ATen's normal_impl_: the std check, then an empty self is returned (any
+  // dtype: randn(0, dtype=torch.int64) is fine), then the kernel's dtypes.
   check_std(a.real(2));
+  if (a.tensor(0).numel() > 0) check_float(a.tensor(0), "normal_kernel_cpu");
   const DType dt = to_ir(a.tensor(0).scalar_type());
   const DType ct = compute_dtype(dt);
   return std::vector<ir::Value>{normal_values(c, a.tensor(0).sizes().vec(), dt,
@@ -418,9 +420,9 @@ ir::Value complex_normal(LoweringContext& ctx, const std::vector<int64_t>& shape
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
-  if (!self.is_complex()) check_float(self, "normal_kernel_cpu");
   check_std(std);
-  if (self.numel() == 0) return self;
+  if (self.numel() == 0) return self;  // before the dtype check, as normal_impl_
+  if (!self.is_complex()) check_float(self, "normal_kernel_cpu");
   LoweringContext ctx("aten::normal_", self.device().index());
   const DType dt = to_ir(self.scalar_type());
   if (self.is_complex()) {

@@ -168,11 +168,14 @@ ir::Value uniform_like(LoweringContext& ctx, const at::Tensor& self, const Args&
   return uniform01(ctx, three_fry_state(ctx, generator(a, gen)), self.sizes().vec(), ct);
 }
 
+// ATen's check, naming the dtype as its sampler does: exponential_ by its
+// ScalarType ("Long"), cauchy_ by its TypeMeta ("long int").
 void check_continuous(const at::Tensor& self, const char* name) {
+  const bool by_type_meta = std::string(name) == "Cauchy";
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), name,
               " distribution is a continuous "
               "probability distribution. dtype must be a floating point but you specified ",
-              self.scalar_type());
+              by_type_meta ? std::string(self.dtype().name()) : c10::toString(self.scalar_type()));
 }
 
 // The continuous and geometric samplers of ATen's TransformationHelper.h, from
@@ -185,10 +188,11 @@ std::vector<ir::Value> exponential(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const double lambda = a.real(1);
   TORCH_CHECK(lambda > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambda);
-  check_continuous(self, "Exponential");
   auto& g = ctx.g();
   const DType dt = to_ir(self.scalar_type());
+  // ATen returns an empty self before the dtype check (cauchy_ checks first).
   if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
+  check_continuous(self, "Exponential");
   ir::Value u = uniform_like(ctx, self, a, 2);
   ir::Value e = g.unary(Op::kNeg, g.unary(Op::kLog1p, g.unary(Op::kNeg, u)));
   const DType ct = dtype(ctx, u);
@@ -219,7 +223,12 @@ std::vector<ir::Value> log_normal(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const double mean = a.real(1), std = a.real(2);
   TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
-  check_continuous(self, "LogNormal");
+  if (self.numel() == 0)
+    return {ctx.g().constant(0, {to_ir(self.scalar_type()), self.sizes().vec()})};
+  // CPU's log_normal kernel takes floating dtypes only (no float8).
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      at::isFloatingType(self.scalar_type()) && !c10::isFloat8Type(self.scalar_type()),
+      "\"log_normal_cpu\" not implemented for '", self.scalar_type(), "'");
   // normal_functional(self, mean, std, generator), then exp.
   std::vector<c10::IValue> args{self, mean, std, a[3]};
   ir::Value z = lowering_table().at("normal_functional")(ctx, Args(args))[0];
