@@ -170,15 +170,9 @@ std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
   args.reserve(cap.args.size());
   for (const runtime::Capture::Arg& a : cap.args) {
     switch (a.source) {
-      case runtime::Capture::Source::kInput:
-        args.push_back(slots[a.index]->buffer.get());
-        break;
-      case runtime::Capture::Source::kRng:
-        args.push_back(draws[a.index].get());
-        break;
-      case runtime::Capture::Source::kConstant:
-        args.push_back(a.constant.get());
-        break;
+      case runtime::Capture::Source::kInput: args.push_back(slots[a.index]->buffer.get()); break;
+      case runtime::Capture::Source::kRng: args.push_back(draws[a.index].get()); break;
+      case runtime::Capture::Source::kConstant: args.push_back(a.constant.get()); break;
     }
   }
   std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
@@ -193,15 +187,9 @@ std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
   result.reserve(outputs_.size());
   for (const Output& o : outputs_) {
     switch (o.from) {
-      case From::kNone:
-        result.emplace_back(std::nullopt);
-        break;
-      case From::kInput:
-        result.emplace_back(wrap(inputs[o.index].storage(), o.view));
-        break;
-      case From::kEmpty:
-        result.emplace_back(wrap(new_storage(0, cap.device), o.view));
-        break;
+      case From::kNone: result.emplace_back(std::nullopt); break;
+      case From::kInput: result.emplace_back(wrap(inputs[o.index].storage(), o.view)); break;
+      case From::kEmpty: result.emplace_back(wrap(new_storage(0, cap.device), o.view)); break;
       case From::kProgram:
         result.emplace_back(program_output(buffers, storages, o.index, o.view));
         break;
@@ -246,9 +234,7 @@ double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n
         draws.push_back(runtime::Runtime::get().upload(state, ir::DType::kU64, {2}, cap.device));
         args.push_back(draws.back().get());
         break;
-      case runtime::Capture::Source::kConstant:
-        args.push_back(a.constant.get());
-        break;
+      case runtime::Capture::Source::kConstant: args.push_back(a.constant.get()); break;
     }
   }
   for (pjrt::Buffer* b : args) TORCH_CHECK(b != nullptr, "raw_execute_ns: an input has no value");

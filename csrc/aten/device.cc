@@ -49,48 +49,27 @@ TpuHooks g_hooks;
 
 ir::DType to_ir(c10::ScalarType t) {
   switch (t) {
-    case c10::kBool:
-      return ir::DType::kBool;
-    case c10::kByte:
-      return ir::DType::kU8;
-    case c10::kChar:
-      return ir::DType::kI8;
-    case c10::kShort:
-      return ir::DType::kI16;
-    case c10::kInt:
-      return ir::DType::kI32;
-    case c10::kLong:
-      return ir::DType::kI64;
-    case c10::kUInt16:
-      return ir::DType::kU16;
-    case c10::kUInt32:
-      return ir::DType::kU32;
-    case c10::kUInt64:
-      return ir::DType::kU64;
-    case c10::kHalf:
-      return ir::DType::kF16;
-    case c10::kBFloat16:
-      return ir::DType::kBF16;
-    case c10::kFloat:
-      return ir::DType::kF32;
-    case c10::kDouble:
-      return ir::DType::kF64;
-    case c10::kComplexFloat:
-      return ir::DType::kC64;
-    case c10::kComplexDouble:
-      return ir::DType::kC128;
-    case c10::kFloat8_e4m3fn:
-      return ir::DType::kF8E4M3FN;
-    case c10::kFloat8_e5m2:
-      return ir::DType::kF8E5M2;
-    case c10::kFloat8_e4m3fnuz:
-      return ir::DType::kF8E4M3FNUZ;
-    case c10::kFloat8_e5m2fnuz:
-      return ir::DType::kF8E5M2FNUZ;
-    case c10::kFloat8_e8m0fnu:
-      return ir::DType::kF8E8M0FNU;
-    default:
-      break;
+    case c10::kBool: return ir::DType::kBool;
+    case c10::kByte: return ir::DType::kU8;
+    case c10::kChar: return ir::DType::kI8;
+    case c10::kShort: return ir::DType::kI16;
+    case c10::kInt: return ir::DType::kI32;
+    case c10::kLong: return ir::DType::kI64;
+    case c10::kUInt16: return ir::DType::kU16;
+    case c10::kUInt32: return ir::DType::kU32;
+    case c10::kUInt64: return ir::DType::kU64;
+    case c10::kHalf: return ir::DType::kF16;
+    case c10::kBFloat16: return ir::DType::kBF16;
+    case c10::kFloat: return ir::DType::kF32;
+    case c10::kDouble: return ir::DType::kF64;
+    case c10::kComplexFloat: return ir::DType::kC64;
+    case c10::kComplexDouble: return ir::DType::kC128;
+    case c10::kFloat8_e4m3fn: return ir::DType::kF8E4M3FN;
+    case c10::kFloat8_e5m2: return ir::DType::kF8E5M2;
+    case c10::kFloat8_e4m3fnuz: return ir::DType::kF8E4M3FNUZ;
+    case c10::kFloat8_e5m2fnuz: return ir::DType::kF8E5M2FNUZ;
+    case c10::kFloat8_e8m0fnu: return ir::DType::kF8E8M0FNU;
+    default: break;
   }
   // NotImplementedError, as CPU reports a dtype an op lacks (a TypeError would
   // turn `a + b` into Python's "unsupported operand type(s)").
@@ -99,46 +78,26 @@ ir::DType to_ir(c10::ScalarType t) {
 
 c10::ScalarType to_aten(ir::DType t) {
   switch (t) {
-    case ir::DType::kBool:
-      return c10::kBool;
-    case ir::DType::kU8:
-      return c10::kByte;
-    case ir::DType::kI8:
-      return c10::kChar;
-    case ir::DType::kI16:
-      return c10::kShort;
-    case ir::DType::kI32:
-      return c10::kInt;
-    case ir::DType::kI64:
-      return c10::kLong;
-    case ir::DType::kU16:
-      return c10::kUInt16;
-    case ir::DType::kU32:
-      return c10::kUInt32;
-    case ir::DType::kU64:
-      return c10::kUInt64;
-    case ir::DType::kF16:
-      return c10::kHalf;
-    case ir::DType::kBF16:
-      return c10::kBFloat16;
-    case ir::DType::kF32:
-      return c10::kFloat;
-    case ir::DType::kF64:
-      return c10::kDouble;
-    case ir::DType::kC64:
-      return c10::kComplexFloat;
-    case ir::DType::kC128:
-      return c10::kComplexDouble;
-    case ir::DType::kF8E4M3FN:
-      return c10::kFloat8_e4m3fn;
-    case ir::DType::kF8E5M2:
-      return c10::kFloat8_e5m2;
-    case ir::DType::kF8E4M3FNUZ:
-      return c10::kFloat8_e4m3fnuz;
-    case ir::DType::kF8E5M2FNUZ:
-      return c10::kFloat8_e5m2fnuz;
-    case ir::DType::kF8E8M0FNU:
-      return c10::kFloat8_e8m0fnu;
+    case ir::DType::kBool: return c10::kBool;
+    case ir::DType::kU8: return c10::kByte;
+    case ir::DType::kI8: return c10::kChar;
+    case ir::DType::kI16: return c10::kShort;
+    case ir::DType::kI32: return c10::kInt;
+    case ir::DType::kI64: return c10::kLong;
+    case ir::DType::kU16: return c10::kUInt16;
+    case ir::DType::kU32: return c10::kUInt32;
+    case ir::DType::kU64: return c10::kUInt64;
+    case ir::DType::kF16: return c10::kHalf;
+    case ir::DType::kBF16: return c10::kBFloat16;
+    case ir::DType::kF32: return c10::kFloat;
+    case ir::DType::kF64: return c10::kDouble;
+    case ir::DType::kC64: return c10::kComplexFloat;
+    case ir::DType::kC128: return c10::kComplexDouble;
+    case ir::DType::kF8E4M3FN: return c10::kFloat8_e4m3fn;
+    case ir::DType::kF8E5M2: return c10::kFloat8_e5m2;
+    case ir::DType::kF8E4M3FNUZ: return c10::kFloat8_e4m3fnuz;
+    case ir::DType::kF8E5M2FNUZ: return c10::kFloat8_e5m2fnuz;
+    case ir::DType::kF8E8M0FNU: return c10::kFloat8_e8m0fnu;
   }
   TORCH_CHECK(false, "unknown IR dtype");
 }

@@ -86,46 +86,28 @@ uint64_t bits(T v) {
 
 uint64_t scalar_bits(const c10::Scalar& s, ir::DType d) {
   switch (d) {
-    case ir::DType::kBool:
-      return bits<uint8_t>(s.toBool() ? 1 : 0);
-    case ir::DType::kU8:
-      return bits(s.to<uint8_t>());
-    case ir::DType::kI8:
-      return bits(s.to<int8_t>());
-    case ir::DType::kI16:
-      return bits(s.to<int16_t>());
-    case ir::DType::kI32:
-      return bits(s.to<int32_t>());
-    case ir::DType::kI64:
-      return bits(s.to<int64_t>());
-    case ir::DType::kU32:
-      return bits(s.to<uint32_t>());
-    case ir::DType::kU64:
-      return bits(s.to<uint64_t>());
-    case ir::DType::kU16:
-      return bits(s.to<uint16_t>());
-    case ir::DType::kF16:
-      return bits(s.to<c10::Half>().x);
-    case ir::DType::kBF16:
-      return bits(s.to<c10::BFloat16>().x);
-    case ir::DType::kF32:
-      return bits(s.to<float>());
-    case ir::DType::kF64:
-      return bits(s.to<double>());
+    case ir::DType::kBool: return bits<uint8_t>(s.toBool() ? 1 : 0);
+    case ir::DType::kU8: return bits(s.to<uint8_t>());
+    case ir::DType::kI8: return bits(s.to<int8_t>());
+    case ir::DType::kI16: return bits(s.to<int16_t>());
+    case ir::DType::kI32: return bits(s.to<int32_t>());
+    case ir::DType::kI64: return bits(s.to<int64_t>());
+    case ir::DType::kU32: return bits(s.to<uint32_t>());
+    case ir::DType::kU64: return bits(s.to<uint64_t>());
+    case ir::DType::kU16: return bits(s.to<uint16_t>());
+    case ir::DType::kF16: return bits(s.to<c10::Half>().x);
+    case ir::DType::kBF16: return bits(s.to<c10::BFloat16>().x);
+    case ir::DType::kF32: return bits(s.to<float>());
+    case ir::DType::kF64: return bits(s.to<double>());
     case ir::DType::kC64:
     case ir::DType::kC128:
       break;  // LoweringContext::scalar builds them from parts
     // c10's own conversions: float8 rounding is PyTorch's (ir/float8.h).
-    case ir::DType::kF8E4M3FN:
-      return bits(s.to<c10::Float8_e4m3fn>().x);
-    case ir::DType::kF8E5M2:
-      return bits(s.to<c10::Float8_e5m2>().x);
-    case ir::DType::kF8E4M3FNUZ:
-      return bits(s.to<c10::Float8_e4m3fnuz>().x);
-    case ir::DType::kF8E5M2FNUZ:
-      return bits(s.to<c10::Float8_e5m2fnuz>().x);
-    case ir::DType::kF8E8M0FNU:
-      return bits(s.to<c10::Float8_e8m0fnu>().x);
+    case ir::DType::kF8E4M3FN: return bits(s.to<c10::Float8_e4m3fn>().x);
+    case ir::DType::kF8E5M2: return bits(s.to<c10::Float8_e5m2>().x);
+    case ir::DType::kF8E4M3FNUZ: return bits(s.to<c10::Float8_e4m3fnuz>().x);
+    case ir::DType::kF8E5M2FNUZ: return bits(s.to<c10::Float8_e5m2fnuz>().x);
+    case ir::DType::kF8E8M0FNU: return bits(s.to<c10::Float8_e8m0fnu>().x);
   }
   TORCH_CHECK(false, "unknown dtype");
 }

@@ -89,11 +89,9 @@ double init_value(ir::Reducer r, ir::DType dt) {
   const bool fp = ir::is_float(dt);
   switch (r) {
     case ir::Reducer::kAdd:
-    case ir::Reducer::kOr:
-      return 0;
+    case ir::Reducer::kOr: return 0;
     case ir::Reducer::kMul:
-    case ir::Reducer::kAnd:
-      return 1;
+    case ir::Reducer::kAnd: return 1;
     case ir::Reducer::kMax:
       if (dt == ir::DType::kBool) return 0;
       if (fp) return -std::numeric_limits<double>::infinity();
@@ -102,8 +100,7 @@ double init_value(ir::Reducer r, ir::DType dt) {
       if (dt == ir::DType::kBool) return 1;
       if (fp) return std::numeric_limits<double>::infinity();
       return std::pow(2.0, 8 * ir::byte_size(dt) - (ir::is_unsigned(dt) ? 0 : 1)) - 1;
-    default:
-      break;
+    default: break;
   }
   TORCH_CHECK(false, "no init value for this reducer");
 }

@@ -67,12 +67,9 @@ int64_t wall_ns() {
 
 std::string copy_name(trace::Kind k) {
   switch (k) {
-    case trace::Kind::kHostToDevice:
-      return "Memcpy HtoD (host -> tpu)";
-    case trace::Kind::kDeviceToHost:
-      return "Memcpy DtoH (tpu -> host)";
-    default:
-      return "Memcpy DtoD (tpu -> tpu)";
+    case trace::Kind::kHostToDevice: return "Memcpy HtoD (host -> tpu)";
+    case trace::Kind::kDeviceToHost: return "Memcpy DtoH (tpu -> host)";
+    default: return "Memcpy DtoD (tpu -> tpu)";
   }
 }
 

@@ -320,8 +320,7 @@ std::vector<int64_t> fft_strides(ResultLayout kind, c10::ArrayRef<c10::IValue> a
       }
       return exec_fft_strides(in_strides, shape, {dims.back()});
     }
-    default:
-      return {};
+    default: return {};
   }
 }
 
@@ -526,8 +525,7 @@ std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::I
                                     c10::IntArrayRef shape, size_t index, c10::ScalarType dtype) {
   if (index >= 32 || !((rule.results >> index) & 1u)) return {};
   switch (rule.kind) {
-    case ResultLayout::kRowMajor:
-      return {};
+    case ResultLayout::kRowMajor: return {};
     case ResultLayout::kIterator:
       return pointwise_strides(as_cast_by_iterator(args, dtype, rule.unpromoted_arg), shape);
     case ResultLayout::kPreserveSelf:
@@ -542,22 +540,15 @@ std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::I
         return {};
       }
       return column_major_strides(shape);
-    case ResultLayout::kLstsqSolution:
-      return lstsq_strides(args, shape);
+    case ResultLayout::kLstsqSolution: return lstsq_strides(args, shape);
     case ResultLayout::kFftC2C:
     case ResultLayout::kFftR2C:
-    case ResultLayout::kFftC2R:
-      return fft_strides(rule.kind, args, shape);
-    case ResultLayout::kInputChannelsLast:
-      return pool_strides(args, shape);
-    case ResultLayout::kAddr:
-      return addr_strides(args, shape);
-    case ResultLayout::kGlu:
-      return glu_strides(args, shape);
-    case ResultLayout::kIndex:
-      return index_strides(args, shape);
-    case ResultLayout::kCat:
-      return cat_strides(args, shape);
+    case ResultLayout::kFftC2R: return fft_strides(rule.kind, args, shape);
+    case ResultLayout::kInputChannelsLast: return pool_strides(args, shape);
+    case ResultLayout::kAddr: return addr_strides(args, shape);
+    case ResultLayout::kGlu: return glu_strides(args, shape);
+    case ResultLayout::kIndex: return index_strides(args, shape);
+    case ResultLayout::kCat: return cat_strides(args, shape);
     case ResultLayout::kConvolution:
       // Its gradients (empty when not asked for) are row-major.
       return index == 0 ? conv_strides(args, shape) : std::vector<int64_t>{};

@@ -39,30 +39,18 @@ int64_t hash_tensors(const std::vector<at::Tensor>& ts) {
 std::string op_name(int64_t code) {
   using c10d::OpType;
   switch (static_cast<OpType>(code)) {
-    case OpType::BROADCAST:
-      return "broadcast";
-    case OpType::ALLREDUCE:
-      return "all_reduce";
-    case OpType::ALLREDUCE_COALESCED:
-      return "all_reduce_coalesced";
-    case OpType::REDUCE:
-      return "reduce";
-    case OpType::ALLGATHER:
-      return "all_gather";
-    case OpType::_ALLGATHER_BASE:
-      return "all_gather_into_tensor";
-    case OpType::GATHER:
-      return "gather";
-    case OpType::SCATTER:
-      return "scatter";
-    case OpType::REDUCE_SCATTER:
-      return "reduce_scatter";
-    case OpType::_REDUCE_SCATTER_BASE:
-      return "reduce_scatter_tensor";
-    case OpType::ALLTOALL_BASE:
-      return "all_to_all_single";
-    default:
-      return c10d::opTypeToString(static_cast<OpType>(code));
+    case OpType::BROADCAST: return "broadcast";
+    case OpType::ALLREDUCE: return "all_reduce";
+    case OpType::ALLREDUCE_COALESCED: return "all_reduce_coalesced";
+    case OpType::REDUCE: return "reduce";
+    case OpType::ALLGATHER: return "all_gather";
+    case OpType::_ALLGATHER_BASE: return "all_gather_into_tensor";
+    case OpType::GATHER: return "gather";
+    case OpType::SCATTER: return "scatter";
+    case OpType::REDUCE_SCATTER: return "reduce_scatter";
+    case OpType::_REDUCE_SCATTER_BASE: return "reduce_scatter_tensor";
+    case OpType::ALLTOALL_BASE: return "all_to_all_single";
+    default: return c10d::opTypeToString(static_cast<OpType>(code));
   }
 }
 

@@ -17,16 +17,11 @@ struct Format {
 
 Format format_of(DType t) {
   switch (t) {
-    case DType::kF8E4M3FN:
-      return {3, 7, false, false};
-    case DType::kF8E5M2:
-      return {2, 15, false, true};
-    case DType::kF8E4M3FNUZ:
-      return {3, 8, true, false};
-    case DType::kF8E5M2FNUZ:
-      return {2, 16, true, false};
-    default:
-      break;
+    case DType::kF8E4M3FN: return {3, 7, false, false};
+    case DType::kF8E5M2: return {2, 15, false, true};
+    case DType::kF8E4M3FNUZ: return {3, 8, true, false};
+    case DType::kF8E5M2FNUZ: return {2, 16, true, false};
+    default: break;
   }
   throw IrError("float8: " + std::string(mlir_name(t)) + " is not a sign/exponent/mantissa type");
 }

@@ -12,170 +12,88 @@ namespace ttpu::ir {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kParameter:
-      return "parameter";
-    case Op::kConstant:
-      return "constant";
-    case Op::kIota:
-      return "iota";
-    case Op::kNeg:
-      return "negate";
-    case Op::kAbs:
-      return "abs";
-    case Op::kExp:
-      return "exponential";
-    case Op::kExpm1:
-      return "exponential_minus_one";
-    case Op::kLog:
-      return "log";
-    case Op::kLog1p:
-      return "log_plus_one";
-    case Op::kSqrt:
-      return "sqrt";
-    case Op::kRsqrt:
-      return "rsqrt";
-    case Op::kCbrt:
-      return "cbrt";
-    case Op::kTanh:
-      return "tanh";
-    case Op::kLogistic:
-      return "logistic";
-    case Op::kSin:
-      return "sine";
-    case Op::kCos:
-      return "cosine";
-    case Op::kTan:
-      return "tan";
-    case Op::kFloor:
-      return "floor";
-    case Op::kCeil:
-      return "ceil";
-    case Op::kRoundNearestEven:
-      return "round_nearest_even";
-    case Op::kSign:
-      return "sign";
-    case Op::kNot:
-      return "not";
-    case Op::kIsFinite:
-      return "is_finite";
-    case Op::kErf:
-      return "erf";
-    case Op::kAtan:
-      return "atan";
-    case Op::kAsin:
-      return "asin";
-    case Op::kAcos:
-      return "acos";
-    case Op::kSinh:
-      return "sinh";
-    case Op::kCosh:
-      return "cosh";
-    case Op::kAsinh:
-      return "asinh";
-    case Op::kAcosh:
-      return "acosh";
-    case Op::kAtanh:
-      return "atanh";
-    case Op::kLgamma:
-      return "lgamma";
-    case Op::kDigamma:
-      return "digamma";
-    case Op::kErfInv:
-      return "erf_inv";
-    case Op::kPopcnt:
-      return "popcnt";
-    case Op::kAdd:
-      return "add";
-    case Op::kSub:
-      return "subtract";
-    case Op::kMul:
-      return "multiply";
-    case Op::kDiv:
-      return "divide";
-    case Op::kRem:
-      return "remainder";
-    case Op::kPow:
-      return "power";
-    case Op::kMax:
-      return "maximum";
-    case Op::kMin:
-      return "minimum";
-    case Op::kAnd:
-      return "and";
-    case Op::kOr:
-      return "or";
-    case Op::kXor:
-      return "xor";
-    case Op::kAtan2:
-      return "atan2";
-    case Op::kShiftLeft:
-      return "shift_left";
-    case Op::kShiftRightArithmetic:
-      return "shift_right_arithmetic";
-    case Op::kShiftRightLogical:
-      return "shift_right_logical";
-    case Op::kCompare:
-      return "compare";
-    case Op::kSelect:
-      return "select";
-    case Op::kClamp:
-      return "clamp";
-    case Op::kConvert:
-      return "convert";
-    case Op::kBitcastConvert:
-      return "bitcast_convert";
-    case Op::kReshape:
-      return "reshape";
-    case Op::kBroadcastInDim:
-      return "broadcast_in_dim";
-    case Op::kTranspose:
-      return "transpose";
-    case Op::kSlice:
-      return "slice";
-    case Op::kConcatenate:
-      return "concatenate";
-    case Op::kPad:
-      return "pad";
-    case Op::kReverse:
-      return "reverse";
-    case Op::kDynamicSlice:
-      return "dynamic_slice";
-    case Op::kDynamicUpdateSlice:
-      return "dynamic_update_slice";
-    case Op::kGather:
-      return "gather";
-    case Op::kScatter:
-      return "scatter";
-    case Op::kReduce:
-      return "reduce";
-    case Op::kReduceWindow:
-      return "reduce_window";
-    case Op::kSelectAndScatter:
-      return "select_and_scatter";
-    case Op::kSort:
-      return "sort";
-    case Op::kDotGeneral:
-      return "dot_general";
-    case Op::kConvolution:
-      return "convolution";
-    case Op::kCholesky:
-      return "cholesky";
-    case Op::kTriangularSolve:
-      return "triangular_solve";
-    case Op::kCustomCall:
-      return "custom_call";
-    case Op::kRngBitGenerator:
-      return "rng_bit_generator";
-    case Op::kReal:
-      return "real";
-    case Op::kImag:
-      return "imag";
-    case Op::kComplex:
-      return "complex";
-    case Op::kFft:
-      return "fft";
-    case Op::kCall:
-      return "call";
+    case Op::kParameter: return "parameter";
+    case Op::kConstant: return "constant";
+    case Op::kIota: return "iota";
+    case Op::kNeg: return "negate";
+    case Op::kAbs: return "abs";
+    case Op::kExp: return "exponential";
+    case Op::kExpm1: return "exponential_minus_one";
+    case Op::kLog: return "log";
+    case Op::kLog1p: return "log_plus_one";
+    case Op::kSqrt: return "sqrt";
+    case Op::kRsqrt: return "rsqrt";
+    case Op::kCbrt: return "cbrt";
+    case Op::kTanh: return "tanh";
+    case Op::kLogistic: return "logistic";
+    case Op::kSin: return "sine";
+    case Op::kCos: return "cosine";
+    case Op::kTan: return "tan";
+    case Op::kFloor: return "floor";
+    case Op::kCeil: return "ceil";
+    case Op::kRoundNearestEven: return "round_nearest_even";
+    case Op::kSign: return "sign";
+    case Op::kNot: return "not";
+    case Op::kIsFinite: return "is_finite";
+    case Op::kErf: return "erf";
+    case Op::kAtan: return "atan";
+    case Op::kAsin: return "asin";
+    case Op::kAcos: return "acos";
+    case Op::kSinh: return "sinh";
+    case Op::kCosh: return "cosh";
+    case Op::kAsinh: return "asinh";
+    case Op::kAcosh: return "acosh";
+    case Op::kAtanh: return "atanh";
+    case Op::kLgamma: return "lgamma";
+    case Op::kDigamma: return "digamma";
+    case Op::kErfInv: return "erf_inv";
+    case Op::kPopcnt: return "popcnt";
+    case Op::kAdd: return "add";
+    case Op::kSub: return "subtract";
+    case Op::kMul: return "multiply";
+    case Op::kDiv: return "divide";
+    case Op::kRem: return "remainder";
+    case Op::kPow: return "power";
+    case Op::kMax: return "maximum";
+    case Op::kMin: return "minimum";
+    case Op::kAnd: return "and";
+    case Op::kOr: return "or";
+    case Op::kXor: return "xor";
+    case Op::kAtan2: return "atan2";
+    case Op::kShiftLeft: return "shift_left";
+    case Op::kShiftRightArithmetic: return "shift_right_arithmetic";
+    case Op::kShiftRightLogical: return "shift_right_logical";
+    case Op::kCompare: return "compare";
+    case Op::kSelect: return "select";
+    case Op::kClamp: return "clamp";
+    case Op::kConvert: return "convert";
+    case Op::kBitcastConvert: return "bitcast_convert";
+    case Op::kReshape: return "reshape";
+    case Op::kBroadcastInDim: return "broadcast_in_dim";
+    case Op::kTranspose: return "transpose";
+    case Op::kSlice: return "slice";
+    case Op::kConcatenate: return "concatenate";
+    case Op::kPad: return "pad";
+    case Op::kReverse: return "reverse";
+    case Op::kDynamicSlice: return "dynamic_slice";
+    case Op::kDynamicUpdateSlice: return "dynamic_update_slice";
+    case Op::kGather: return "gather";
+    case Op::kScatter: return "scatter";
+    case Op::kReduce: return "reduce";
+    case Op::kReduceWindow: return "reduce_window";
+    case Op::kSelectAndScatter: return "select_and_scatter";
+    case Op::kSort: return "sort";
+    case Op::kDotGeneral: return "dot_general";
+    case Op::kConvolution: return "convolution";
+    case Op::kCholesky: return "cholesky";
+    case Op::kTriangularSolve: return "triangular_solve";
+    case Op::kCustomCall: return "custom_call";
+    case Op::kRngBitGenerator: return "rng_bit_generator";
+    case Op::kReal: return "real";
+    case Op::kImag: return "imag";
+    case Op::kComplex: return "complex";
+    case Op::kFft: return "fft";
+    case Op::kCall: return "call";
   }
   return "unknown_op";
 }
@@ -370,40 +288,26 @@ enum class Kinds { kAny, kNumeric, kSignedOrFloat, kFloat, kInt, kBoolOrInt, kFl
 
 bool accepts(Kinds k, DType t) {
   switch (k) {
-    case Kinds::kAny:
-      return true;
-    case Kinds::kNumeric:
-      return t != DType::kBool;
-    case Kinds::kSignedOrFloat:
-      return is_float(t) || (is_integral(t) && !is_unsigned(t));
-    case Kinds::kFloat:
-      return is_float(t);
-    case Kinds::kInt:
-      return is_integral(t);
-    case Kinds::kBoolOrInt:
-      return !is_float(t) && !is_complex(t);
-    case Kinds::kFloatOrComplex:
-      return is_float(t) || is_complex(t);
+    case Kinds::kAny: return true;
+    case Kinds::kNumeric: return t != DType::kBool;
+    case Kinds::kSignedOrFloat: return is_float(t) || (is_integral(t) && !is_unsigned(t));
+    case Kinds::kFloat: return is_float(t);
+    case Kinds::kInt: return is_integral(t);
+    case Kinds::kBoolOrInt: return !is_float(t) && !is_complex(t);
+    case Kinds::kFloatOrComplex: return is_float(t) || is_complex(t);
   }
   return false;
 }
 
 const char* kinds_name(Kinds k) {
   switch (k) {
-    case Kinds::kAny:
-      return "any element type";
-    case Kinds::kNumeric:
-      return "an integer or float element type";
-    case Kinds::kSignedOrFloat:
-      return "a signed integer or float element type";
-    case Kinds::kFloat:
-      return "a float element type";
-    case Kinds::kInt:
-      return "an integer element type";
-    case Kinds::kBoolOrInt:
-      return "an i1 or integer element type";
-    case Kinds::kFloatOrComplex:
-      return "a float or complex element type";
+    case Kinds::kAny: return "any element type";
+    case Kinds::kNumeric: return "an integer or float element type";
+    case Kinds::kSignedOrFloat: return "a signed integer or float element type";
+    case Kinds::kFloat: return "a float element type";
+    case Kinds::kInt: return "an integer element type";
+    case Kinds::kBoolOrInt: return "an i1 or integer element type";
+    case Kinds::kFloatOrComplex: return "a float or complex element type";
   }
   return "?";
 }
@@ -411,19 +315,11 @@ const char* kinds_name(Kinds k) {
 // Which element types each elementwise op takes (StableHLO spec constraints).
 bool unary_kinds(Op op, Kinds* k) {
   switch (op) {
-    case Op::kNeg:
-      *k = Kinds::kNumeric;
-      return true;
+    case Op::kNeg: *k = Kinds::kNumeric; return true;
     case Op::kAbs:
-    case Op::kSign:
-      *k = Kinds::kSignedOrFloat;
-      return true;
-    case Op::kNot:
-      *k = Kinds::kBoolOrInt;
-      return true;
-    case Op::kPopcnt:
-      *k = Kinds::kInt;
-      return true;
+    case Op::kSign: *k = Kinds::kSignedOrFloat; return true;
+    case Op::kNot: *k = Kinds::kBoolOrInt; return true;
+    case Op::kPopcnt: *k = Kinds::kInt; return true;
     // StableHLO defines these on complex values too (the aten layer uses them
     // only where checked against CPU: rules/elementwise/complex.cc).
     case Op::kExp:
@@ -434,9 +330,7 @@ bool unary_kinds(Op op, Kinds* k) {
     case Op::kRsqrt:
     case Op::kTanh:
     case Op::kSin:
-    case Op::kCos:
-      *k = Kinds::kFloatOrComplex;
-      return true;
+    case Op::kCos: *k = Kinds::kFloatOrComplex; return true;
     case Op::kCbrt:
     case Op::kLogistic:
     case Op::kTan:
@@ -455,11 +349,8 @@ bool unary_kinds(Op op, Kinds* k) {
     case Op::kAtanh:
     case Op::kLgamma:
     case Op::kDigamma:
-    case Op::kErfInv:
-      *k = Kinds::kFloat;
-      return true;
-    default:
-      return false;
+    case Op::kErfInv: *k = Kinds::kFloat; return true;
+    default: return false;
   }
 }
 
@@ -468,30 +359,19 @@ bool binary_kinds(Op op, Kinds* k) {
     case Op::kAdd:
     case Op::kMul:
     case Op::kMax:
-    case Op::kMin:
-      *k = Kinds::kAny;
-      return true;
+    case Op::kMin: *k = Kinds::kAny; return true;
     case Op::kSub:
     case Op::kDiv:
     case Op::kRem:
-    case Op::kPow:
-      *k = Kinds::kNumeric;
-      return true;
+    case Op::kPow: *k = Kinds::kNumeric; return true;
     case Op::kAnd:
     case Op::kOr:
-    case Op::kXor:
-      *k = Kinds::kBoolOrInt;
-      return true;
-    case Op::kAtan2:
-      *k = Kinds::kFloat;
-      return true;
+    case Op::kXor: *k = Kinds::kBoolOrInt; return true;
+    case Op::kAtan2: *k = Kinds::kFloat; return true;
     case Op::kShiftLeft:
     case Op::kShiftRightArithmetic:
-    case Op::kShiftRightLogical:
-      *k = Kinds::kInt;
-      return true;
-    default:
-      return false;
+    case Op::kShiftRightLogical: *k = Kinds::kInt; return true;
+    default: return false;
   }
 }
 

@@ -75,8 +75,7 @@ Value Graph::fft(Value x, FftType type, const std::vector<int64_t>& fft_length) 
       r.dtype = complex_part(t.dtype);
       r.dims[last] = n;
       break;
-    default:
-      fail("fft", "unknown fft type");
+    default: fail("fft", "unknown fft type");
   }
   Attrs a;
   a.dim = static_cast<int64_t>(type);

@@ -50,10 +50,8 @@ bool simple_reducer(Reducer r) {
     case Reducer::kMax:
     case Reducer::kMin:
     case Reducer::kAnd:
-    case Reducer::kOr:
-      return true;
-    default:
-      return false;
+    case Reducer::kOr: return true;
+    default: return false;
   }
 }
 

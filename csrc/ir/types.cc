@@ -10,46 +10,26 @@ namespace ttpu::ir {
 
 std::string_view mlir_name(DType t) {
   switch (t) {
-    case DType::kBool:
-      return "i1";
-    case DType::kU8:
-      return "ui8";
-    case DType::kI8:
-      return "i8";
-    case DType::kI16:
-      return "i16";
-    case DType::kI32:
-      return "i32";
-    case DType::kI64:
-      return "i64";
-    case DType::kU32:
-      return "ui32";
-    case DType::kU64:
-      return "ui64";
-    case DType::kU16:
-      return "ui16";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF32:
-      return "f32";
-    case DType::kF64:
-      return "f64";
-    case DType::kC64:
-      return "complex<f32>";
-    case DType::kC128:
-      return "complex<f64>";
-    case DType::kF8E4M3FN:
-      return "f8E4M3FN";
-    case DType::kF8E5M2:
-      return "f8E5M2";
-    case DType::kF8E4M3FNUZ:
-      return "f8E4M3FNUZ";
-    case DType::kF8E5M2FNUZ:
-      return "f8E5M2FNUZ";
-    case DType::kF8E8M0FNU:
-      return "f8E8M0FNU";
+    case DType::kBool: return "i1";
+    case DType::kU8: return "ui8";
+    case DType::kI8: return "i8";
+    case DType::kI16: return "i16";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kU32: return "ui32";
+    case DType::kU64: return "ui64";
+    case DType::kU16: return "ui16";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kC64: return "complex<f32>";
+    case DType::kC128: return "complex<f64>";
+    case DType::kF8E4M3FN: return "f8E4M3FN";
+    case DType::kF8E5M2: return "f8E5M2";
+    case DType::kF8E4M3FNUZ: return "f8E4M3FNUZ";
+    case DType::kF8E5M2FNUZ: return "f8E5M2FNUZ";
+    case DType::kF8E8M0FNU: return "f8E8M0FNU";
   }
   throw IrError("mlir_name: unknown DType " + std::to_string(static_cast<int>(t)));
 }
@@ -63,24 +43,19 @@ int64_t byte_size(DType t) {
     case DType::kF8E5M2:
     case DType::kF8E4M3FNUZ:
     case DType::kF8E5M2FNUZ:
-    case DType::kF8E8M0FNU:
-      return 1;
+    case DType::kF8E8M0FNU: return 1;
     case DType::kI16:
     case DType::kU16:
     case DType::kF16:
-    case DType::kBF16:
-      return 2;
+    case DType::kBF16: return 2;
     case DType::kI32:
     case DType::kU32:
-    case DType::kF32:
-      return 4;
+    case DType::kF32: return 4;
     case DType::kI64:
     case DType::kU64:
     case DType::kF64:
-    case DType::kC64:
-      return 8;
-    case DType::kC128:
-      return 16;
+    case DType::kC64: return 8;
+    case DType::kC128: return 16;
   }
   throw IrError("byte_size: unknown DType " + std::to_string(static_cast<int>(t)));
 }
@@ -218,21 +193,14 @@ double bf16_value(uint16_t bits) { return format_to_double(bits, kBFloat); }
 
 uint64_t literal_bits(double value, DType dtype) {
   switch (dtype) {
-    case DType::kBool:
-      return value != 0 ? 1 : 0;
-    case DType::kF16:
-      return f16_bits(value);
-    case DType::kBF16:
-      return bf16_bits(value);
-    case DType::kF32:
-      return std::bit_cast<uint32_t>(static_cast<float>(value));
-    case DType::kF64:
-      return std::bit_cast<uint64_t>(value);
+    case DType::kBool: return value != 0 ? 1 : 0;
+    case DType::kF16: return f16_bits(value);
+    case DType::kBF16: return bf16_bits(value);
+    case DType::kF32: return std::bit_cast<uint32_t>(static_cast<float>(value));
+    case DType::kF64: return std::bit_cast<uint64_t>(value);
     case DType::kC64:
-    case DType::kC128:
-      return literal_bits(value, complex_part(dtype));
-    default:
-      break;
+    case DType::kC128: return literal_bits(value, complex_part(dtype));
+    default: break;
   }
   // Through float first, as PyTorch converts a double to float8.
   if (is_float8(dtype)) return float8_bits(static_cast<float>(value), dtype);
@@ -253,12 +221,9 @@ uint64_t literal_bits(double value, DType dtype) {
 
 uint64_t literal_bits_int(int64_t value, DType dtype) {
   switch (dtype) {
-    case DType::kBool:
-      return value != 0 ? 1 : 0;
-    case DType::kF32:
-      return std::bit_cast<uint32_t>(static_cast<float>(value));
-    case DType::kF64:
-      return std::bit_cast<uint64_t>(static_cast<double>(value));
+    case DType::kBool: return value != 0 ? 1 : 0;
+    case DType::kF32: return std::bit_cast<uint32_t>(static_cast<float>(value));
+    case DType::kF64: return std::bit_cast<uint64_t>(static_cast<double>(value));
     case DType::kF16:
     case DType::kBF16: {
       const bool neg = value < 0;
@@ -267,34 +232,25 @@ uint64_t literal_bits_int(int64_t value, DType dtype) {
       return round_to_format(neg, mag, 0, dtype == DType::kF16 ? kHalf : kBFloat);
     }
     case DType::kC64:
-    case DType::kC128:
-      return literal_bits_int(value, complex_part(dtype));
+    case DType::kC128: return literal_bits_int(value, complex_part(dtype));
     case DType::kF8E4M3FN:
     case DType::kF8E5M2:
     case DType::kF8E4M3FNUZ:
     case DType::kF8E5M2FNUZ:
-    case DType::kF8E8M0FNU:
-      return float8_bits(static_cast<float>(value), dtype);
-    default:
-      return static_cast<uint64_t>(value) & width_mask(dtype);
+    case DType::kF8E8M0FNU: return float8_bits(static_cast<float>(value), dtype);
+    default: return static_cast<uint64_t>(value) & width_mask(dtype);
   }
 }
 
 double literal_to_double(uint64_t bits, DType dtype) {
   switch (dtype) {
-    case DType::kF16:
-      return f16_value(static_cast<uint16_t>(bits));
-    case DType::kBF16:
-      return bf16_value(static_cast<uint16_t>(bits));
-    case DType::kF32:
-      return std::bit_cast<float>(static_cast<uint32_t>(bits));
-    case DType::kF64:
-      return std::bit_cast<double>(bits);
+    case DType::kF16: return f16_value(static_cast<uint16_t>(bits));
+    case DType::kBF16: return bf16_value(static_cast<uint16_t>(bits));
+    case DType::kF32: return std::bit_cast<float>(static_cast<uint32_t>(bits));
+    case DType::kF64: return std::bit_cast<double>(bits);
     case DType::kC64:
-    case DType::kC128:
-      return literal_to_double(bits, complex_part(dtype));
-    default:
-      break;
+    case DType::kC128: return literal_to_double(bits, complex_part(dtype));
+    default: break;
   }
   if (is_float8(dtype)) {
     return std::bit_cast<float>(float8_to_f32_bits(static_cast<uint8_t>(bits), dtype));

@@ -81,12 +81,9 @@ void bind_runtime(py::module& m) {
   m.def("_get_eager_mode", [] {
     return guarded([] {
       switch (Runtime::get().chosen_mode()) {
-        case ttpu::runtime::EagerMode::kDebug:
-          return "debug";
-        case ttpu::runtime::EagerMode::kFused:
-          return "fused";
-        default:
-          return "strict";
+        case ttpu::runtime::EagerMode::kDebug: return "debug";
+        case ttpu::runtime::EagerMode::kFused: return "fused";
+        default: return "strict";
       }
     });
   });

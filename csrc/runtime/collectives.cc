@@ -18,36 +18,21 @@ constexpr size_t kMaxCollectivePrograms = 256;
 const char* mlir_element(pjrt::ElementType t) {
   using E = pjrt::ElementType;
   switch (t) {
-    case E::kS8:
-      return "i8";
-    case E::kS16:
-      return "i16";
-    case E::kS32:
-      return "i32";
-    case E::kS64:
-      return "i64";
-    case E::kU8:
-      return "ui8";
-    case E::kU16:
-      return "ui16";
-    case E::kU32:
-      return "ui32";
-    case E::kU64:
-      return "ui64";
-    case E::kF16:
-      return "f16";
-    case E::kBF16:
-      return "bf16";
-    case E::kF32:
-      return "f32";
-    case E::kF64:
-      return "f64";
-    case E::kC64:
-      return "complex<f32>";
-    case E::kC128:
-      return "complex<f64>";
-    case E::kPred:
-      break;
+    case E::kS8: return "i8";
+    case E::kS16: return "i16";
+    case E::kS32: return "i32";
+    case E::kS64: return "i64";
+    case E::kU8: return "ui8";
+    case E::kU16: return "ui16";
+    case E::kU32: return "ui32";
+    case E::kU64: return "ui64";
+    case E::kF16: return "f16";
+    case E::kBF16: return "bf16";
+    case E::kF32: return "f32";
+    case E::kF64: return "f64";
+    case E::kC64: return "complex<f32>";
+    case E::kC128: return "complex<f64>";
+    case E::kPred: break;
   }
   return nullptr;
 }
@@ -61,14 +46,10 @@ bool is_inexact(pjrt::ElementType t) {
 const char* combiner(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      return "stablehlo.add";
-    case ReduceOp::kProduct:
-      return "stablehlo.multiply";
-    case ReduceOp::kMin:
-      return "stablehlo.minimum";
-    case ReduceOp::kMax:
-      return "stablehlo.maximum";
+    case ReduceOp::kAvg: return "stablehlo.add";
+    case ReduceOp::kProduct: return "stablehlo.multiply";
+    case ReduceOp::kMin: return "stablehlo.minimum";
+    case ReduceOp::kMax: return "stablehlo.maximum";
   }
   return "stablehlo.add";
 }

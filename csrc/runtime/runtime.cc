@@ -83,46 +83,26 @@ void Metrics::reset() {
 pjrt::ElementType element_type(ir::DType t) {
   using E = pjrt::ElementType;
   switch (t) {
-    case ir::DType::kBool:
-      return E::kPred;
-    case ir::DType::kU8:
-      return E::kU8;
-    case ir::DType::kI8:
-      return E::kS8;
-    case ir::DType::kI16:
-      return E::kS16;
-    case ir::DType::kI32:
-      return E::kS32;
-    case ir::DType::kI64:
-      return E::kS64;
-    case ir::DType::kU32:
-      return E::kU32;
-    case ir::DType::kU64:
-      return E::kU64;
-    case ir::DType::kU16:
-      return E::kU16;
-    case ir::DType::kF16:
-      return E::kF16;
-    case ir::DType::kBF16:
-      return E::kBF16;
-    case ir::DType::kF32:
-      return E::kF32;
-    case ir::DType::kF64:
-      return E::kF64;
-    case ir::DType::kC64:
-      return E::kC64;
-    case ir::DType::kC128:
-      return E::kC128;
-    case ir::DType::kF8E4M3FN:
-      return E::kF8E4M3FN;
-    case ir::DType::kF8E5M2:
-      return E::kF8E5M2;
-    case ir::DType::kF8E4M3FNUZ:
-      return E::kF8E4M3FNUZ;
-    case ir::DType::kF8E5M2FNUZ:
-      return E::kF8E5M2FNUZ;
-    case ir::DType::kF8E8M0FNU:
-      return E::kF8E8M0FNU;
+    case ir::DType::kBool: return E::kPred;
+    case ir::DType::kU8: return E::kU8;
+    case ir::DType::kI8: return E::kS8;
+    case ir::DType::kI16: return E::kS16;
+    case ir::DType::kI32: return E::kS32;
+    case ir::DType::kI64: return E::kS64;
+    case ir::DType::kU32: return E::kU32;
+    case ir::DType::kU64: return E::kU64;
+    case ir::DType::kU16: return E::kU16;
+    case ir::DType::kF16: return E::kF16;
+    case ir::DType::kBF16: return E::kBF16;
+    case ir::DType::kF32: return E::kF32;
+    case ir::DType::kF64: return E::kF64;
+    case ir::DType::kC64: return E::kC64;
+    case ir::DType::kC128: return E::kC128;
+    case ir::DType::kF8E4M3FN: return E::kF8E4M3FN;
+    case ir::DType::kF8E5M2: return E::kF8E5M2;
+    case ir::DType::kF8E4M3FNUZ: return E::kF8E4M3FNUZ;
+    case ir::DType::kF8E5M2FNUZ: return E::kF8E5M2FNUZ;
+    case ir::DType::kF8E8M0FNU: return E::kF8E8M0FNU;
   }
   throw std::runtime_error("unknown dtype");
 }

@@ -51,30 +51,18 @@ std::string string_literal(const std::string& v) {
 // end-to-end test in csrc/tests/stablehlo_run_test.cc).
 std::string elementwise_op(Op op) {
   switch (op) {
-    case Op::kErf:
-      return "chlo.erf";
-    case Op::kErfInv:
-      return "chlo.erf_inv";
-    case Op::kLgamma:
-      return "chlo.lgamma";
-    case Op::kDigamma:
-      return "chlo.digamma";
-    case Op::kAsin:
-      return "chlo.asin";
-    case Op::kAcos:
-      return "chlo.acos";
-    case Op::kSinh:
-      return "chlo.sinh";
-    case Op::kCosh:
-      return "chlo.cosh";
-    case Op::kAsinh:
-      return "chlo.asinh";
-    case Op::kAcosh:
-      return "chlo.acosh";
-    case Op::kAtanh:
-      return "chlo.atanh";
-    default:
-      return std::string("stablehlo.") + ir::op_name(op);
+    case Op::kErf: return "chlo.erf";
+    case Op::kErfInv: return "chlo.erf_inv";
+    case Op::kLgamma: return "chlo.lgamma";
+    case Op::kDigamma: return "chlo.digamma";
+    case Op::kAsin: return "chlo.asin";
+    case Op::kAcos: return "chlo.acos";
+    case Op::kSinh: return "chlo.sinh";
+    case Op::kCosh: return "chlo.cosh";
+    case Op::kAsinh: return "chlo.asinh";
+    case Op::kAcosh: return "chlo.acosh";
+    case Op::kAtanh: return "chlo.atanh";
+    default: return std::string("stablehlo.") + ir::op_name(op);
   }
 }
 
@@ -309,9 +297,7 @@ void Emitter::emit_node(int32_t id) {
     case Op::kIota:
       line(id, "stablehlo.iota", {}, "iota_dimension = " + std::to_string(a.dim) + " : i64");
       return;
-    case Op::kAtan:
-      emit_atan(id, n);
-      return;
+    case Op::kAtan: emit_atan(id, n); return;
     case Op::kMax:
     case Op::kMin:
       if (ir::is_float(n.results[0].dtype)) {
@@ -383,8 +369,7 @@ void Emitter::emit_node(int32_t id) {
                ">, fft_length = " + i64_array(ints[0]));
       return;
     }
-    default:
-      break;
+    default: break;
   }
   if (is_elementwise(n.op)) {
     line(id, elementwise_op(n.op), n.operands, "");
@@ -544,8 +529,7 @@ void Emitter::emit_structured(int32_t id, const Node& n) {
       line(id, "stablehlo.rng_bit_generator", n.operands,
            "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
       return;
-    default:
-      throw IrError(std::string("stablehlo emit: no lowering for ") + ir::op_name(n.op));
+    default: throw IrError(std::string("stablehlo emit: no lowering for ") + ir::op_name(n.op));
   }
 }
 

@@ -144,20 +144,13 @@ namespace {
 std::string combiner(Reducer r, DType dtype) {
   const bool pred = dtype == DType::kBool;
   switch (r) {
-    case Reducer::kAdd:
-      return pred ? "stablehlo.or" : "stablehlo.add";
-    case Reducer::kMul:
-      return pred ? "stablehlo.and" : "stablehlo.multiply";
-    case Reducer::kMax:
-      return pred ? "stablehlo.or" : "stablehlo.maximum";
-    case Reducer::kMin:
-      return pred ? "stablehlo.and" : "stablehlo.minimum";
-    case Reducer::kAnd:
-      return "stablehlo.and";
-    case Reducer::kOr:
-      return "stablehlo.or";
-    default:
-      throw IrError("stablehlo emit: reducer has no combining op");
+    case Reducer::kAdd: return pred ? "stablehlo.or" : "stablehlo.add";
+    case Reducer::kMul: return pred ? "stablehlo.and" : "stablehlo.multiply";
+    case Reducer::kMax: return pred ? "stablehlo.or" : "stablehlo.maximum";
+    case Reducer::kMin: return pred ? "stablehlo.and" : "stablehlo.minimum";
+    case Reducer::kAnd: return "stablehlo.and";
+    case Reducer::kOr: return "stablehlo.or";
+    default: throw IrError("stablehlo emit: reducer has no combining op");
   }
 }
 

@@ -194,14 +194,10 @@ void check_lambda_as(double lambd, DType dt) {
 
 void check_lambda(double lambd, DType dt) {
   switch (dt) {
-    case DType::kF16:
-      return check_lambda_as<c10::Half>(lambd, dt);
-    case DType::kBF16:
-      return check_lambda_as<c10::BFloat16>(lambd, dt);
-    case DType::kF32:
-      return check_lambda_as<float>(lambd, dt);
-    default:
-      return check_lambda_as<double>(lambd, dt);
+    case DType::kF16: return check_lambda_as<c10::Half>(lambd, dt);
+    case DType::kBF16: return check_lambda_as<c10::BFloat16>(lambd, dt);
+    case DType::kF32: return check_lambda_as<float>(lambd, dt);
+    default: return check_lambda_as<double>(lambd, dt);
   }
 }
 

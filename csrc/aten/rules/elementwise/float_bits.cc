@@ -22,14 +22,10 @@ struct Layout {
 };
 Layout layout(DType t) {
   switch (t) {
-    case DType::kF16:
-      return {DType::kI16, 10, 15, 0x1f};
-    case DType::kBF16:
-      return {DType::kI16, 7, 127, 0xff};
-    case DType::kF32:
-      return {DType::kI32, 23, 127, 0xff};
-    default:
-      return {DType::kI64, 52, 1023, 0x7ff};
+    case DType::kF16: return {DType::kI16, 10, 15, 0x1f};
+    case DType::kBF16: return {DType::kI16, 7, 127, 0xff};
+    case DType::kF32: return {DType::kI32, 23, 127, 0xff};
+    default: return {DType::kI64, 52, 1023, 0x7ff};
   }
 }
 

@@ -122,14 +122,10 @@ std::vector<ir::Value> masked_fill(LoweringContext& ctx, const Args& a) {
 
 double largest(DType dt) {
   switch (dt) {
-    case DType::kF16:
-      return 65504.0;
-    case DType::kBF16:
-      return 3.38953138925153547590470800371487866880e+38;
-    case DType::kF32:
-      return std::numeric_limits<float>::max();
-    default:
-      return std::numeric_limits<double>::max();
+    case DType::kF16: return 65504.0;
+    case DType::kBF16: return 3.38953138925153547590470800371487866880e+38;
+    case DType::kF32: return std::numeric_limits<float>::max();
+    default: return std::numeric_limits<double>::max();
   }
 }
 

@@ -31,11 +31,9 @@ ir::Value identity(LoweringContext& ctx, Reducer r, const ir::TensorType& t) {
   auto& g = ctx.g();
   switch (for_dtype(r, t.dtype)) {
     case Reducer::kAdd:
-    case Reducer::kOr:
-      return g.constant(0, t);
+    case Reducer::kOr: return g.constant(0, t);
     case Reducer::kMul:
-    case Reducer::kAnd:
-      return g.constant(1, t);
+    case Reducer::kAnd: return g.constant(1, t);
     case Reducer::kMax:
       if (ir::is_float(t.dtype)) return g.constant(-std::numeric_limits<double>::infinity(), t);
       // The smallest value of the dtype: 0 unsigned, else the sign bit alone.
@@ -45,8 +43,7 @@ ir::Value identity(LoweringContext& ctx, Reducer r, const ir::TensorType& t) {
       if (ir::is_float(t.dtype)) return g.constant(std::numeric_limits<double>::infinity(), t);
       if (ir::is_unsigned(t.dtype)) return g.constant_int(-1, t);  // all bits set
       return g.constant_int(~(int64_t{-1} << (8 * ir::byte_size(t.dtype) - 1)), t);
-    default:
-      break;
+    default: break;
   }
   TORCH_CHECK(false, "tpu: no identity for this scatter reducer");
 }

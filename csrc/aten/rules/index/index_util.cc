@@ -112,8 +112,7 @@ void check_index_range(LoweringContext& ctx, const at::Tensor& index, int64_t di
     if (lo >= min_ok && hi < size) return;
     const int64_t bad = hi >= size ? hi : lo;
     switch (err) {
-      case RangeError::kInSelf:
-        TORCH_CHECK_INDEX(false, "index out of range in self");
+      case RangeError::kInSelf: TORCH_CHECK_INDEX(false, "index out of range in self");
       case RangeError::kBoundsIndex:
         TORCH_CHECK_INDEX(false, text, "index ", bad, " is out of bounds for dimension ", dim,
                           " with size ", size);

@@ -148,17 +148,12 @@ Taps make_taps(LoweringContext& ctx, Mode mode, int64_t n, int64_t m, bool align
                std::optional<double> scale, DType ct) {
   TapBuilder b(ctx, n, m, ct);
   switch (mode) {
-    case Mode::kNearest:
-      return b.nearest(scale);
-    case Mode::kNearestExact:
-      return b.nearest_exact(scale);
-    case Mode::kLinear:
-      return b.linear(align_corners, scale);
-    case Mode::kCubic:
-      return b.cubic(align_corners, scale);
+    case Mode::kNearest: return b.nearest(scale);
+    case Mode::kNearestExact: return b.nearest_exact(scale);
+    case Mode::kLinear: return b.linear(align_corners, scale);
+    case Mode::kCubic: return b.cubic(align_corners, scale);
     case Mode::kLinearAA:
-    case Mode::kCubicAA:
-      break;  // a dense matrix: aa_matrix
+    case Mode::kCubicAA: break;  // a dense matrix: aa_matrix
   }
   return {};
 }

@@ -43,14 +43,10 @@ ir::Value three_fry_state(LoweringContext& ctx, const std::optional<at::Generato
 // Significand bits of a float dtype (std::numeric_limits<T>::digits).
 int digits_of(DType dt) {
   switch (dt) {
-    case DType::kF64:
-      return 53;
-    case DType::kF16:
-      return 11;
-    case DType::kBF16:
-      return 8;
-    default:
-      return 24;
+    case DType::kF64: return 53;
+    case DType::kF16: return 11;
+    case DType::kBF16: return 8;
+    default: return 24;
   }
 }
 
@@ -217,26 +213,16 @@ ir::Value random_values(LoweringContext& ctx, const at::Tensor& self, int64_t fr
 // (every integer up to it is exact), the dtype's maximum for integers.
 uint64_t random_max(const at::Tensor& self) {
   switch (self.scalar_type()) {
-    case at::kBool:
-      return 1;
-    case at::kByte:
-      return std::numeric_limits<uint8_t>::max();
-    case at::kChar:
-      return std::numeric_limits<int8_t>::max();
-    case at::kShort:
-      return std::numeric_limits<int16_t>::max();
-    case at::kInt:
-      return std::numeric_limits<int32_t>::max();
-    case at::kLong:
-      return std::numeric_limits<int64_t>::max();
-    case at::kUInt16:
-      return std::numeric_limits<uint16_t>::max();
-    case at::kUInt32:
-      return std::numeric_limits<uint32_t>::max();
-    case at::kUInt64:
-      return std::numeric_limits<uint64_t>::max();
-    default:
-      return uint64_t{1} << digits_of(to_ir(self.scalar_type()));
+    case at::kBool: return 1;
+    case at::kByte: return std::numeric_limits<uint8_t>::max();
+    case at::kChar: return std::numeric_limits<int8_t>::max();
+    case at::kShort: return std::numeric_limits<int16_t>::max();
+    case at::kInt: return std::numeric_limits<int32_t>::max();
+    case at::kLong: return std::numeric_limits<int64_t>::max();
+    case at::kUInt16: return std::numeric_limits<uint16_t>::max();
+    case at::kUInt32: return std::numeric_limits<uint32_t>::max();
+    case at::kUInt64: return std::numeric_limits<uint64_t>::max();
+    default: return uint64_t{1} << digits_of(to_ir(self.scalar_type()));
   }
 }
 

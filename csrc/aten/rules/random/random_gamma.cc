@@ -41,12 +41,9 @@ DType compute_dtype(DType dt) { return dt == DType::kF64 ? DType::kF64 : DType::
 
 double smallest_normal(DType dt) {
   switch (dt) {
-    case DType::kF64:
-      return std::numeric_limits<double>::min();
-    case DType::kF16:
-      return 6.103515625e-05;  // 2^-14
-    default:
-      return std::numeric_limits<float>::min();  // f32, bf16
+    case DType::kF64: return std::numeric_limits<double>::min();
+    case DType::kF16: return 6.103515625e-05;           // 2^-14
+    default: return std::numeric_limits<float>::min();  // f32, bf16
   }
 }
 

@@ -33,26 +33,13 @@ std::vector<ir::Value> randperm_out(LoweringContext& ctx, const Args& a) {
                 " without overflow");
   };
   switch (out.scalar_type()) {
-    case at::kByte:
-      fits(uint8_t{}, "uint8_t");
-      break;
-    case at::kChar:
-      fits(int8_t{}, "int8_t");
-      break;
-    case at::kShort:
-      fits(int16_t{}, "int16_t");
-      break;
-    case at::kInt:
-      fits(int32_t{}, "int");
-      break;
-    case at::kUInt16:
-      fits(uint16_t{}, "uint16_t");
-      break;
-    case at::kUInt32:
-      fits(uint32_t{}, "uint32_t");
-      break;
-    default:
-      break;
+    case at::kByte: fits(uint8_t{}, "uint8_t"); break;
+    case at::kChar: fits(int8_t{}, "int8_t"); break;
+    case at::kShort: fits(int16_t{}, "int16_t"); break;
+    case at::kInt: fits(int32_t{}, "int"); break;
+    case at::kUInt16: fits(uint16_t{}, "uint16_t"); break;
+    case at::kUInt32: fits(uint32_t{}, "uint32_t"); break;
+    default: break;
   }
   switch (out.scalar_type()) {
     case at::kHalf:
@@ -64,8 +51,7 @@ std::vector<ir::Value> randperm_out(LoweringContext& ctx, const Args& a) {
     case at::kDouble:
       TORCH_CHECK(n <= (int64_t{1} << 53) + 1, "n cannot be greater than 2^53+1 for Double type.");
       break;
-    default:
-      break;
+    default: break;
   }
   resize_out(out, {n});
   if (n == 0) return {};

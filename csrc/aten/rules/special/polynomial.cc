@@ -68,30 +68,14 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
   ir::Value p0 = k(1);
   ir::Value p1;
   switch (p.family) {
-    case Family::kChebT:
-      p1 = y;
-      break;
-    case Family::kChebU:
-      p1 = add(y, y);
-      break;
-    case Family::kChebV:
-      p1 = sub(add(y, y), k(1));
-      break;
-    case Family::kChebW:
-      p1 = add(add(y, y), k(1));
-      break;
-    case Family::kHermiteH:
-      p1 = add(x, x);
-      break;
-    case Family::kHermiteHe:
-      p1 = x;
-      break;
-    case Family::kLaguerre:
-      p1 = sub(k(1), x);
-      break;
-    case Family::kLegendre:
-      p1 = x;
-      break;
+    case Family::kChebT: p1 = y; break;
+    case Family::kChebU: p1 = add(y, y); break;
+    case Family::kChebV: p1 = sub(add(y, y), k(1)); break;
+    case Family::kChebW: p1 = add(add(y, y), k(1)); break;
+    case Family::kHermiteH: p1 = add(x, x); break;
+    case Family::kHermiteHe: p1 = x; break;
+    case Family::kLaguerre: p1 = sub(k(1), x); break;
+    case Family::kLegendre: p1 = x; break;
   }
   ir::Value result = g.select(g.compare(Cmp::kEQ, n, nk(1)), p1, p0);
   ir::Value prev = p0, cur = p1;
@@ -103,15 +87,9 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
       case Family::kChebT:
       case Family::kChebU:
       case Family::kChebV:
-      case Family::kChebW:
-        next = sub(mul(add(y, y), cur), prev);
-        break;
-      case Family::kHermiteH:
-        next = sub(mul(add(x, x), cur), mul(k(2 * j), prev));
-        break;
-      case Family::kHermiteHe:
-        next = sub(mul(x, cur), mul(k(j), prev));
-        break;
+      case Family::kChebW: next = sub(mul(add(y, y), cur), prev); break;
+      case Family::kHermiteH: next = sub(mul(add(x, x), cur), mul(k(2 * j), prev)); break;
+      case Family::kHermiteHe: next = sub(mul(x, cur), mul(k(j), prev)); break;
       case Family::kLaguerre:
         next = div(sub(mul(add(k(2 * j), sub(k(1), x)), cur), mul(k(j), prev)), k(j + 1));
         break;
@@ -130,9 +108,7 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
     ir::Value half = div(theta, k(2));
     ir::Value trig;
     switch (p.family) {
-      case Family::kChebT:
-        trig = g.unary(Op::kCos, mul(nn, theta));
-        break;
+      case Family::kChebT: trig = g.unary(Op::kCos, mul(nn, theta)); break;
       case Family::kChebU:
         trig = div(g.unary(Op::kSin, mul(add(nn, k(1)), theta)), g.unary(Op::kSin, theta));
         break;
