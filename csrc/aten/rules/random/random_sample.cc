@@ -154,14 +154,13 @@ ir::Value uniform_like(LoweringContext& ctx, const at::Tensor& self, const Args&
   return uniform01(ctx, three_fry_state(ctx, generator(a, gen)), self.sizes().vec(), ct);
 }
 
-// ATen's check, naming the dtype as its sampler does: exponential_ by its
-// ScalarType ("Long"), cauchy_ by its TypeMeta ("long int").
-void check_continuous(const at::Tensor& self, const char* name) {
-  const bool by_type_meta = std::string(name) == "Cauchy";
+// ATen's check. `dtype` is how the sampler names self's dtype in it:
+// exponential_ by its ScalarType ("Long"), cauchy_ by its TypeMeta ("long int").
+void check_continuous(const at::Tensor& self, const char* name, const std::string& dtype) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), name,
               " distribution is a continuous "
               "probability distribution. dtype must be a floating point but you specified ",
-              by_type_meta ? std::string(self.dtype().name()) : c10::toString(self.scalar_type()));
+              dtype);
 }
 
 // The continuous and geometric samplers of ATen's TransformationHelper.h, from
@@ -178,7 +177,7 @@ std::vector<ir::Value> exponential(LoweringContext& ctx, const Args& a) {
   const DType dt = to_ir(self.scalar_type());
   // ATen returns an empty self before the dtype check (cauchy_ checks first).
   if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
-  check_continuous(self, "Exponential");
+  check_continuous(self, "Exponential", c10::toString(self.scalar_type()));
   ir::Value u = uniform_like(ctx, self, a, 2);
   ir::Value e = g.unary(Op::kNeg, g.unary(Op::kLog1p, g.unary(Op::kNeg, u)));
   const DType ct = dtype(ctx, u);
@@ -190,7 +189,7 @@ std::vector<ir::Value> cauchy(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const double median = a.real(1), sigma = a.real(2);
   TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
-  check_continuous(self, "Cauchy");
+  check_continuous(self, "Cauchy", std::string(self.dtype().name()));
   auto& g = ctx.g();
   const DType dt = to_ir(self.scalar_type());
   if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
