@@ -23,8 +23,13 @@ Semantics, all inherited from eager tpu execution:
   them: each runs eagerly, the parts between them are captured programs of
   their own; a warning names the ops. ``TORCHTPU_FALLBACK=error`` raises
   ``RuntimeError`` at the call instead.
-- Input mutations (batch-norm running stats, in-place ops on inputs) are
-  applied by AOTAutograd's runtime wrapper with ``copy_`` after the graph.
+- Input mutations that AOTAutograd can keep in the graph (data written under
+  no_grad or to inputs that need no gradient: a static KV cache's
+  ``index_copy_``, batch-norm running stats) stay in it as ``copy_`` nodes
+  (``keep_inference_input_mutations``, as Inductor asks): the captured program
+  writes the input, in place where its buffer can be donated, instead of
+  AOTAutograd's wrapper copying a new value into it after the graph, one strict
+  program per input and call. Other input mutations are applied by that wrapper.
 - Random ops (dropout) draw from the tpu generator at each call: results differ
   call to call and repeat after ``torch.manual_seed``, as in eager.
 - A new input shape makes Dynamo recompile (a new FX graph), and fused mode
@@ -89,6 +94,7 @@ class FusedGraph:
 
     def __init__(self, gm, example_inputs=None):
         self.gm = gm
+        self.written = _written_inputs(gm)  # positions of the inputs the graph writes
         self.tpu_inputs = None  # set by _set_layout (from examples or the first call)
         if example_inputs is not None:
             self._set_layout(example_inputs)
@@ -133,7 +139,8 @@ class FusedGraph:
                 return out
         args = list(args)
         for i in self.tpu_inputs:
-            args[i] = _whole_storage(args[i])
+            if i not in self.written:  # (a copy would take the write)
+                args[i] = _whole_storage(args[i])
         tensors = [args[i] for i in self.tpu_inputs]
         if captures:
             out = _C._compiled_replay(captures, tensors)
@@ -154,7 +161,7 @@ class FusedGraph:
         try:
             if tensors is None:
                 return self.gm(*args)
-            _C._capture_begin(tensors)
+            _C._capture_begin(tensors, writes=bool(self.written))
             finder = None
             try:
                 if self.probed:
@@ -183,6 +190,22 @@ class FusedGraph:
             return outs
         finally:
             _C._set_eager_mode(previous)
+
+
+def _written_inputs(gm):
+    """Positions of ``gm``'s placeholders that an op of the graph writes (the
+    ``copy_`` nodes AOTAutograd keeps for input mutations)."""
+    written = set()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, p in enumerate(placeholders):
+        for user in p.users:
+            schema = getattr(user.target, "_schema", None)
+            if schema is None or user.op != "call_function":
+                continue
+            for arg, value in zip(schema.arguments, user.args):
+                if value is p and arg.alias_info is not None and arg.alias_info.is_write:
+                    written.add(i)
+    return written
 
 
 def _cuts_so_far():
@@ -263,9 +286,8 @@ def _whole_storage(t):
     size, so a batch sliced from a bigger tensor at a new offset every step
     (``xs[i * b:(i + 1) * b]``) would compile a new program for the whole graph
     at each step. Copying it first in the caller's (per-op) mode compiles one
-    small copy per offset instead, and the graph's program is reused. The copy
-    is safe: AOTAutograd graphs are functional, input mutations are written back
-    to the original tensor by its runtime wrapper.
+    small copy per offset instead, and the graph's program is reused. Inputs the
+    graph writes are never copied (the write must reach them).
     """
     if t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size():
         return t
@@ -286,6 +308,7 @@ _aot_backend = aot_autograd(
     bw_compiler=compile_graph,
     inference_compiler=compile_graph,
     decompositions=core_aten_decompositions(),
+    keep_inference_input_mutations=True,
 )
 
 

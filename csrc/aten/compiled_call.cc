@@ -14,6 +14,22 @@
 namespace ttpu::aten {
 namespace {
 
+// The buffer of a written input's `slot` that a replay may donate: its own,
+// or, when something else holds it too (another storage sharing it, a read in
+// flight), a copy of it in the slot's place, so the holder keeps its value.
+std::shared_ptr<pjrt::Buffer> donatable(runtime::Slot& slot, const runtime::Capture& cap) {
+  auto& rt = runtime::Runtime::get();
+  const long own = slot.buffer.get() == rt.last_output(cap.device) ? 2 : 1;
+  if (slot.buffer.use_count() > own) {
+    try {
+      slot.buffer = rt.copy_to_device(*slot.buffer, slot.dtype, slot.nbytes, cap.device);
+    } catch (const pjrt::PjrtError& e) {
+      TORCH_CHECK(false, "tpu: ", cap.name, ": copying a written input failed: ", e.what());
+    }
+  }
+  return slot.buffer;
+}
+
 int device_of(const std::vector<at::Tensor>& inputs) {
   if (inputs.empty()) return current_device();
   return inputs[0].device().index();
@@ -47,10 +63,10 @@ bool CompiledCall::View::matches(const at::Tensor& t) const {
          static_cast<int64_t>(t.storage().nbytes()) == storage_nbytes;
 }
 
-void CompiledCall::begin(const std::vector<at::Tensor>& inputs) {
+void CompiledCall::begin(const std::vector<at::Tensor>& inputs, bool writes) {
   std::vector<runtime::Slot*> slots;
   for (const at::Tensor& t : inputs) slots.push_back(&slot_of(t));
-  runtime::fusion(device_of(inputs)).begin_capture(slots);
+  runtime::fusion(device_of(inputs)).begin_capture(slots, writes);
   t_checks_before_capture = deferred_checks().size();
   t_drains_before_capture = deferred_check_drains();
 }
@@ -98,12 +114,13 @@ std::shared_ptr<CompiledCall> CompiledCall::end(
       const auto& produced = capture->outputs;
       auto p = std::find(produced.begin(), produced.end(), slot);
       auto in = std::find(input_slots.begin(), input_slots.end(), slot);
-      if (p != produced.end()) {
-        out.from = From::kProgram;
-        out.index = static_cast<size_t>(p - produced.begin());
-      } else if (in != input_slots.end()) {
+      // (an input first: a written input's storage takes its new value)
+      if (in != input_slots.end()) {
         out.from = From::kInput;
         out.index = static_cast<size_t>(in - input_slots.begin());
+      } else if (p != produced.end()) {
+        out.from = From::kProgram;
+        out.index = static_cast<size_t>(p - produced.begin());
       } else if (out.view.storage_nbytes == 0) {
         out.from = From::kEmpty;
       } else {
@@ -168,9 +185,18 @@ std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
   }
   std::vector<pjrt::Buffer*> args;
   args.reserve(cap.args.size());
+  // Written inputs' buffers the program consumes (aliased to their outputs).
+  std::vector<std::shared_ptr<pjrt::Buffer>> donated;
+  int64_t donated_bytes = 0;
   for (const runtime::Capture::Arg& a : cap.args) {
     switch (a.source) {
-      case runtime::Capture::Source::kInput: args.push_back(slots[a.index]->buffer.get()); break;
+      case runtime::Capture::Source::kInput:
+        if (a.donated_to >= 0) {
+          donated.push_back(donatable(*slots[a.index], cap));
+          donated_bytes += slots[a.index]->nbytes;
+        }
+        args.push_back(slots[a.index]->buffer.get());
+        break;
       case runtime::Capture::Source::kRng: args.push_back(draws[a.index].get()); break;
       case runtime::Capture::Source::kConstant: args.push_back(a.constant.get()); break;
     }
@@ -180,6 +206,22 @@ std::optional<std::vector<std::optional<at::Tensor>>> CompiledCall::replay(
     buffers = rt.execute(*cap.executable, args, cap.device, cap.name);
   } catch (const pjrt::PjrtError& e) {
     TORCH_CHECK(false, "tpu: ", cap.name, " failed: ", e.what());
+  }
+  for (const auto& [i, k] : cap.written) {
+    runtime::Slot& slot = *slots[i];
+    slot.buffer = buffers[k];
+    slot.dtype = cap.output_dtypes[k];
+    slot.producer = cap.name;
+  }
+  if (!donated.empty() && !buffers.empty()) {
+    std::vector<std::unique_ptr<pjrt::Buffer>> consumed;
+    for (auto& b : donated) {
+      if (b.use_count() == 1) consumed.push_back(b->release());
+    }
+    rt.metrics().donations += static_cast<int64_t>(donated.size());
+    rt.metrics().donated_bytes += donated_bytes;
+    donated.clear();  // (one still held elsewhere dies with its last owner)
+    if (!consumed.empty()) runtime::keep_donated_until_run(std::move(consumed), *buffers[0]);
   }
   // One storage per program output, shared by the outputs that view it.
   std::vector<std::optional<c10::Storage>> storages(buffers.size());
@@ -219,19 +261,27 @@ at::Tensor CompiledCall::program_output(const std::vector<std::shared_ptr<pjrt::
 double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n) const {
   const runtime::Capture& cap = *capture_;
   TORCH_CHECK(n > 0 && inputs.size() == inputs_.size(), "raw_execute_ns: bad arguments");
+  auto& rt = runtime::Runtime::get();
   std::vector<std::shared_ptr<pjrt::Buffer>> draws;
   std::vector<pjrt::Buffer*> args;
+  std::vector<std::pair<size_t, size_t>> chained;  // (argument, output donated to it)
   uint64_t state[2] = {0, 0};
   for (const runtime::Capture::Arg& a : cap.args) {
     switch (a.source) {
       case runtime::Capture::Source::kInput: {
         runtime::Slot& slot = slot_of(inputs[a.index]);
         runtime::materialize(slot);  // (a value strict mode recorded)
+        if (a.donated_to >= 0) {     // (the first execute consumes a copy)
+          draws.push_back(rt.copy_to_device(*slot.buffer, slot.dtype, slot.nbytes, cap.device));
+          chained.emplace_back(args.size(), static_cast<size_t>(a.donated_to));
+          args.push_back(draws.back().get());
+          break;
+        }
         args.push_back(slot.buffer.get());
         break;
       }
       case runtime::Capture::Source::kRng:
-        draws.push_back(runtime::Runtime::get().upload(state, ir::DType::kU64, {2}, cap.device));
+        draws.push_back(rt.upload(state, ir::DType::kU64, {2}, cap.device));
         args.push_back(draws.back().get());
         break;
       case runtime::Capture::Source::kConstant: args.push_back(a.constant.get()); break;
@@ -239,8 +289,17 @@ double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n
   }
   for (pjrt::Buffer* b : args) TORCH_CHECK(b != nullptr, "raw_execute_ns: an input has no value");
   std::vector<std::shared_ptr<pjrt::Buffer>> last;
+  // Donated outputs' handles: destroying one before its consumer ran would wait.
+  std::vector<std::unique_ptr<pjrt::Buffer>> consumed;
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) last = cap.executable->execute(args, cap.device);
+  for (int i = 0; i < n; ++i) {
+    auto outs = cap.executable->execute(args, cap.device);
+    for (const auto& [arg, out] : chained) {
+      if (!last.empty()) consumed.push_back(last[out]->release());
+      args[arg] = outs[out].get();
+    }
+    last = std::move(outs);
+  }
   for (auto& b : last) b->await_ready();
   const auto ns =
       std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start);
@@ -253,6 +312,9 @@ CompiledCall::Description CompiledCall::describe() const {
       checks_.empty(), "torchtpu.spmd: ", cap.name,
       " checks values (an error raised from the program's results, e.g. "
       "an index range); such programs are not yet run over several devices");
+  TORCH_CHECK_NOT_IMPLEMENTED(cap.written.empty(), "torchtpu.spmd: ", cap.name,
+                              " writes its inputs; such programs are not yet run over several "
+                              "devices");
   TORCH_CHECK(cap.graph != nullptr, "torchtpu.spmd: ", cap.name, " kept no graph");
   const ir::Graph& graph = *cap.graph;
   Description d;

@@ -27,7 +27,9 @@ class CompiledCall {
  public:
   // Starts a capture on the device of `inputs` (the current device when there
   // are none). Call with nothing pending on that device, in fused mode.
-  static void begin(const std::vector<at::Tensor>& inputs);
+  // `writes`: the graph may write its inputs (each replay then writes them
+  // too, in place where the capture could donate them: runtime/capture.h).
+  static void begin(const std::vector<at::Tensor>& inputs, bool writes = false);
   // Ends the capture (flushing the recorded ops) and returns the replay
   // recipe, or null when the call cannot be replayed (see runtime/capture.h; or
   // an output that is neither a program output, an input, nor empty).
@@ -43,7 +45,9 @@ class CompiledCall {
       const std::vector<at::Tensor>& inputs) const;
   // Benchmark only: mean nanoseconds per PJRT execute of the captured program
   // on `inputs`' buffers, `n` executes enqueued back to back then awaited, no
-  // other work (what replay() adds is the difference).
+  // other work (what replay() adds is the difference). A donated input is
+  // copied once, then each execute donates the previous one's output to the
+  // next (a decode loop's cache); `inputs` are not written.
   double raw_execute_ns(const std::vector<at::Tensor>& inputs, int n) const;
 
   // The captured program as torchtpu.spmd compiles it again over several
@@ -52,7 +56,8 @@ class CompiledCall {
   // tensor on the capture's device; its dtype and dims), each program
   // output's (dtype, dims), and each call output: ("program" k | "input" i |
   // "empty" | "none", index, dtype, sizes, strides, offset). Raises
-  // c10::NotImplementedError when the call made deferred value checks.
+  // c10::NotImplementedError when the call made deferred value checks or
+  // writes its inputs.
   struct Param {
     std::string source;
     size_t index;

@@ -21,7 +21,7 @@ void bind_programs(py::module& m) {
   // torch.compile graphs run as one execute (aten/compiled_call.h).
   using ttpu::aten::CompiledCall;
   py::class_<CompiledCall, std::shared_ptr<CompiledCall>>(m, "_CompiledCall");
-  m.def("_capture_begin", &CompiledCall::begin);
+  m.def("_capture_begin", &CompiledCall::begin, py::arg("inputs"), py::arg("writes") = false);
   m.def("_capture_end", &CompiledCall::end);
   m.def("_capture_abort", &CompiledCall::abort);
   m.def("_compiled_replay",

@@ -13,13 +13,22 @@
 //     constants it holds), which depend only on the graph's structure.
 // The capture is refused (end_capture returns null) when the graph could not be
 // run as one program: a flush happened in the middle (an op without a lowering,
-// a host read), an input was written (graphs from AOTAutograd are functional),
-// an input had no buffer, or a random op used a generator of its own.
+// a host read), an input was written when the caller did not allow it, an input
+// had no buffer, or a random op used a generator of its own.
+//
+// Written inputs (allowed for torch.compile graphs, whose AOTAutograd keeps input
+// mutations as copy_ nodes, e.g. a static KV cache's index_copy_): the input's
+// new value is a program output, and each replay gives the input's slot that
+// output's buffer. Where the capture's own run donated the input's buffer to its
+// output (Fusion::donate: nothing else held it), the program aliases the two
+// (`donated_to`), so XLA updates the input in place and every replay donates
+// the input's buffer again (a copy of it first, if something else holds it).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pjrt/pjrt.h"
@@ -33,6 +42,7 @@ struct Capture {
     Source source;
     size_t index = 0;                        // input slot or draw number
     std::shared_ptr<pjrt::Buffer> constant;  // kConstant only
+    int32_t donated_to = -1;                 // kInput: the program output it is donated to
   };
   std::shared_ptr<pjrt::Executable> executable;
   // The program's graph, kept for torchtpu.spmd, which compiles it again
@@ -45,6 +55,8 @@ struct Capture {
   // The program's outputs: the slots that received them at the capture.
   std::vector<Slot*> outputs;
   std::vector<ir::DType> output_dtypes;
+  // Written inputs: (input slot, program output holding its new value).
+  std::vector<std::pair<size_t, size_t>> written;
 };
 
 // What a Fusion tracks while a capture is being taken.
@@ -52,10 +64,17 @@ struct CaptureState {
   bool active = false;
   bool broken = false;  // a reason to refuse was met
   bool ending = false;  // end_capture's own flush
+  bool writes = false;  // inputs may be written (see above)
   std::vector<Slot*> inputs;
   std::vector<const pjrt::Buffer*> input_buffers;
   std::vector<const pjrt::Buffer*> rng_buffers;  // one per draw, in order
   std::unique_ptr<Capture> result;
 };
+
+// Keeps `buffers` (donated to the program that produced `output`, taken out
+// of their pjrt::Buffer owners) until `output` is ready, then drops them at a
+// later flush: destroying a donated buffer earlier would wait for the program.
+void keep_donated_until_run(std::vector<std::unique_ptr<pjrt::Buffer>> buffers,
+                            const pjrt::Buffer& output);
 
 }  // namespace ttpu::runtime

@@ -96,15 +96,6 @@ std::vector<DonatedArgs>& donated_args() {
   return *v;
 }
 
-void keep_donated_until_run(std::vector<std::unique_ptr<pjrt::Buffer>> buffers,
-                            const pjrt::Buffer& output) {
-  auto ran = std::make_shared<std::atomic<bool>>(false);
-  // (the callback may run on a plugin thread: it only sets the flag)
-  output.on_ready([ran](bool) { ran->store(true, std::memory_order_release); });
-  std::lock_guard<std::mutex> lock(g_donated_mu);
-  donated_args().push_back({std::move(ran), std::move(buffers)});
-}
-
 // Drops the kept donated buffers whose program has run (outside the lock:
 // a destroy may still take a moment inside the plugin).
 void drop_settled_donations() {
@@ -127,6 +118,15 @@ BlockingWait& blocking_wait() {
 }
 
 }  // namespace
+
+void keep_donated_until_run(std::vector<std::unique_ptr<pjrt::Buffer>> buffers,
+                            const pjrt::Buffer& output) {
+  auto ran = std::make_shared<std::atomic<bool>>(false);
+  // (the callback may run on a plugin thread: it only sets the flag)
+  output.on_ready([ran](bool) { ran->store(true, std::memory_order_release); });
+  std::lock_guard<std::mutex> lock(g_donated_mu);
+  donated_args().push_back({std::move(ran), std::move(buffers)});
+}
 
 void set_blocking_wait(BlockingWait hook) { blocking_wait() = std::move(hook); }
 
@@ -326,9 +326,11 @@ void Fusion::flush() {
     ~Flushing() { stack.pop_back(); }
   } flushing{flushing_};
   flushing_.push_back(&t.live);
-  // A captured program runs again on other buffers: nothing may be consumed.
-  const Donated donated =
-      capture_.active || t.deferred ? Donated{} : donate(t.graph, t.args, t.slot_params, t.live);
+  // A captured program runs again on other buffers: nothing may be consumed,
+  // except a written input's buffer where the capture allows writes (the
+  // replays donate it again; capture.h).
+  const bool no_donation = t.deferred || (capture_.active && !capture_.writes);
+  const Donated donated = no_donation ? Donated{} : donate(t.graph, t.args, t.slot_params, t.live);
   if (t.deferred && t.can_run_per_op) {
     // (its slots take their values or errors op by op)
     const std::string error = run_deferred(t.per_op, t.producers, t.outs, t.live, t.name);
@@ -460,6 +462,10 @@ void Fusion::run_fused(Taken& t, const std::string& key, const Donated& donated)
     t.live[i]->pending = false;
     t.live[i]->producer = t.name;
   }
+  // (before the donated arguments are released: the capture tells them by buffer)
+  if (capture_.active && capture_.ending && !capture_.broken) {
+    take_capture(t.graph, key, t.name, t.args, t.live);
+  }
   if (donated.buffers > 0 && !buffers.empty()) {
     std::vector<std::unique_ptr<pjrt::Buffer>> consumed;
     const auto& to = t.graph.donations();
@@ -477,17 +483,15 @@ void Fusion::run_fused(Taken& t, const std::string& key, const Donated& donated)
       // the program; the flush itself succeeded)
     }
   }
-  if (capture_.active && capture_.ending && !capture_.broken) {
-    take_capture(t.graph, key, t.name, t.args, t.live);
-  }
   rt.metrics().donations += donated.buffers;
   rt.metrics().donated_bytes += donated.bytes;
 }
 
-void Fusion::begin_capture(const std::vector<Slot*>& inputs) {
+void Fusion::begin_capture(const std::vector<Slot*>& inputs, bool writes) {
   FusionLock lock(*this);
   capture_ = CaptureState();
   capture_.active = true;
+  capture_.writes = writes;
   capture_.broken = ops_ != 0;
   capture_.inputs = inputs;
   for (Slot* s : inputs) {
@@ -522,13 +526,14 @@ void Fusion::take_capture(const ir::Graph& graph, const std::string& key, const 
   auto find = [](const auto& list, const pjrt::Buffer* b) {
     return static_cast<size_t>(std::find(list.begin(), list.end(), b) - list.begin());
   };
-  for (Slot* s : live) {
-    // A written input: its new value would have to reach the caller's tensor.
-    if (std::find(capture_.inputs.begin(), capture_.inputs.end(), s) != capture_.inputs.end()) {
-      return;
-    }
-  }
   auto cap = std::make_unique<Capture>();
+  for (size_t k = 0; k < live.size(); ++k) {
+    // A written input: its new value reaches the caller's tensor at each replay.
+    auto in = std::find(capture_.inputs.begin(), capture_.inputs.end(), live[k]);
+    if (in == capture_.inputs.end()) continue;
+    if (!capture_.writes) return;
+    cap->written.emplace_back(static_cast<size_t>(in - capture_.inputs.begin()), k);
+  }
   cap->executable = Runtime::get().compile(graph, name, &key);
   cap->graph = std::make_shared<const ir::Graph>(graph);
   cap->name = name;
@@ -536,9 +541,14 @@ void Fusion::take_capture(const ir::Graph& graph, const std::string& key, const 
   cap->rng_draws = capture_.rng_buffers.size();
   cap->outputs = live;
   for (ir::Value v : graph.outputs()) cap->output_dtypes.push_back(graph.type(v).dtype);
-  for (const auto& a : args) {
+  const std::vector<int32_t>& donations = graph.donations();
+  for (size_t p = 0; p < args.size(); ++p) {
+    const auto& a = args[p];
+    const int32_t donated_to = p < donations.size() ? donations[p] : -1;
     if (size_t i = find(capture_.input_buffers, a.get()); i < capture_.input_buffers.size()) {
-      cap->args.push_back({Capture::Source::kInput, i, nullptr});
+      cap->args.push_back({Capture::Source::kInput, i, nullptr, donated_to});
+    } else if (donated_to >= 0) {
+      return;  // a written tensor that is not an input: a replay could not update it
     } else if (size_t d = find(capture_.rng_buffers, a.get()); d < capture_.rng_buffers.size()) {
       cap->args.push_back({Capture::Source::kRng, d, nullptr});
     } else {

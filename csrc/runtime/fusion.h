@@ -96,7 +96,8 @@ class Fusion {
   // Capture for replay (runtime/capture.h). begin_capture expects no pending
   // ops (the caller flushed); end_capture flushes and returns the capture, or
   // null when it was refused (the flush's results are valid either way).
-  void begin_capture(const std::vector<Slot*>& inputs);
+  // `writes`: the graph may write its inputs (capture.h).
+  void begin_capture(const std::vector<Slot*>& inputs, bool writes = false);
   // Called by every random op: the buffer holding its {seed, offset} state.
   // A draw from a generator other than the device's default refuses capture.
   void note_rng(const pjrt::Buffer* state, bool default_generator);
