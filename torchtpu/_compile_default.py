@@ -16,7 +16,9 @@ The default is changed only while it is still ``"inductor"`` (a user's own
 at ``import torch`` would cost every process over a second. Until then an
 import hook (:class:`_AfterImport`, a ``sys.meta_path`` finder for Dynamo's
 backend registry module) waits for it; it changes no torch code.
-``torch.compiler.set_default_backend(None)`` restores plain Inductor.
+``torch.compiler.set_default_backend(None)`` restores plain Inductor. The same
+hook registers torchtpu's Dynamo device interface when Dynamo's
+``device_interface`` module loads (:mod:`torchtpu._dynamo_device`).
 """
 
 import importlib.abc
@@ -24,6 +26,7 @@ import importlib.machinery
 import sys
 
 _REGISTRY = "torch._dynamo.backends.registry"
+_DEVICE_INTERFACE = "torch._dynamo.device_interface"
 
 
 def _is_tpu(value):
@@ -79,45 +82,62 @@ def _make_default(registry):
         registry.set_default_backend(default_backend)
 
 
-class _ThenMakeDefault(importlib.abc.Loader):
-    """Runs the registry module's own loader, then :func:`_make_default` on it."""
+def _install_device_interface(module):
+    from torchtpu import _dynamo_device
 
-    def __init__(self, inner):
+    _dynamo_device.install(module)
+
+
+# Dynamo's modules -> what runs on each once its code has run.
+_AFTER = {_REGISTRY: _make_default, _DEVICE_INTERFACE: _install_device_interface}
+
+
+class _ThenMakeDefault(importlib.abc.Loader):
+    """Runs a module's own loader, then its function of :data:`_AFTER` on it."""
+
+    def __init__(self, inner, then):
         self._inner = inner
+        self._then = then
 
     def create_module(self, spec):
         return self._inner.create_module(spec)
 
     def exec_module(self, module):
         self._inner.exec_module(module)
-        _make_default(module)
+        self._then(module)
 
     def __getattr__(self, name):  # get_source, get_filename ... (linecache, inspect)
         return getattr(self._inner, name)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds Dynamo's registry module once, as the path finder would, with a
-    loader that sets the default backend after the module ran."""
+    """Finds each module of :data:`_AFTER` once, as the path finder would, with
+    a loader that runs its function after the module ran."""
 
-    done = False
+    def __init__(self, pending):
+        self.pending = dict(pending)
 
     def find_spec(self, name, path, target=None):
         # Stays in sys.meta_path (removing it while importlib iterates the list
         # would skip the next finder), answering nothing once it has served.
-        if name != _REGISTRY or self.done:
+        then = self.pending.pop(name, None)
+        if then is None:
             return None
-        self.done = True
         spec = importlib.machinery.PathFinder.find_spec(name, path, target)
         if spec is not None and spec.loader is not None:
-            spec.loader = _ThenMakeDefault(spec.loader)
+            spec.loader = _ThenMakeDefault(spec.loader, then)
         return spec
 
 
 def install():
-    """Makes :func:`default_backend` torch.compile's default, now or when Dynamo loads."""
-    registry = sys.modules.get(_REGISTRY)
-    if registry is not None:
-        _make_default(registry)
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
+    """Makes :func:`default_backend` torch.compile's default and registers the
+    device interface, now or when Dynamo loads."""
+    pending = {}
+    for name, then in _AFTER.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            then(module)
+        else:
+            pending[name] = then
+    if pending and not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(pending))

@@ -46,9 +46,8 @@ Semantics, all inherited from eager tpu execution:
 The backend is registered under the entry point group ``torch_dynamo_backends``
 (so ``torch._dynamo.list_backends()`` lists it without importing torchtpu) and,
 when that entry point is not installed, by importing this module (see
-:func:`register`). Dynamo's device interface for ``"tpu"`` needs nothing from
-us: torch 2.13 ships one (``torch._dynamo.device_interface.TpuInterface``,
-available whenever ``torch.tpu`` exists), and nothing in this backend uses more.
+:func:`register`). Dynamo's device interface for ``"tpu"`` is torchtpu's
+(:mod:`torchtpu._dynamo_device`), registered when Dynamo loads.
 """
 
 import warnings

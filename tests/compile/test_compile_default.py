@@ -136,3 +136,25 @@ def test_a_users_own_default_is_kept():
         print(torch.compiler.get_default_backend())
     """)
     assert out.split() == ["eager"]
+
+
+@pytest.mark.parametrize("order", ["torchtpu_first", "dynamo_first", "dynamo_initialized_first"])
+def test_dynamo_device_interface_is_torchtpus(order):
+    # Whichever loads first, Dynamo's "tpu" interface answers from torch.tpu
+    # (torch 2.13's own, for another project, raises for device_count).
+    first = {"torchtpu_first": "",
+             "dynamo_first": "import torch._dynamo",
+             "dynamo_initialized_first": "import torch._dynamo.device_interface as d; "
+                                         "d.get_interface_for_device('cpu')"}[order]
+    out = run_python(f"""
+        import os
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+        import torch
+        {first}
+        import torchtpu
+        from torch._dynamo.device_interface import get_interface_for_device
+        iface = get_interface_for_device("tpu")
+        print(iface.__module__, iface.device_count(), iface.current_device(),
+              iface.is_dtype_supported(torch.float64))
+    """)
+    assert out.split() == ["torchtpu._dynamo_device", "1", "0", "True"]

@@ -162,6 +162,28 @@ def check_events_on_device_1():
 
 
 
+def check_dynamo_device_interface():
+    # Dynamo's "tpu" interface is torchtpu's (torch 2.13's answers 0 / raises).
+    from torch._dynamo.device_interface import DeviceGuard, get_interface_for_device
+
+    iface = get_interface_for_device(T1)
+    assert iface.device_count() == 2 and iface.is_available()
+    assert iface.current_device() == 0
+    with DeviceGuard(iface, 1):
+        assert iface.current_device() == torch.tpu.current_device() == 1
+        assert torch.ones(1, device="tpu").device == T1
+    assert iface.current_device() == 0
+    with iface.device(1):
+        assert torch.tpu.current_device() == 1
+    s = iface.Stream(device=1)
+    with iface.stream(s):
+        assert iface.current_stream() == s
+    iface.synchronize(1)
+    assert iface.Worker.get_device_properties(1).index == 1
+    assert iface.is_dtype_supported(torch.float64) and iface.is_dtype_supported(torch.float16)
+    assert iface.memory_allocated(1) == torch.tpu.memory_allocated(1)
+
+
 def check_rng_state_per_device():
     # CUDA's API: one generator per device, saved and restored all at once.
     torch.manual_seed(3)
