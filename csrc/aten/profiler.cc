@@ -238,6 +238,7 @@ class TpuProfiler : public libkineto::IActivityProfiler {
 // Called once at import (module.cc): kineto creates the child profiler when
 // it starts (or at once if torch.profiler already ran).
 void register_profiler() {
+  register_legacy_profiler_stubs();
   torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(
       []() -> std::unique_ptr<libkineto::IActivityProfiler> {
         return std::make_unique<TpuProfiler>();

@@ -164,3 +164,30 @@ def test_compiled_graph_event(tmp_path):
     programs, _, _, _ = _check_counts(events, m)
     assert len(programs) == m["executes"] == 1
     assert "graph of 3 ops" in programs[0]["name"], programs[0]["name"]
+
+
+def test_legacy_autograd_profiler_times_ops_on_tpu():
+    # torch.autograd.profiler.profile(use_device="tpu") records a device event
+    # around each op (profiler_legacy.cc); before, c10's default stubs warned
+    # per op and left each op's host time unset (totals of -7e15 us).
+    import time
+    import warnings
+
+    x = torch.randn(N, N, device="tpu")
+
+    def work():
+        return (x @ x).relu().sum().item()
+
+    work()  # compiled outside the profiled region
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "PrivateUse1 used in profiler but not enabled"
+        start = time.perf_counter()
+        with torch.autograd.profiler.profile(use_device="tpu") as prof:
+            value = work()
+        wall_us = (time.perf_counter() - start) * 1e6
+    assert value == work()
+    rows = {e.key: e for e in prof.key_averages()}
+    for op in ("aten::mm", "aten::relu", "aten::sum"):
+        assert 0 < rows[op].cpu_time_total <= wall_us, (op, rows[op].cpu_time_total, wall_us)
+        assert 0 <= rows[op].device_time_total <= wall_us, (op, rows[op].device_time_total)
+    assert sum(r.self_device_time_total for r in rows.values()) > 0
