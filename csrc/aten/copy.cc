@@ -138,6 +138,7 @@ at::Tensor to_host(const at::Tensor& src) {
   if (src.numel() == 0) {
     return at::empty(src.sizes(), src.options().device(at::kCPU));
   }
+  if (auto read = read_with_checks(src)) return *std::move(read);  // (checks pending)
   // A small view of a big storage is materialised on device first, so only
   // its bytes cross.
   if (slot.buffer != nullptr && slot.dtype == to_ir(src.scalar_type()) &&

@@ -12,13 +12,16 @@
 //
 // Running the pending checks costs one device read whatever their number: the
 // ok flags are ANDed on the device (programs of kOkChunk flags, so one compile
-// serves any count) and only that one bool is downloaded. The values are read,
-// one by one, only when some check failed. Debug mode checks at the op.
+// serves any count) and only that one bool is downloaded, or, when the read
+// that triggers them is small, downloaded with that read's value in one
+// transfer (read_with_checks: a decode loop's per-token stop check). The values
+// are read, one by one, only when some check failed. Debug mode checks at the op.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace ttpu::aten {
@@ -40,6 +43,14 @@ void check_device_values(const at::Tensor& value, const at::Tensor& ok, CheckFn 
 // Raises the first failure among the pending checks; all of them are consumed
 // either way. Reentrant calls (its own reads) do nothing.
 void run_deferred_checks();
+// A small read (`src` of at most 64 bytes, e.g. an .item()) while checks are
+// pending: the checks' verdict and `src`'s elements come back in ONE transfer
+// (one program concatenating their bits), and a failure raises as
+// run_deferred_checks() would. Returns the host copy (contiguous, `src`'s
+// sizes), or nullopt when this does not apply (nothing pending, a larger,
+// complex or float8 value, checks on another device or more than one
+// program's worth of them): the caller then reads as usual.
+std::optional<at::Tensor> read_with_checks(const at::Tensor& src);
 // The pending checks (a compiled-graph capture records the ones its call made).
 std::vector<DeferredCheck> deferred_checks();
 // How many times the pending checks were consumed: a capture whose call saw a

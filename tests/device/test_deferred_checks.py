@@ -141,3 +141,46 @@ def test_multinomial_invalid_probabilities_raise_at_the_read():
         RuntimeError, match="probability tensor contains either `inf`, `nan` or element < 0"
     ):
         draw.cpu()
+
+
+def _downloads(fn):
+    """(fn's result, device-to-host copies it made), counted by torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torchtpu.sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        out = fn()
+    return out, sum(e.name.startswith("Memcpy DtoH") for e in prof.events())
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.float16,
+                                   torch.bfloat16, torch.int32, torch.float32, torch.int64,
+                                   torch.float64])
+def test_a_small_read_brings_the_pending_checks_verdict_in_the_same_transfer(mode, dtype):
+    # A decode step: an embedding (index check deferred), then one small read
+    # (generate's stop check). The verdict and the value cross in ONE copy.
+    torchtpu.set_eager_mode(mode)
+    w = torch.randn(10, 4, device="tpu")
+    src = torch.tensor([[3.5, -2.0, 7.0], [0.0, 1.25, -9.0]])
+    x = src.to(dtype).to("tpu")
+    for read in (lambda t: t[1, 2].item(), lambda t: t[:, 1].cpu(), lambda t: t.cpu()):
+        torchtpu.sync()
+        F.embedding(torch.tensor([1, 9], device="tpu"), w)  # a pending check
+        got, copies = _downloads(lambda: read(x))
+        want = read(src.to(dtype))
+        assert copies == 1, copies
+        if isinstance(got, torch.Tensor):
+            assert got.dtype == dtype and torch.equal(got, want), (got, want)
+        else:
+            assert got == want
+
+
+def test_a_failed_check_raises_at_a_small_read_and_returns_nothing():
+    w = torch.randn(10, 4, device="tpu")
+    flag = torch.tensor(True, device="tpu")
+    y = F.embedding(torch.tensor([1, 12], device="tpu"), w)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        bool(flag)
+    assert bool(flag)  # consumed: the next read returns the value
+    torch.testing.assert_close(y[0].cpu(), w[1].cpu())
