@@ -12,22 +12,7 @@ import torchtpu
 from _util import no_fallback, unlowered
 from _util import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo per test)
 from torchtpu import _C
-from torchtpu._dynamo import FusedGraph
 
-
-
-@pytest.fixture
-def graphs(monkeypatch):
-    """Every FusedGraph the backend builds during the test."""
-    made = []
-    init = FusedGraph.__init__
-
-    def record(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        made.append(self)
-
-    monkeypatch.setattr(FusedGraph, "__init__", record)
-    return made
 
 
 def compiled(fn):
