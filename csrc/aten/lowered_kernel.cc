@@ -12,6 +12,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <unordered_set>
@@ -177,11 +178,17 @@ std::vector<at::Tensor> out_arguments(const c10::FunctionSchema& schema,
 // signbit: bool; complex/polar: the complex dtype of their inputs); abs and
 // nan_to_num compare with `self`, the first input's dtype;
 // cat reports an uncastable out as TypeError; the rest cast safely.
-void check_out_dtype(const std::string& key, c10::ScalarType from, c10::ScalarType self,
-                     const at::Tensor& dst, size_t index) {
+// Unary ops whose CPU kernel TensorIterator builds with check_all_same_dtype:
+// an out of another dtype is refused before the kernel's own dtype check.
+bool same_dtype_unary(const std::string& key) {
   static const std::unordered_set<std::string> kSameDtype = {
       "neg",  "floor", "ceil", "trunc",      "round", "round.decimals",
       "frac", "sign",  "sgn",  "bitwise_not"};
+  return kSameDtype.count(key) != 0;
+}
+
+void check_out_dtype(const std::string& key, c10::ScalarType from, c10::ScalarType self,
+                     const at::Tensor& dst, size_t index) {
   static const std::unordered_set<std::string> kStructuredExact = {"linalg_cholesky_ex",
                                                                    "linalg_inv_ex",
                                                                    "_linalg_eigh",
@@ -236,7 +243,7 @@ void check_out_dtype(const std::string& key, c10::ScalarType from, c10::ScalarTy
   } else if (kStructuredExact.count(key) != 0) {
     TORCH_CHECK(to == from, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(from),
                 ", but got ", dst.dtype(), " instead");
-  } else if (kSameDtype.count(key) != 0) {
+  } else if (same_dtype_unary(key)) {
     TORCH_CHECK(from == dst.scalar_type(), "Found dtype ", dst.scalar_type(), " but expected ",
                 from);
   } else if (key == "cat") {
@@ -455,6 +462,14 @@ class LoweringKernel final : public c10::OperatorKernel {
           check_partial_overlap(pointwise_, args.slice(0, first_out), o);
           check_index_overlap(index_overlap_, args.slice(1, first_out - 1), o);
         }
+        // (before the rule, whose dtype check comes second on CPU; neg and
+        // sign check bool / complex inputs first, in their rules too)
+        if (same_dtype_unary(key_) && key_ != "neg" && key_ != "sign" && key_ != "round.decimals" &&
+            args[0].isTensor() && outs.size() == 1) {
+          const c10::ScalarType self = args[0].toTensor().scalar_type();
+          TORCH_CHECK(outs[0].scalar_type() == self, "Found dtype ", outs[0].scalar_type(),
+                      " but expected ", self);
+        }
         auto values = (*rule)(ctx, Args(args.slice(0, first_out)));
         TORCH_CHECK(values.size() >= outs.size(), name_, ": rule returned ", values.size(),
                     " values for ", outs.size(), " outputs");
@@ -622,6 +637,38 @@ bool same_arguments(const c10::FunctionSchema& functional, const c10::FunctionSc
   return true;
 }
 
+// The functional's argument order read from an in-place overload's arguments:
+// perm[i] = the in-place position of functional argument i (polygamma(n, self)
+// vs polygamma_(self, n)); empty when the names do not correspond.
+std::vector<size_t> inplace_order(const c10::FunctionSchema& functional,
+                                  const c10::FunctionSchema& inplace) {
+  const auto& fa = functional.arguments();
+  const auto& ia = inplace.arguments();
+  if (fa.size() != ia.size()) return {};
+  std::vector<size_t> perm;
+  for (const auto& f : fa) {
+    auto it = std::find_if(ia.begin(), ia.end(), [&](const c10::Argument& i) {
+      return i.name() == f.name() && i.type()->str() == f.type()->str();
+    });
+    if (it == ia.end()) return {};
+    perm.push_back(static_cast<size_t>(it - ia.begin()));
+  }
+  return perm;
+}
+
+// `rule` reading its arguments in the order `perm` picks them (kept for the
+// life of the process: kernels hold rule pointers).
+const Rule* reordered(const Rule* rule, std::vector<size_t> perm) {
+  if (rule == nullptr) return nullptr;
+  static auto* kept = new std::deque<Rule>();
+  kept->push_back([rule, perm](LoweringContext& ctx, const Args& a) {
+    std::vector<c10::IValue> v;
+    for (size_t p : perm) v.push_back(a[p]);
+    return (*rule)(ctx, Args(v));
+  });
+  return &kept->back();
+}
+
 bool is_out_fn(const c10::FunctionSchema& s) {
   for (const auto& a : s.arguments()) {
     if (a.is_out()) return true;
@@ -721,10 +768,14 @@ void register_lowerings() {
     const std::string inplace_base = dunder ? "__i" + base.substr(2) : base + "_";
     if (auto inplace = dispatcher.findSchema({"aten::" + inplace_base, overload})) {
       const auto& args = inplace->schema().arguments();
+      const std::vector<size_t> perm = inplace_order(handle->schema(), inplace->schema());
       if (!args.empty() && args[0].alias_info() && args[0].alias_info()->isWrite() &&
+          !perm.empty() &&
           !inplace->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
-        impl(inplace_base + (overload.empty() ? "" : "." + overload), &rule, complex_rule,
-             Variant::kInplace, name);
+        const bool in_order = std::is_sorted(perm.begin(), perm.end());
+        impl(inplace_base + (overload.empty() ? "" : "." + overload),
+             in_order ? &rule : reordered(&rule, perm),
+             in_order ? complex_rule : reordered(complex_rule, perm), Variant::kInplace, name);
       }
     }
     for (const auto& on : overloads["aten::" + base]) {

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import torchtpu
 
-from _util import assert_close_cpu, no_fallback
+from _util import assert_close_cpu, no_fallback, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
@@ -223,6 +223,30 @@ def test_out_dtype_cpu_refuses(fn, src, dst):
         pytest.skip("signbit refuses complex inputs before the out check")
     x = torch.tensor([1.5, -2.0]).to(src)
     check_raises(lambda t, o: getattr(torch, fn)(t, out=o), x, torch.empty(2, dtype=dst))
+
+
+@pytest.mark.parametrize("fn", ["frac", "bitwise_not", "ceil", "floor", "trunc", "round", "sgn",
+                                "neg", "sign"])
+@pytest.mark.parametrize("src, dst", [
+    (torch.int64, torch.float32), (torch.float32, torch.int64), (torch.float32, torch.float64),
+    (torch.bool, torch.float32), (torch.complex64, torch.float32), (torch.int32, torch.int32)],
+    ids=str)
+def test_same_dtype_out_error_order_is_cpus(fn, src, dst):
+    # TensorIterator's check_all_same_dtype ("Found dtype ...") comes before
+    # the kernel's own dtype check (frac of int64: "frac_cpu" not implemented),
+    # and after neg's bool and sign's complex checks; where CPU computes, tpu
+    # gives its values.
+    x = torch.tensor([1.5, -2.0, 0.0]).to(src)
+    op = getattr(torch, fn)
+    try:
+        want = op(x, out=torch.empty(3, dtype=dst))
+    except Exception:  # noqa: BLE001  (CPU's error is the reference)
+        same_error(lambda t, o: op(t, out=o), x, torch.empty(3, dtype=dst))
+        return
+    out = torch.empty(3, dtype=dst, device="tpu")
+    with no_fallback():
+        op(x.to("tpu"), out=out)
+    assert_close_cpu(out, want)
 
 
 @pytest.mark.parametrize("dst", [torch.float32, torch.float64, torch.complex64])
@@ -623,3 +647,45 @@ def test_scalar_arguments_do_not_recompile():
         x.clone().lerp_(x, v)
     torchtpu.sync()
     assert torchtpu.metrics.metrics()["compiles"] == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_inplace_overload_with_its_own_argument_order(dtype):
+    # polygamma(n, self) but polygamma_(self, n): the in-place kernel reads the
+    # functional's arguments by name (it read n as the tensor: an internal
+    # assert); pow_.Scalar(self, exponent) is not pow.Scalar(self: Scalar, ...).
+    x = torch.tensor([1.5, 2.0, 3.25, 7.0]).to(dtype)
+    for n in (0, 1, 3):
+        want = x.clone().double().polygamma_(n) if dtype == torch.int64 else x.clone().polygamma_(n)
+        got = x.double().to("tpu") if dtype == torch.int64 else x.to("tpu")
+        with no_fallback():
+            got.polygamma_(n)
+        assert_close_cpu(got, want)
+    for e in (2, 0.5, -1.5):
+        if dtype == torch.int64 and not isinstance(e, int):
+            continue
+        want, got = x.clone(), x.to("tpu")
+        want.pow_(e)
+        with no_fallback():
+            got.pow_(e)
+        assert_close_cpu(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.float32, torch.int64])
+def test_conj_physical_out_and_inplace(dtype):
+    # conj_physical.out fell back to CPU; conj_physical_ raised "DispatchStub:
+    # missing kernel for tpu" (ATen's composite runs CPU's stub directly).
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, dtype=torch.complex64, generator=g) * 3
+    x = x.to(dtype) if dtype.is_complex else x.real.to(dtype)
+    want = torch.empty(4, 3, dtype=dtype)
+    torch.conj_physical(x, out=want)
+    got = torch.empty(4, 3, dtype=dtype, device="tpu")
+    inplace, inplace_want = x.to("tpu"), x.clone()
+    with no_fallback():
+        torch.conj_physical(x.to("tpu"), out=got)
+        inplace.conj_physical_()
+    inplace_want.conj_physical_()
+    assert_close_cpu(got, want)
+    assert_close_cpu(inplace, inplace_want)
+    same_error(lambda t, o: torch.conj_physical(t, out=o), x, torch.empty(4, 3, dtype=torch.int8))

@@ -95,6 +95,28 @@ ValueList conj_physical_rule(LoweringContext& ctx, const Args& a) {
   return {conj(ctx.g(), x)};
 }
 
+// conj_physical.out(Tensor self, *, Tensor(a!) out): CPU's unary_op_impl_out
+// (TensorIterator::unary_op: the out takes self's dtype, resized to its sizes).
+ValueList conj_physical_out(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  const at::Tensor& out = a.tensor(1);
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Found dtype ", out.scalar_type(),
+              " but expected ", self.scalar_type());
+  ir::Value value = conj_physical_rule(ctx, a)[0];
+  resize_out(out, self.sizes());
+  ctx.write(out, value);
+  return {};
+}
+
+// conj_physical_(Tensor(a!) self): CompositeExplicitAutograd in ATen, whose
+// body runs CPU's kernel stub directly (an internal assert on tpu); the
+// identity on real dtypes.
+ValueList conj_physical_inplace(LoweringContext& ctx, const Args& a) {
+  const at::Tensor& self = a.tensor(0);
+  if (self.is_complex()) ctx.write(self, conj_physical_rule(ctx, a)[0]);
+  return {};
+}
+
 ValueList abs_rule(LoweringContext& ctx, const Args& a) {
   return {complex_abs(ctx, ctx.tensor(a.tensor(0)))};
 }
@@ -199,6 +221,10 @@ ValueList sum_mean(LoweringContext& ctx, const at::Tensor& self,
 RegisterLowering r_complex("complex", complex_rule);
 RegisterLowering r_polar("polar", polar_rule);
 RegisterLowering r_conj_physical("_conj_physical", conj_physical_rule);
+// (conj_physical is CompositeImplicitAutograd over _conj_physical, but its
+// out= overload has a CPU kernel of its own)
+RegisterOutOnly r_conj_physical_out("conj_physical.out", conj_physical_out);
+RegisterOutOnly r_conj_physical_inplace("conj_physical_", conj_physical_inplace);
 
 // Rules written here for complex calls of ops lowered elsewhere for real dtypes.
 RegisterComplex c_abs("abs", abs_rule);
@@ -245,6 +271,8 @@ RegisterComplex c_mean("mean", [](LoweringContext& c, const Args& a) {
 RegisterComplex c_complex("complex");
 RegisterComplex c_polar("polar");
 RegisterComplex c_conj_physical("_conj_physical");
+RegisterComplex c_conj_physical_out("conj_physical.out");
+RegisterComplex c_conj_physical_inplace("conj_physical_");
 RegisterComplex c_neg("neg");
 RegisterComplex c_mul("mul.Tensor");
 RegisterComplex c_mul_s("mul.Scalar");
