@@ -47,6 +47,23 @@ def test_group_norm_any_layout(layout):
                      F.group_norm(x, 4, w, b).reshape(2, -1))
 
 
+def test_native_group_norm_input_layouts():
+    # ATen's native_group_norm takes its input dense in the suggested memory
+    # format only (F.group_norm passes it a contiguous() copy): a strided input
+    # raises CPU's error, where tpu used to return a value (the OpInfo sweep's
+    # noncontiguous run); channels_last is accepted and keeps its layout.
+    w, b = torch.randn(6), torch.randn(6)
+    x = torch.randn(1, 6, 6)
+    for device in ("cpu", "tpu"):  # sliced on the device: .to() would make it contiguous
+        with pytest.raises(RuntimeError, match=r"^Expected X\.is_contiguous\(memory_format\)"):
+            A.native_group_norm(x.to(device)[..., ::2], w.to(device), b.to(device), 1, 6, 3, 2,
+                                0.5)
+    x = torch.randn(2, 6, 3, 4).to(memory_format=torch.channels_last)
+    actual, expected = run_both(lambda x, w, b: A.native_group_norm(x, w, b, 2, 6, 12, 3, 1e-5),
+                                x, w, b)
+    assert actual[0].stride() == expected[0].stride()
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_weight_norm(dim):
     v = torch.randn(5, 3, 4)

@@ -2,10 +2,11 @@
 //
 // The forward has a rule of its own rather than ATen's CompositeExplicitAutograd
 // math_group_norm: that one starts with input.view(...), which raises for a
-// channels_last or otherwise non-contiguous input (CPU's kernel takes any
-// layout; diffusers' UNet feeds it channels_last activations). Reading the
-// input as a logical value works for every layout. With the input viewed as
-// [N, G, C/G, HxW], xhat = (x - mean) * rstd per (n, g), and g = dy * weight[c]:
+// channels_last input (CPU's kernel takes it; diffusers' UNet feeds it
+// channels_last activations). Reading the input as a logical value works for
+// every layout; ATen's check that refuses other strided inputs is kept.
+// With the input viewed as [N, G, C/G, HxW], xhat = (x - mean) * rstd per
+// (n, g), and g = dy * weight[c]:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))   (means over C/G and HxW)
 //   dweight[c] = sum over n, HxW of dy * xhat,  dbias[c] = sum of dy,
 // the same derivation as layer norm's (Wu & He, "Group Normalization", 2018,
@@ -36,6 +37,14 @@ ValueList group_norm(LoweringContext& ctx, const Args& a) {
   check_groups(input, c, group);
   TORCH_CHECK(input.numel() == n * c * hxw, "Expected input to have ", n * c * hxw,
               " elements, but got ", input.numel());
+  // ATen's native_group_norm checks this before its kernel (group_norm.cpp,
+  // CPU's rule: dense in the suggested format, so channels_last passes),
+  // written as ATen writes it so the message starts as CPU's. The math below
+  // reads any layout, but group_norm hands the op a contiguous() copy, and a
+  // direct call with a strided input raises on CPU and CUDA.
+  const at::Tensor& X = input;
+  const auto memory_format = X.suggest_memory_format();
+  TORCH_CHECK(X.is_contiguous(memory_format));
   for (const auto& p : {weight, bias}) {
     TORCH_CHECK(!p.has_value() || !p->defined() || (p->dim() == 1 && p->numel() == c),
                 "Expected weight and bias to be a vector of size equal to the number of ",
