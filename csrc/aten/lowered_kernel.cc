@@ -464,8 +464,8 @@ class LoweringKernel final : public c10::OperatorKernel {
         }
         // (before the rule, whose dtype check comes second on CPU; neg and
         // sign check bool / complex inputs first, in their rules too)
-        if (same_dtype_unary(key_) && key_ != "neg" && key_ != "sign" && key_ != "round.decimals" &&
-            args[0].isTensor() && outs.size() == 1) {
+        if (same_dtype_unary(key_) && key_ != "neg" && key_ != "sign" && args[0].isTensor() &&
+            outs.size() == 1) {
           const c10::ScalarType self = args[0].toTensor().scalar_type();
           TORCH_CHECK(outs[0].scalar_type() == self, "Found dtype ", outs[0].scalar_type(),
                       " but expected ", self);
