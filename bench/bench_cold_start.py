@@ -24,7 +24,9 @@ Each (mode, cache) runs in a fresh Python process: ``cpu`` is CPU PyTorch;
 (strict compiles in the background, growing buckets ``pow2``); the suffixes
 turn a default off: ``_sync`` (``background_compile=False``: each new program
 compiled at its op), ``_exact`` (``TORCHTPU_GROWING_BUCKETS=none``: a program
-per length); they combine (``strict_sync_exact`` is the settings before they
+per length), and ``_hybrid`` turns one on (``fused_hybrid``: fused mode's
+hybrid, ``TORCHTPU_FUSED_HYBRID=1``, ops run one by one while a new graph's
+program compiles in the background); they combine (``strict_sync_exact`` is the settings before they
 became the defaults), and the ratios ``<mode>_<suffix>_cold_first_over_<mode>_cold_first``
 say what each default gains), each run first with an empty
 compile cache directory (``cold``) and then again on what that run stored
@@ -151,8 +153,11 @@ def run_child(mode, static, new_tokens, cache_dir, model=None):
     env.pop("TORCHTPU_CACHE", None)
     env.pop("TORCHTPU_EAGER_MODE", None)
     env.pop("TORCHTPU_GROWING_BUCKETS", None)
+    env.pop("TORCHTPU_FUSED_HYBRID", None)
     if mode.endswith("_exact"):
         env["TORCHTPU_GROWING_BUCKETS"] = "none"
+    if mode.endswith("_hybrid"):
+        env["TORCHTPU_FUSED_HYBRID"] = "1"
     if cache_dir is not None:
         env["TORCHTPU_CACHE_DIR"] = cache_dir
     argv = ([sys.executable, "-c", MODEL_CHILD, mode, model] if model else
@@ -200,7 +205,7 @@ def workload(static, modes, new_tokens, model=None):
                 cold["first_s"] / rows["cpu"]["first_s"], 1)
         ratios[f"{mode}_cold_first_over_warm_first"] = round(cold["first_s"] / warm["first_s"], 1)
     for mode in ("strict", "fused"):
-        for suffix in ("_sync", "_exact", "_sync_exact"):
+        for suffix in ("_sync", "_exact", "_sync_exact", "_hybrid"):
             if f"{mode}{suffix}_cold" in rows and f"{mode}_cold" in rows:
                 ratios[f"{mode}{suffix}_cold_first_over_{mode}_cold_first"] = round(
                     rows[f"{mode}{suffix}_cold"]["first_s"] / rows[f"{mode}_cold"]["first_s"], 2)
@@ -212,8 +217,9 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="also write the JSON to this file")
     p.add_argument("--modes", default="cpu,strict,fused",
                    help="comma-separated, from cpu, strict, fused, strict_sync, strict_exact, "
-                        "strict_sync_exact, fused_exact (_sync: strict without background "
-                        "compiles; _exact: growing_buckets off)")
+                        "strict_sync_exact, fused_exact, fused_hybrid (_sync: strict without "
+                        "background compiles; _exact: growing_buckets off; _hybrid: fused "
+                        "hybrid on, TORCHTPU_FUSED_HYBRID=1)")
     p.add_argument("--static", action="store_true",
                    help="also run generate with cache_implementation='static'")
     p.add_argument("--new-tokens", type=int, default=20)
