@@ -19,6 +19,7 @@
 #include "ir/graph.h"
 #include "tests/test_plugin.h"
 #include "pjrt/pjrt.h"
+#include "runtime/runtime.h"
 #include "stablehlo/emit.h"
 
 namespace ttpu::testing {
@@ -84,32 +85,8 @@ inline std::vector<double> stored(ir::DType dtype, const std::vector<double>& v)
   return out;
 }
 
-inline pjrt::ElementType element_type(ir::DType t) {
-  using E = pjrt::ElementType;
-  switch (t) {
-    case ir::DType::kBool: return E::kPred;
-    case ir::DType::kU8: return E::kU8;
-    case ir::DType::kI8: return E::kS8;
-    case ir::DType::kI16: return E::kS16;
-    case ir::DType::kI32: return E::kS32;
-    case ir::DType::kI64: return E::kS64;
-    case ir::DType::kU32: return E::kU32;
-    case ir::DType::kU64: return E::kU64;
-    case ir::DType::kU16: return E::kU16;
-    case ir::DType::kF16: return E::kF16;
-    case ir::DType::kBF16: return E::kBF16;
-    case ir::DType::kF32: return E::kF32;
-    case ir::DType::kF64: return E::kF64;
-    case ir::DType::kC64: return E::kC64;
-    case ir::DType::kC128: return E::kC128;
-    case ir::DType::kF8E4M3FN: return E::kF8E4M3FN;
-    case ir::DType::kF8E5M2: return E::kF8E5M2;
-    case ir::DType::kF8E4M3FNUZ: return E::kF8E4M3FNUZ;
-    case ir::DType::kF8E5M2FNUZ: return E::kF8E5M2FNUZ;
-    case ir::DType::kF8E8M0FNU: return E::kF8E8M0FNU;
-  }
-  throw std::runtime_error("element_type: unknown dtype");
-}
+// (the runtime's map: one place says which PJRT type holds each IR dtype)
+using runtime::element_type;
 
 using ttpu::testing::plugin_path;
 
