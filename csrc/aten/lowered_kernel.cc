@@ -284,7 +284,9 @@ class LoweringKernel final : public c10::OperatorKernel {
         // would cast back into it).
         refuses_complex_self_(variant == Variant::kInplace && key_ == "abs"),
         pointwise_(is_pointwise(key_)),
-        index_overlap_(index_overlap_rule(key_)) {
+        index_overlap_(index_overlap_rule(key_)),
+        // (neg and sign check bool / complex inputs first, in their rules too)
+        out_dtype_first_(same_dtype_unary(key_) && key_ != "neg" && key_ != "sign") {
     if (variant_ != Variant::kOutOnly && DispatchCache::allowed(key_)) {
       cache_ = std::make_unique<DispatchCache>();
     }
@@ -462,10 +464,8 @@ class LoweringKernel final : public c10::OperatorKernel {
           check_partial_overlap(pointwise_, args.slice(0, first_out), o);
           check_index_overlap(index_overlap_, args.slice(1, first_out - 1), o);
         }
-        // (before the rule, whose dtype check comes second on CPU; neg and
-        // sign check bool / complex inputs first, in their rules too)
-        if (same_dtype_unary(key_) && key_ != "neg" && key_ != "sign" && args[0].isTensor() &&
-            outs.size() == 1) {
+        // (before the rule, whose dtype check comes second on CPU)
+        if (out_dtype_first_ && args[0].isTensor() && outs.size() == 1) {
           const c10::ScalarType self = args[0].toTensor().scalar_type();
           TORCH_CHECK(outs[0].scalar_type() == self, "Found dtype ", outs[0].scalar_type(),
                       " but expected ", self);
@@ -616,6 +616,7 @@ class LoweringKernel final : public c10::OperatorKernel {
   bool refuses_complex_self_;   // abs_
   bool pointwise_;              // the functional op is tagged pointwise (check_partial_overlap)
   IndexOverlap index_overlap_;  // check_index_overlap's rule for this op
+  bool out_dtype_first_;        // an out= of another dtype is refused before the rule
   std::once_flag layout_once_;
   LayoutRule layout_;
   std::unique_ptr<DispatchCache> cache_;  // null: calls of this kernel are not cached
