@@ -2,6 +2,7 @@
 // over several local devices in one program (the PJRT layer's multi-device
 // executables, csrc/pjrt/README.md).
 #include <chrono>
+#include <cstdlib>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -89,6 +90,16 @@ std::string all_reduce_text(pjrt::ElementType type, const std::vector<int64_t>& 
     result = "%1";
   }
   return text + "    return " + result + " : " + t + "\n  }\n}\n";
+}
+
+// The `mhlo.num_replicas` attribute of the text's module, or 1.
+int module_replicas(const std::string& text) {
+  const size_t module = text.find("module");
+  const size_t line_end = text.find('\n', module);
+  const std::string key = "mhlo.num_replicas = ";
+  const size_t at = text.find(key, module);
+  if (module == std::string::npos || at == std::string::npos || at > line_end) return 1;
+  return std::atoi(text.c_str() + at + key.size());
 }
 
 }  // namespace
@@ -213,8 +224,14 @@ std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> Runtime::run_spmd(
   if (devices.empty()) throw std::invalid_argument(name + ": no devices");
   std::set<int> seen;
   pjrt::MultiDeviceOptions options;
-  options.num_partitions = static_cast<int>(devices.size());
-  options.partitioner = pjrt::Partitioner::kShardy;
+  if (module_replicas(text) > 1) {
+    // A per-device program run once per device (torchtpu.spmd.shard_map):
+    // no partitioner, its collectives name replica ids.
+    options.num_replicas = static_cast<int>(devices.size());
+  } else {
+    options.num_partitions = static_cast<int>(devices.size());
+    options.partitioner = pjrt::Partitioner::kShardy;
+  }
   for (int d : devices) {
     if (d < 0 || d >= client_->device_count()) {
       throw std::invalid_argument(name + ": device " + std::to_string(d) +

@@ -271,7 +271,10 @@ class Runtime {
   // cached by text and devices. Throws std::invalid_argument for an empty or
   // repeated device list, a device this runtime lacks, a list count that is
   // not the device count; pjrt::PjrtError for what the plugin (or the PJRT
-  // layer's launch checks) rejects.
+  // layer's launch checks) rejects. A module whose attributes say
+  // `mhlo.num_replicas = N` (N > 1) is instead a per-device program run as N
+  // replicas with no partitioner, its collectives over replica ids
+  // (torchtpu.spmd.shard_map).
   std::vector<std::vector<std::shared_ptr<pjrt::Buffer>>> run_spmd(
       const std::string& text, const std::vector<int>& devices,
       const std::vector<std::vector<pjrt::Buffer*>>& args, const std::string& name);

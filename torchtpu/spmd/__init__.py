@@ -12,8 +12,11 @@ device mesh, and functions compiled as ONE program that XLA partitions
 On the CPU plugin a process has ``TORCHTPU_CPU_DEVICES`` devices.
 """
 
+from torchtpu.spmd.collectives import ppermute
 from torchtpu.spmd.mesh import Mesh
 from torchtpu.spmd.program import SpmdFunction, jit
+from torchtpu.spmd.shard_map import ShardMapFunction, shard_map
 from torchtpu.spmd.tensor import ShardedTensor, clear_sharding, mark_sharding
 
-__all__ = ["Mesh", "ShardedTensor", "SpmdFunction", "clear_sharding", "jit", "mark_sharding"]
+__all__ = ["Mesh", "ShardMapFunction", "ShardedTensor", "SpmdFunction", "clear_sharding", "jit",
+           "mark_sharding", "ppermute", "shard_map"]

@@ -62,6 +62,13 @@ class Mesh:
             return self.axis_names.index(name_or_index)
         raise ValueError(f"Mesh: no axis {name_or_index!r} (axes {self.axis_names})")
 
+    def group(self, axes):
+        """The c10d group name of ``axes`` (an axis, or a tuple of axes) for
+        functional collectives inside :func:`torchtpu.spmd.shard_map`
+        (torchtpu/spmd/collectives.py, :func:`mesh_group`)."""
+        from torchtpu.spmd.collectives import mesh_group
+        return mesh_group(self, axes)
+
     def coords(self, position):
         """Mesh coordinates of the device at ``position`` in ``device_ids``."""
         out = []
