@@ -225,3 +225,51 @@ def test_pow_of_bool_tensors_raises_as_cpu():
 def test_pow_checks_shapes_before_dtypes():
     # CPU's TensorIterator raises the size mismatch before "pow" has no bool kernel.
     same_error(lambda t: torch.pow(t[:3], t.expand(4, 5)), torch.tensor([True, False] * 3)[:5])
+
+
+INT_POW_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+def _int_values(dtype, n, generator):
+    # Small bases (where powers stay in range), +-1, 0, the extremes and random
+    # bits, so both the exact and the wrapping results are checked.
+    info = torch.iinfo(dtype)
+    special = torch.tensor([0, 1, -1, 2, -2, 3, -3, 5, -7, 127, -128], dtype=torch.int64)
+    special = torch.cat([special, torch.tensor([info.max, info.min, info.max - 1, info.min + 1])])
+    rand = torch.randint(info.min, info.max, (n,), dtype=torch.int64, generator=generator)
+    small = torch.randint(-9, 10, (n,), generator=generator)
+    return torch.cat([special, rand, small]).clamp(info.min, info.max).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", INT_POW_DTYPES, ids=str)
+@pytest.mark.parametrize("numel", [1 << 10, 1 << 17], ids=["looped", "unrolled"])
+def test_integer_pow_matches_cpu_over_many_values(dtype, numel):
+    # Tensor exponents above 8 bits loop over the exponent bits on tensors of
+    # up to 2^16 elements (stablehlo/loop_kernels.h) and are unrolled on
+    # larger ones: both must keep CPU's powi exactly (wrapping overflow,
+    # 0 ** 0 == 1, negative exponents 0 except for bases 1 and -1).
+    g = torch.Generator().manual_seed(0)
+    values = _int_values(dtype, 64, g)
+    base = values[torch.randint(0, len(values), (numel,), generator=g)]
+    exp = values[torch.randint(0, len(values), (numel,), generator=g)]
+    pairs = torch.cartesian_prod(values.long(), values.long()).to(dtype)  # every pair
+    run_both(torch.pow, base, exp)
+    run_both(torch.pow, pairs[:, 0], pairs[:, 1])
+    run_both(torch.pow, base.view(-1, 8)[:, :3], exp.view(-1, 8)[:, 5:])  # non-contiguous
+    run_both(torch.pow, base.view(-1, 8), exp[:8])  # broadcast
+    run_both(torch.pow, base, exp[0])  # 0-d tensor exponent
+    run_both(lambda b, e: b.clone().pow_(e), base, exp)
+    for e in [0, 1, 2, 7, 8, 9, 15, 31, 62, 63, 64, 127, 255, 2**31 - 1, 2**62 + 1]:
+        if e <= torch.iinfo(dtype).max or dtype == torch.int64:
+            run_both(torch.pow, base, e)  # pow.Tensor_Scalar
+    for b in [0, 1, -1, 2, -3, 7]:
+        run_both(lambda t: torch.pow(b, t), exp)  # pow.Scalar
+    run_both(torch.pow, base.to(torch.int8), exp.long())  # promoted to int64
+    run_both(lambda b, e: torch._foreach_pow([b, b[:7], b[3:]], [e, e[:7], e[:-3]]), base, exp)
+
+
+def test_integer_pow_zero_size_and_0d_match_cpu():
+    for dtype in INT_POW_DTYPES:
+        run_both(torch.pow, torch.empty(0, 3, dtype=dtype), torch.empty(0, 3, dtype=dtype))
+        run_both(torch.pow, torch.tensor(3, dtype=dtype), torch.tensor(100, dtype=dtype))
+        run_both(torch.pow, torch.tensor(-1, dtype=torch.int64), torch.tensor(-(2**63)))
