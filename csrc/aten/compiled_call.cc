@@ -308,10 +308,6 @@ double CompiledCall::raw_execute_ns(const std::vector<at::Tensor>& inputs, int n
 
 CompiledCall::Description CompiledCall::describe() const {
   const runtime::Capture& cap = *capture_;
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      checks_.empty(), "torchtpu.spmd: ", cap.name,
-      " checks values (an error raised from the program's results, e.g. "
-      "an index range); such programs are not yet run over several devices");
   TORCH_CHECK_NOT_IMPLEMENTED(cap.written.empty(), "torchtpu.spmd: ", cap.name,
                               " writes its inputs; such programs are not yet run over several "
                               "devices");
@@ -352,7 +348,20 @@ CompiledCall::Description CompiledCall::describe() const {
     d.outputs.push_back({kFrom[static_cast<int>(o.from)], o.index, o.view.dtype, o.view.sizes,
                          o.view.strides, o.view.offset});
   }
+  for (const Check& c : checks_) {
+    d.check_outputs.push_back(c.output);
+    d.check_outputs.push_back(c.ok_output);
+  }
   return d;
+}
+
+void CompiledCall::spmd_defer_checks(const std::vector<at::Tensor>& outputs) const {
+  for (const Check& c : checks_) {
+    TORCH_CHECK(c.output < outputs.size() && c.ok_output < outputs.size(),
+                "spmd_defer_checks: ", outputs.size(), " outputs given");
+    defer_check(wrap(outputs[c.output].storage(), c.view),
+                wrap(outputs[c.ok_output].storage(), c.ok_view), c.check);
+  }
 }
 
 }  // namespace ttpu::aten

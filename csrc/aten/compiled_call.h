@@ -55,9 +55,9 @@ class CompiledCall {
   // "input" i's storage, a "rng" draw, or a "constant", given as a 1-D tpu
   // tensor on the capture's device; its dtype and dims), each program
   // output's (dtype, dims), and each call output: ("program" k | "input" i |
-  // "empty" | "none", index, dtype, sizes, strides, offset). Raises
-  // c10::NotImplementedError when the call made deferred value checks or
-  // writes its inputs.
+  // "empty" | "none", index, dtype, sizes, strides, offset) and the program
+  // outputs its deferred value checks read (spmd_defer_checks). Raises
+  // c10::NotImplementedError when the call writes its inputs.
   struct Param {
     std::string source;
     size_t index;
@@ -78,8 +78,13 @@ class CompiledCall {
     std::vector<Param> params;
     std::vector<std::pair<c10::ScalarType, std::vector<int64_t>>> program_outputs;
     std::vector<CallOutput> outputs;
+    std::vector<size_t> check_outputs;  // program outputs the checks read
   };
   Description describe() const;
+  // Defers this call's value checks (aten/deferred_check.h) on `outputs`, one
+  // flat tpu tensor per program output (an SPMD run's results on one device:
+  // the checks' values are replicated), as replay() does with its own.
+  void spmd_defer_checks(const std::vector<at::Tensor>& outputs) const;
 
  private:
   struct View {

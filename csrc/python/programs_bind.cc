@@ -45,8 +45,12 @@ void bind_programs(py::module& m) {
     for (auto& o : d.outputs) {
       outs.append(py::make_tuple(o.from, o.index, o.dtype, o.sizes, o.strides, o.offset));
     }
-    return py::make_tuple(d.text, d.device, params, prog, outs);
+    return py::make_tuple(d.text, d.device, params, prog, outs, d.check_outputs);
   });
+  m.def("_compiled_defer_checks",
+        [](const CompiledCall& call, const std::vector<at::Tensor>& outs) {
+          call.spmd_defer_checks(outs);
+        });
   // For tests: the error path of a program the plugin rejects.
   m.def("_compile_stablehlo", [](const std::string& text, const std::string& op) {
     guarded([&] {

@@ -176,6 +176,20 @@ def _cpu_step(loss_fn, w1, w2, x, y):
     return w1 - 0.1 * g1, w2 - 0.1 * g2, loss
 
 
+def check_each_devices_index_range_is_checked():
+    mesh = spmd.Mesh([0, 1, 2, 3])
+    W = torch.randn(10, 4)
+    f = spmd.shard_map(lambda ids, w: F.embedding(ids, w), mesh, (("x",), (None, None)),
+                       ("x", None))
+    ids = torch.arange(8) % 10
+    close(f(ids, W), W[ids])
+    bad = ids.clone()
+    bad[6] = -11  # only device 3's block is out of range
+    y = f(bad, W)
+    with pytest.raises(IndexError, match="out of range"):
+        y.cpu()
+
+
 def check_errors_are_clear_and_nothing_is_lost():
     mesh = mesh2d()
     x = torch.randn(4, 4, device="tpu")

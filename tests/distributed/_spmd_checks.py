@@ -213,6 +213,24 @@ def check_writes_through_views_reach_the_base_and_back():
         spmd.jit(lambda t: t.max())(s)
 
 
+def check_index_range_checks_run_after_the_program():
+    """An embedding's index range check is computed in the program and
+    reported at the next host read, as on one device."""
+    mesh = mesh2d()
+    torch.manual_seed(4)
+    W = torch.randn(10, 8)
+    f = spmd.jit(lambda ids, w: F.embedding(ids, w).sum(1), out_specs=("data", None))
+    w = spmd.mark_sharding(W, mesh, (None, None))
+    ids = torch.randint(0, 10, (4, 3))
+    close(f(spmd.mark_sharding(ids, mesh, ("data", None)), w), F.embedding(ids, W).sum(1))
+    bad = ids.clone()
+    bad[3, 1] = 10
+    y = f(spmd.mark_sharding(bad, mesh, ("data", None)), w)
+    with pytest.raises(IndexError, match="out of range"):
+        y.cpu()
+    close(f(spmd.mark_sharding(ids, mesh, ("data", None)), w), F.embedding(ids, W).sum(1))
+
+
 def check_errors_are_clear():
     mesh = mesh2d()
     with pytest.raises(ValueError, match="not divisible"):

@@ -119,7 +119,8 @@ class _Program:
         full = [a.full_tensor() for a in args]
         _, single, call = _capture(fn, full, self.name)
         self.single = single
-        text, _, params, prog_outs, call_outs = _C._compiled_describe(call)
+        text, _, params, prog_outs, call_outs, self.check_outputs = _C._compiled_describe(call)
+        self.call = call
         self.call_outs = call_outs
         self.out_dtypes = [d for d, _ in prog_outs]
         self.out_axes = self._out_axes(out_specs, call_outs, prog_outs)
@@ -188,6 +189,10 @@ class _Program:
                 raise
             raise _NotPartitioned(f"{self.name}: XLA could not partition the program over the "
                                   f"mesh (docs/spmd.md, 'Not built yet'): {e}") from None
+        if self.check_outputs:
+            # Value checks (an index range), replicated: reported at the next
+            # host read, as for any tpu program (csrc/aten/deferred_check.h).
+            _C._compiled_defer_checks(self.call, [o[0] for o in outs])
         return self._wrap(outs, args)
 
     def _wrap(self, outs, args):

@@ -83,7 +83,8 @@ class _Program:
         with collectives.tracing(mesh, name) as trace:
             _, self.single, call = _capture(
                 lambda *xs: _outputs(fn(*xs)), local, name)
-        text, _, params, prog_outs, call_outs = _C._compiled_describe(call)
+        text, _, params, prog_outs, call_outs, self.check_outputs = _C._compiled_describe(call)
+        self.call = call
         self.call_outs = call_outs
         self.out_dtypes = [d for d, _ in prog_outs]
         specs = _specs([out_specs] if self.single else out_specs, len(call_outs),
@@ -110,6 +111,9 @@ class _Program:
         shards = [args[v]._shards if s == "input" else v for s, v in self.sources]
         outs = _C._spmd_run(self.text, self.mesh.device_ids, shards, self.out_dtypes,
                             self.name)
+        if self.check_outputs:  # each device's blocks checked (an index range)
+            for d in range(self.mesh.size):
+                _C._compiled_defer_checks(self.call, [o[d] for o in outs])
         result = []
         for (frm, index, dtype, sizes, strides, offset), axes in zip(self.call_outs,
                                                                      self.out_axes):
