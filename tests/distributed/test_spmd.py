@@ -1,27 +1,39 @@
 """torchtpu.spmd over 4 devices of one process: sharded tensors, functions run
-as ONE Shardy-partitioned program, the errors. The checks live in
-_spmd_checks.py and run in ONE subprocess with TORCHTPU_CPU_DEVICES=4 (this
-session's runtime has one device); each check is reported as its own test."""
+as ONE Shardy-partitioned program (_spmd_checks.py), shard_map with functional
+collectives compiled in (_shard_map_checks.py), the Llama training recipes
+(_spmd_recipe_checks.py), the errors. Each checks file runs in ONE subprocess
+with TORCHTPU_CPU_DEVICES=4 (this session's runtime has one device); each check
+is reported as its own test."""
 
 import os
 
 import pytest
 
+import _shard_map_checks
 import _spmd_checks
+import _spmd_recipe_checks
 from _util import run_checks_subprocess
 
 pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CHECKS = sorted(n for n in vars(_spmd_checks) if n.startswith("check_"))
+FILES = {m.__name__: m for m in (_spmd_checks, _shard_map_checks, _spmd_recipe_checks)}
+CASES = [(f, n) for f, m in FILES.items() for n in sorted(vars(m)) if n.startswith("check_")]
 
 
 @pytest.fixture(scope="module")
 def results():
-    return run_checks_subprocess(os.path.join(HERE, "_spmd_checks.py"), devices=4)
+    cache = {}
+
+    def of(name):
+        if name not in cache:
+            cache[name] = run_checks_subprocess(os.path.join(HERE, name + ".py"), devices=4)
+        return cache[name]
+    return of
 
 
-@pytest.mark.parametrize("check", CHECKS)
-def test_spmd(results, check):
-    assert check in results, f"{check} did not run"
-    assert results[check] is None, results[check]
+@pytest.mark.parametrize(("checks", "check"), CASES)
+def test_spmd(results, checks, check):
+    got = results(checks)
+    assert check in got, f"{check} did not run"
+    assert got[check] is None, got[check]

@@ -12,6 +12,7 @@ device mesh, and functions compiled as ONE program that XLA partitions
 On the CPU plugin a process has ``TORCHTPU_CPU_DEVICES`` devices.
 """
 
+from torchtpu.spmd import recipes
 from torchtpu.spmd.collectives import ppermute
 from torchtpu.spmd.mesh import Mesh
 from torchtpu.spmd.program import SpmdFunction, jit
@@ -19,4 +20,4 @@ from torchtpu.spmd.shard_map import ShardMapFunction, shard_map
 from torchtpu.spmd.tensor import ShardedTensor, clear_sharding, mark_sharding
 
 __all__ = ["Mesh", "ShardMapFunction", "ShardedTensor", "SpmdFunction", "clear_sharding", "jit",
-           "mark_sharding", "ppermute", "shard_map"]
+           "mark_sharding", "ppermute", "recipes", "shard_map"]
