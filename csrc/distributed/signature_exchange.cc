@@ -5,8 +5,11 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace ttpu::distributed {
 namespace {
@@ -94,12 +97,31 @@ void SignatureStore::push(int64_t hash) {
 int64_t SignatureStore::pop(int from, const char* what, std::chrono::milliseconds timeout) {
   const std::string key = queue_key(from, rank_);
   std::vector<uint8_t> got;
-  try {
-    pop_->setTimeout(timeout);
-    got = pop_->queuePop(key, /*block=*/true);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "torch.distributed backend 'tpu': ", what, ": no signature from rank ", from,
-                " within the timeout (a peer that is late, hung, or left): ", first_line(e));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(50);
+  for (;;) {
+    try {
+      pop_->setTimeout(std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    deadline - std::chrono::steady_clock::now()),
+                                std::chrono::milliseconds(1)));
+      got = pop_->queuePop(key, /*block=*/true);
+      break;
+    } catch (const c10::DistQueueEmptyError& e) {
+      // The store's blocking pop can return "queue is empty" at once for a
+      // queue that held items before (seen with 3-4 ranks when a peer is a
+      // little late): wait for the peer's push until the deadline.
+      if (std::chrono::steady_clock::now() >= deadline) {
+        TORCH_CHECK(false, "torch.distributed backend 'tpu': ", what, ": no signature from rank ",
+                    from,
+                    " within the timeout (a peer that is late, hung, or left): ", first_line(e));
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(2000));
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "torch.distributed backend 'tpu': ", what, ": no signature from rank ",
+                  from,
+                  " within the timeout (a peer that is late, hung, or left): ", first_line(e));
+    }
   }
   int64_t hash = 0;
   if (got.size() == sizeof hash) {

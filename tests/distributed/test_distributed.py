@@ -68,6 +68,15 @@ def main_group():
     return launch("main")
 
 
+@pytest.mark.parametrize("world", [3, 4])
+def test_late_peers_in_groups_of_more_than_two(world):
+    """Collectives wait for a late peer in groups of 3 and 4 ranks (the store
+    form of the signature exchange; _dist_many_ranks.py)."""
+    name = f"late_peers_{world}_ranks"
+    _assert_check(launch("late_peers", world=world, worker="_dist_many_ranks.py"), name,
+                  ranks=range(world))
+
+
 @pytest.fixture(scope="module")
 def failure_group():
     return launch("failure", TORCH_DISTRIBUTED_DEBUG="DETAIL")
