@@ -79,5 +79,17 @@ def check_unknown_recipe_is_a_clear_error():
         spmd.recipes.param_specs(llama(), spmd.Mesh([0, 1]), "zero3")
 
 
+def check_train_digits_spmd_equals_one_device():
+    """`train_digits --spmd 4`: per-epoch losses and accuracies of the one-device run."""
+    from torchtpu.examples import train_digits as td
+    from torchtpu.examples.train_digits_spmd import train_spmd
+
+    losses, accuracies, _ = train_spmd(td.DigitsCNN, td.load_data(0), 4, 2, 0, 64, log=None)
+    want = td.train("tpu", epochs=2, progress=False, log=None)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(want.losses), atol=1e-5,
+                               rtol=1e-5)
+    assert accuracies == want.accuracies, (accuracies, want.accuracies)
+
+
 if __name__ == "__main__":
     run_checks_main(globals(), devices=4)

@@ -2,8 +2,9 @@
 
     python -m torchtpu.examples.train_digits [--device tpu|cpu] [--epochs N]
         [--seed S] [--batch-size B] [--optimizer sgd|adamw] [--mode strict|debug|fused]
-        [--compile] [--ddp | --fsdp]
+        [--compile] [--ddp | --fsdp | --spmd N]
     torchrun --nproc-per-node 2 -m torchtpu.examples.train_digits --ddp
+    python -m torchtpu.examples.train_digits --spmd 4
 
 With ``--ddp`` (under torchrun, or any launcher that sets the ``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` variables), every process trains
@@ -14,6 +15,9 @@ gradient, so the per-epoch losses match the single-process run. Rank 0 evaluates
 and prints; the others go on to the next step and wait at its first collective.
 ``--fsdp`` is the same with FSDP2 (``fully_shard`` on each block and the root)
 instead of DDP; there every rank evaluates (the forward gathers parameters).
+``--spmd N`` trains data-parallel over N devices of this one process, each
+step ONE program over them (torchtpu/examples/train_digits_spmd.py; SGD only;
+on the CPU plugin it asks for N devices).
 
 The data are the 1797 real 8x8 grey-scale digit images shipped inside
 scikit-learn (``sklearn.datasets.load_digits``), scaled to [0, 1], split 80/20
@@ -335,7 +339,11 @@ def main(argv=None):
                    help="DistributedDataParallel over torchrun's processes, one tpu each")
     p.add_argument("--fsdp", action="store_true",
                    help="FSDP2 (fully_shard) over torchrun's processes, one tpu each")
+    p.add_argument("--spmd", type=int, metavar="N",
+                   help="data parallel over N tpu devices of this process (torchtpu.spmd)")
     args = p.parse_args(argv)
+    if args.spmd:
+        return _main_spmd(args)
     rank = 0
     distributed = args.ddp or args.fsdp
     if distributed:
@@ -363,6 +371,25 @@ def main(argv=None):
         fallbacks = torchtpu.metrics.fallback_counts()
         if fallbacks:
             print(f"ops that ran on CPU (fallback): {fallbacks}")
+    return result
+
+
+def _main_spmd(args):
+    from torchtpu import _C
+    from torchtpu.examples.train_digits_spmd import train_spmd
+
+    if args.device != "tpu" or args.optimizer != "sgd" or args.ddp or args.fsdp or args.compile:
+        raise SystemExit("--spmd trains on tpu with SGD, without --ddp/--fsdp/--compile")
+    if not _C._is_initialized():
+        torchtpu.init(cpu_devices=args.spmd)  # the CPU plugin's device count; others ignore it
+    if torch.tpu.device_count() < args.spmd:
+        raise SystemExit(f"--spmd {args.spmd}: this process has {torch.tpu.device_count()} "
+                         "tpu devices")
+    result = TrainResult(steps_per_epoch=math.ceil(1437 / args.batch_size))
+    result.losses, result.accuracies, result.epoch_seconds = train_spmd(
+        DigitsCNN, load_data(args.seed), args.spmd, args.epochs, args.seed, args.batch_size)
+    result.final_accuracy = result.accuracies[-1]
+    print(f"final test accuracy: {result.final_accuracy:.4f} on {args.spmd} tpu devices (spmd)")
     return result
 
 
