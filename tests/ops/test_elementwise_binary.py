@@ -244,9 +244,9 @@ def _int_values(dtype, n, generator):
 @pytest.mark.parametrize("dtype", INT_POW_DTYPES, ids=str)
 @pytest.mark.parametrize("numel", [1 << 10, 1 << 17], ids=["looped", "unrolled"])
 def test_integer_pow_matches_cpu_over_many_values(dtype, numel):
-    # Tensor exponents above 8 bits loop over the exponent bits on tensors of
-    # up to 2^16 elements (stablehlo/loop_kernels.h) and are unrolled on
-    # larger ones: both must keep CPU's powi exactly (wrapping overflow,
+    # int64 tensor exponents loop over the exponent bits on tensors of up to
+    # 2^16 elements (stablehlo/loop_kernels.h) and are unrolled on larger ones
+    # and for narrower dtypes: both must keep CPU's powi exactly (wrapping overflow,
     # 0 ** 0 == 1, negative exponents 0 except for bases 1 and -1).
     g = torch.Generator().manual_seed(0)
     values = _int_values(dtype, 64, g)

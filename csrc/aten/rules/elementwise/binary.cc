@@ -265,16 +265,18 @@ std::vector<ir::Value> fmod(LoweringContext& ctx, const Args& a) {
   return simple(ctx, a, Op::kRem);
 }
 
-// Up to this many exponent bits integer pow is unrolled; above it, a tensor
-// of at most kLoopedPowMaxElements elements loops (stablehlo/loop_kernels.h).
-// Measured (issue 35, CPU plugin, 2 shared cores, 20 shapes 1x1..20x20): an
-// int64 tensor-exponent pow unrolled over 63 bits compiled in ~0.3 s a
-// program, looped in ~0.12-0.14 s (a plain mul: ~0.03 s); int32 ~0.16 s ->
-// ~0.1-0.15 s. Looped it also runs faster at 2^16 elements (0.75 vs 1.4-2.7 ms
-// for exponents < 2^20). Large tensors stay unrolled: XLA:CPU does not fuse
+// Up to this many exponent bits integer pow is unrolled; above it (int64:
+// CPU has no uint32/uint64 pow), a tensor of at most kLoopedPowMaxElements elements loops
+// (stablehlo/loop_kernels.h). Measured (issue 35, CPU plugin, 2 shared
+// cores): int64 pow unrolled over 63 bits compiled in ~0.3 s a program,
+// looped in ~0.12-0.14 s (a plain mul: ~0.03 s), and PyTorch's test_foreach
+// int64 _foreach_pow parity tests went from 133 s to 70 s. For int16 and
+// int32 the loop did not pay: those tests took 143 s unrolled, 189 s looped.
+// Looped int64 also runs faster at 2^16 elements (0.75 vs 1.4-2.7 ms for
+// exponents < 2^20). Large tensors stay unrolled: XLA:CPU does not fuse
 // across a while's iterations, and on 4M int64 elements the loop ran 0.18-0.30
 // s against 0.048 s unrolled.
-constexpr int kMaxUnrolledPowBits = 8;
+constexpr int kMaxUnrolledPowBits = 32;
 constexpr int64_t kLoopedPowMaxElements = int64_t{1} << 16;
 
 // Integer pow as CPU computes it (powi): square-and-multiply over every bit of
