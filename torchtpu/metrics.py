@@ -10,6 +10,9 @@ seconds reading and deserializing hits), ``bytes_to_device`` /
 (fused mode: buffers of tensors overwritten in place whose memory a program
 reused for the new value, see :func:`torchtpu.set_eager_mode`),
 ``fused_flushes`` (fused mode: pending graphs run as programs),
+``spmd_programs`` / ``spmd_executes`` (programs over a mesh that
+``torchtpu.spmd`` made and ran, each run one execute over all the mesh's
+devices, also counted in ``compiles`` and ``executes``),
 ``fused_strict_ops`` (fused mode: ops run one by one as strict programs in place
 of compiling a new graph from a line that stopped fusing, see
 ``torchtpu.config.fused_storm_threshold``),
@@ -27,9 +30,18 @@ import time
 from torchtpu import _C
 
 
+# Counters kept in Python (torchtpu.spmd's), merged into metrics().
+_counts = {"spmd_programs": 0, "spmd_executes": 0}
+
+
+def count(name, n=1):
+    """Adds ``n`` to the Python-side counter ``name`` (one of ``_counts``)."""
+    _counts[name] += n
+
+
 def metrics():
     """Runtime counters since start or the last :func:`reset` (see module doc)."""
-    return dict(_C._metrics())
+    return {**dict(_C._metrics()), **_counts}
 
 
 def fallback_counts():
@@ -63,6 +75,8 @@ def reset():
             time.sleep(0.002)
     _C._reset_metrics()
     _C._reset_recompile_counts()
+    for name in _counts:
+        _counts[name] = 0
 
 
 def lowered_ops():

@@ -98,6 +98,7 @@ def check_functional_training_step_on_a_2d_mesh_equals_cpu():
         c1, c2, closs = step(c1, c2, X, Y)
     m = torchtpu.metrics.metrics()
     assert m["executes"] == 3 and m["compiles"] == 0 and m["bytes_to_host"] == 0, m
+    assert m["spmd_executes"] == 3 and m["spmd_programs"] == 0, m
     assert w1.spec == (None, "model") and [t.shape for t in w1.shards] == [(8, 16)] * 4
     close(w1, c1)
     close(w2, c2)
@@ -211,6 +212,44 @@ def check_writes_through_views_reach_the_base_and_back():
     assert f"{s.sum():.2f}" == f"{want.sum():.2f}"
     with pytest.raises(RuntimeError, match="could not partition"):
         spmd.jit(lambda t: t.max())(s)
+
+
+def check_compiled_function_inside_jit_is_one_program():
+    """torch.compile(backend="tpu") under spmd.jit: Dynamo's one graph joins
+    the capture; each call is one execute over the mesh."""
+    from torch._dynamo.utils import counters
+
+    mesh = mesh2d()
+    torch.manual_seed(5)
+    X, W1, W2 = torch.randn(8, 16), torch.randn(16, 32), torch.randn(32, 4)
+
+    @torch.compile(backend="tpu")
+    def mlp(x, w1, w2):
+        return F.gelu(x @ w1) @ w2
+
+    counters.clear()
+    f = spmd.jit(mlp, out_specs=("data", None))
+    args = (spmd.mark_sharding(X, mesh, ("data", None)),
+            spmd.mark_sharding(W1, mesh, (None, "model")),
+            spmd.mark_sharding(W2, mesh, ("model", None)))
+    f(*args)
+    torchtpu.metrics.reset()
+    y = f(*args)
+    m = torchtpu.metrics.metrics()
+    assert m["executes"] == 1 and m["spmd_executes"] == 1 and m["compiles"] == 0, m
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"], counters
+    close(y, F.gelu(X @ W1) @ W2, atol=1e-4)
+
+
+def check_memory_allocated_counts_each_devices_shards():
+    mesh = mesh2d()
+    torchtpu.sync()
+    before = [torch.tpu.memory_allocated(d) for d in range(4)]
+    x = spmd.mark_sharding(torch.randn(64, 32), mesh, (("data", "model"), None))
+    torchtpu.sync()
+    grown = [torch.tpu.memory_allocated(d) - b for d, b in zip(range(4), before)]
+    assert grown == [64 * 32 * 4 // 4] * 4, grown
+    del x
 
 
 def check_index_range_checks_run_after_the_program():

@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from torchtpu import _C
+from torchtpu import _C, metrics
 from torchtpu.spmd.tensor import ShardedTensor, _normalize_spec, _own, mark_sharding
 
 __all__ = ["jit"]
@@ -152,6 +152,7 @@ class _Program:
             results.append(f"{_type([math.prod(shape)], dtype)} "
                            f"{{sdy.sharding = {_sharding(mesh, [used])}}}")
         self.text = _assemble(text, mesh, sig, results, lines, prog_outs, self.out_axes)
+        metrics.count("spmd_programs")
 
     def _out_axes(self, out_specs, call_outs, prog_outs):
         """Per program output: (logical shape, axes) it is returned in."""
@@ -184,6 +185,7 @@ class _Program:
         try:
             outs = _C._spmd_run(self.text, self.mesh.device_ids, shards, self.out_dtypes,
                                 self.name)
+            metrics.count("spmd_executes")
         except RuntimeError as e:
             if "PJRT_Client_Compile" not in str(e):
                 raise

@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from torchtpu import _C
+from torchtpu import _C, metrics
 from torchtpu.spmd import collectives
 from torchtpu.spmd.program import _capture, _type
 from torchtpu.spmd.tensor import ShardedTensor, _normalize_spec, _own, mark_sharding
@@ -106,11 +106,13 @@ class _Program:
         for symbol, body in trace.bodies.items():
             text = _replace_function(text, symbol, body)
         self.text = _replicated_module(_flat_params(text, params), mesh.size)
+        metrics.count("spmd_programs")
 
     def run(self, args):
         shards = [args[v]._shards if s == "input" else v for s, v in self.sources]
         outs = _C._spmd_run(self.text, self.mesh.device_ids, shards, self.out_dtypes,
                             self.name)
+        metrics.count("spmd_executes")
         if self.check_outputs:  # each device's blocks checked (an index range)
             for d in range(self.mesh.size):
                 _C._compiled_defer_checks(self.call, [o[d] for o in outs])
