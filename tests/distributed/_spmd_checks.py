@@ -205,13 +205,28 @@ def check_writes_through_views_reach_the_base_and_back():
     want.split(2, dim=1)[0].mul_(2)
     close(s, want)
     close(s.shards[1], want[:, 2:])
-    # max over a sharded dim: XLA refuses to partition its reduction on this
-    # plugin; outside jit the op is gathered, inside jit the error says so.
     assert s.max().item() == want.max().item()
     close(torch.softmax(s, 1), torch.softmax(want, 1))
     assert f"{s.sum():.2f}" == f"{want.sum():.2f}"
-    with pytest.raises(RuntimeError, match="could not partition"):
-        spmd.jit(lambda t: t.max())(s)
+    close(spmd.jit(lambda t: t.max())(s), want.max())
+
+
+def check_max_min_reductions_over_a_sharded_dim_propagate_nan():
+    """A max/min reduction over a sharded dim partitions (a plain reducer and
+    a NaN count, torchtpu/spmd/reductions.py) and keeps PyTorch's NaN."""
+    mesh = mesh2d()
+    torch.manual_seed(6)
+    X = torch.randn(8, 16)
+    X[3, 5] = float("nan")
+    X[6, 2] = float("inf")
+    X[1, 9] = -float("inf")
+    fns = [lambda x: torch.softmax(x, 1), lambda x: x.amax(1), lambda x: x.amin(1),
+           lambda x: torch.logsumexp(x, 1), lambda x: x.max(), lambda x: x.amax(0),
+           lambda x: x.max(1).values, lambda x: x.argmax(1)]
+    for spec in [(None, "model"), ("data", "model"), (("data", "model"), None)]:
+        x = spmd.mark_sharding(X, mesh, spec)
+        for fn in fns:
+            torch.testing.assert_close(spmd.jit(fn)(x).cpu(), fn(X), equal_nan=True)
 
 
 def check_compiled_function_inside_jit_is_one_program():

@@ -68,6 +68,7 @@ def check_tensor_parallel():
     specs = dict(zip(step.names, (p.spec for p in step.params)))
     assert specs["model.layers.0.self_attn.q_proj.weight"] == ("model", None)
     assert specs["model.layers.0.mlp.down_proj.weight"] == (None, "model")
+    assert specs["lm_head.weight"] == ("model", None)  # the vocabulary split
 
 
 def check_two_d_data_by_model():

@@ -25,6 +25,7 @@ import math
 import torch
 
 from torchtpu import _C, metrics
+from torchtpu.spmd.reductions import partitionable
 from torchtpu.spmd.tensor import ShardedTensor, _normalize_spec, _own, mark_sharding
 
 __all__ = ["jit"]
@@ -151,7 +152,8 @@ class _Program:
             _, _, used = _layout(shape, axes, mesh)
             results.append(f"{_type([math.prod(shape)], dtype)} "
                            f"{{sdy.sharding = {_sharding(mesh, [used])}}}")
-        self.text = _assemble(text, mesh, sig, results, lines, prog_outs, self.out_axes)
+        self.text = partitionable(_assemble(text, mesh, sig, results, lines, prog_outs,
+                                            self.out_axes))
         metrics.count("spmd_programs")
 
     def _out_axes(self, out_specs, call_outs, prog_outs):

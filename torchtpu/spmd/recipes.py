@@ -11,8 +11,9 @@ The recipes, as PyTorch/XLA's SPMD guides and Megatron-LM lay them out:
 ``"dp"`` batch split over every device, parameters replicated; ``"fsdp"``
 parameters and optimizer state split on their first dim over every device
 (XLA gathers each where it is used); ``"tp"`` Megatron's column-parallel
-(q/k/v, gate/up: output features split over ``"model"``) and row-parallel
-(o, down: input features) linears, the rest replicated; ``"2d"`` tp over
+(q/k/v, gate/up: output features split over ``"model"``; lm_head: the
+vocabulary, so the loss's log-sum-exp reduces over a split dim) and
+row-parallel (o, down: input features) linears, the rest replicated; ``"2d"`` tp over
 ``"model"`` with the batch over ``"data"``.
 """
 
@@ -23,7 +24,7 @@ from torchtpu.spmd.tensor import mark_sharding
 
 __all__ = ["TrainStep", "param_specs"]
 
-_COLUMN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+_COLUMN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "lm_head")
 _ROW = ("o_proj", "down_proj")
 
 
