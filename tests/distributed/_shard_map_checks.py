@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import torchtpu
 import torchtpu.spmd as spmd
-from _util import run_checks_main
+from _util import INF, NAN, run_checks_main
 
 
 def mesh2d():
@@ -91,6 +91,17 @@ def check_all_gather_reduce_scatter_and_all_to_all():
 
     y = spmd.shard_map(scatter, mesh, ((None, None),), ("data", None))(X)
     close(y, 2 * X)
+
+    # max/min keep NaN (the CPU plugin's combine drops it; an all-NaN one
+    # came back -inf), as torch.maximum over the blocks does.
+    m1 = spmd.Mesh([0, 1, 2, 3])
+    w = torch.tensor([NAN, 1, 2, 3, 0, NAN, 9, 1, 5, 5, 5, 5, 1, 1, 1, -INF])
+    for op, red in (("max", torch.amax), ("min", torch.amin)):
+        f = spmd.shard_map(lambda b, op=op: funcol.reduce_scatter_tensor(b, op, 0, m1.group("x")),
+                           m1, ("x",), "x")
+        torch.testing.assert_close(f(w).cpu(), red(w.view(4, 4), 0), equal_nan=True)
+        torch.testing.assert_close(f(torch.full((16,), NAN)).cpu(), torch.full((4,), NAN),
+                                   equal_nan=True)
 
     def exchange(x):  # all_to_all over "data": block j of device i goes to device j
         return funcol.all_to_all_single(x, None, None, mesh.group("data"))
@@ -222,6 +233,12 @@ def check_errors_are_clear_and_nothing_is_lost():
         spmd.shard_map(torch.add, mesh, ((None, None),), (None, None))(x, x)
     with pytest.raises(ValueError, match="does not divide|not divisible"):
         spmd.shard_map(lambda t: t, mesh, (("data", None),), ("data", None))(torch.randn(3, 4))
+    # A function that writes its input is refused and leaves the input as it was.
+    xs = spmd.mark_sharding(torch.arange(16.0).reshape(8, 2), spmd.Mesh([0, 1, 2, 3]),
+                            ("x", None))
+    with pytest.raises(RuntimeError, match="a write to an input"):
+        spmd.shard_map(lambda a: a.add_(1), xs.mesh, (("x", None),), ("x", None))(xs)
+    close(xs, torch.arange(16.0).reshape(8, 2))
     # Nothing was lost: the runtime still runs programs over the mesh.
     f = spmd.shard_map(lambda t: funcol.all_reduce(t, "sum", mesh.group("data")), mesh,
                        (("data", None),), (None, None))

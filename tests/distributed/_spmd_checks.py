@@ -38,6 +38,10 @@ def check_shards_hold_their_slices_and_gather_to_the_full_value():
     s = spmd.mark_sharding(x.to("tpu:2"), mesh, ("model", "data"))
     # device (data=1, model=0) is position 2: rows 0-3 (model 0), cols 3-5 (data 1)
     assert torch.equal(s.shards[2].cpu(), x[:4, 3:])
+    # A bare axis name is a 1-D tensor's spec, None a replicated tensor's.
+    v = torch.arange(8.0)
+    assert spmd.mark_sharding(v, mesh, "data").spec == ("data",)
+    assert spmd.mark_sharding(x, mesh, None).spec == (None, None)
     for dtype in (torch.bfloat16, torch.int64, torch.bool):
         y = (torch.arange(16).reshape(4, 4) % 3).to(dtype)
         assert torch.equal(spmd.mark_sharding(y, mesh, (None, "data")).cpu(), y)

@@ -23,13 +23,21 @@ def llama():
     return transformers.LlamaForCausalLM(cfg)
 
 
-def run_recipe(recipe, batch_spec):
+def gpt2():
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=32,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+def run_recipe(recipe, batch_spec, make=llama, eps=1e-8):
+    """5 steps of ``recipe`` against torch.optim.AdamW on CPU."""
     mesh = spmd.Mesh([0, 1, 2, 3], (2, 2), ("data", "model"))
-    model = llama()
-    ref = llama()
-    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3, weight_decay=0.01, foreach=False)
+    model = make()
+    ref = make()
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3, weight_decay=0.01, eps=eps, foreach=False)
     step = spmd.recipes.TrainStep(model, mesh, spmd.recipes.param_specs(model, mesh, recipe),
-                                  batch_spec=batch_spec)
+                                  batch_spec=batch_spec, eps=eps)
     g = torch.Generator().manual_seed(1)
     batches = [torch.randint(0, 128, (8, 16), generator=g) for _ in range(5)]
     for i, ids in enumerate(batches):
@@ -71,6 +79,17 @@ def check_tensor_parallel():
     assert specs["lm_head.weight"] == ("model", None)  # the vocabulary split
 
 
+def check_tensor_parallel_gpt2_conv1d_names():
+    # eps=1e-3: with AdamW's 1e-8, 1/sqrt(v) of GPT-2's smallest gradients
+    # magnifies float32 summation-order differences (even CPU float32 against
+    # float64 differs by 1e-5; tp against a 1-device mesh by 7.9e-5 in one
+    # c_fc weight), while with 1e-3 tp equals the 1-device mesh within 1.2e-7.
+    step = run_recipe("tp", (None, None), make=gpt2, eps=1e-3)
+    specs = dict(zip(step.names, (p.spec for p in step.params)))
+    assert specs["transformer.h.0.attn.c_attn.weight"] == (None, "model")
+    assert specs["transformer.h.0.mlp.c_proj.weight"] == ("model", None)
+
+
 def check_two_d_data_by_model():
     run_recipe("2d", ("data", None))
 
@@ -78,6 +97,9 @@ def check_two_d_data_by_model():
 def check_unknown_recipe_is_a_clear_error():
     with pytest.raises(ValueError, match="no recipe 'zero3'"):
         spmd.recipes.param_specs(llama(), spmd.Mesh([0, 1]), "zero3")
+    mesh = spmd.Mesh([0, 1], axis_names=("model",))
+    with pytest.raises(ValueError, match="no parameter of this model has a name"):
+        spmd.recipes.param_specs(torch.nn.Sequential(torch.nn.Linear(4, 4)), mesh, "tp")
 
 
 def check_train_digits_spmd_equals_one_device():

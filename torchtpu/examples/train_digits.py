@@ -17,7 +17,7 @@ and prints; the others go on to the next step and wait at its first collective.
 instead of DDP; there every rank evaluates (the forward gathers parameters).
 ``--spmd N`` trains data-parallel over N devices of this one process, each
 step ONE program over them (torchtpu/examples/train_digits_spmd.py; SGD only;
-on the CPU plugin it asks for N devices).
+on the CPU plugin it asks for N devices unless ``TORCHTPU_CPU_DEVICES`` is set).
 
 The data are the 1797 real 8x8 grey-scale digit images shipped inside
 scikit-learn (``sklearn.datasets.load_digits``), scaled to [0, 1], split 80/20
@@ -375,12 +375,14 @@ def main(argv=None):
 
 
 def _main_spmd(args):
+    import os
+
     from torchtpu import _C
     from torchtpu.examples.train_digits_spmd import train_spmd
 
     if args.device != "tpu" or args.optimizer != "sgd" or args.ddp or args.fsdp or args.compile:
         raise SystemExit("--spmd trains on tpu with SGD, without --ddp/--fsdp/--compile")
-    if not _C._is_initialized():
+    if not _C._is_initialized() and not os.environ.get("TORCHTPU_CPU_DEVICES"):
         torchtpu.init(cpu_devices=args.spmd)  # the CPU plugin's device count; others ignore it
     if torch.tpu.device_count() < args.spmd:
         raise SystemExit(f"--spmd {args.spmd}: this process has {torch.tpu.device_count()} "

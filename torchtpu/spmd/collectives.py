@@ -174,16 +174,20 @@ def _real_body(kind, shape, dtype, out_shape, groups, op, pairs):
     else:  # collective_permute
         lines = (f"    %s = \"stablehlo.collective_permute\"(%x) "
                  f"{{source_target_pairs = {_dense(pairs)}}} : ({in_t}) -> {out_t}\n")
-    if op in ("max", "min") and kind == "all_reduce" and (dtype.is_floating_point):
-        # The CPU plugin's cross-device max/min drops NaN: count NaNs too.
-        f32, i1 = _type(shape, torch.float32), _type(shape, torch.float32)[:-4] + "i1>"
+    if op in ("max", "min") and dtype.is_floating_point:
+        # The CPU plugin's cross-device max/min drops NaN (and makes an
+        # all-NaN one -inf/inf): the same collective sums the NaN count too.
+        f32_in, i1_in = _type(shape, torch.float32), _type(shape, torch.float32)[:-4] + "i1>"
+        f32, i1 = _type(out_shape, torch.float32), _type(out_shape, torch.float32)[:-4] + "i1>"
         cmp = ("{comparison_direction = #stablehlo<comparison_direction %s>, "
                "compare_type = #stablehlo<comparison_type FLOAT>}")
+        count_attrs = attrs if kind == "all_reduce" else f"scatter_dimension = 0 : i64, {attrs}"
         lines += (
-            f'    %isnan = "stablehlo.compare"(%x, %x) {cmp % "NE"} : ({in_t}, {in_t}) -> {i1}\n'
-            f'    %ones = "stablehlo.convert"(%isnan) : ({i1}) -> {f32}\n'
-            f'    %count = "stablehlo.all_reduce"(%ones) {_region("sum", torch.float32)} '
-            f'{{{attrs}}} : ({f32}) -> {f32}\n'
+            f'    %isnan = "stablehlo.compare"(%x, %x) {cmp % "NE"} : ({in_t}, {in_t}) -> '
+            f'{i1_in}\n'
+            f'    %ones = "stablehlo.convert"(%isnan) : ({i1_in}) -> {f32_in}\n'
+            f'    %count = "stablehlo.{kind}"(%ones) {_region("sum", torch.float32)} '
+            f'{{{count_attrs}}} : ({f32_in}) -> {f32}\n'
             f'    %none = stablehlo.constant dense<0.0> : {f32}\n'
             f'    %has = "stablehlo.compare"(%count, %none) {cmp % "GT"} : ({f32}, {f32}) -> {i1}\n'
             f'    %z = stablehlo.subtract %s, %s : {out_t}\n'

@@ -11,9 +11,10 @@ The recipes, as PyTorch/XLA's SPMD guides and Megatron-LM lay them out:
 ``"dp"`` batch split over every device, parameters replicated; ``"fsdp"``
 parameters and optimizer state split on their first dim over every device
 (XLA gathers each where it is used); ``"tp"`` Megatron's column-parallel
-(q/k/v, gate/up: output features split over ``"model"``; lm_head: the
-vocabulary, so the loss's log-sum-exp reduces over a split dim) and
-row-parallel (o, down: input features) linears, the rest replicated; ``"2d"`` tp over
+(q/k/v, gate/up, GPT-2's c_attn/c_fc: output features split over
+``"model"``; lm_head: the vocabulary, so the loss's log-sum-exp reduces over
+a split dim) and row-parallel (o, down, c_proj: input features) linears, the
+rest replicated; ``"2d"`` tp over
 ``"model"`` with the batch over ``"data"``.
 """
 
@@ -24,8 +25,15 @@ from torchtpu.spmd.tensor import mark_sharding
 
 __all__ = ["TrainStep", "param_specs"]
 
-_COLUMN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "lm_head")
-_ROW = ("o_proj", "down_proj")
+# Megatron's layout by parameter name: (name parts, the weight dim split over
+# "model"). nn.Linear weights are [out, in] (Llama-style names); transformers'
+# Conv1D weights are [in, out] (GPT-2's c_attn, c_fc, c_proj).
+_TP_RULES = (
+    (("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "lm_head"), 0),  # column
+    (("o_proj", "down_proj"), 1),                                            # row
+    ((".c_attn.", ".c_fc."), 1),                                             # Conv1D column
+    ((".c_proj.",), 0),                                                      # Conv1D row
+)
 
 
 def param_specs(model, mesh, recipe):
@@ -45,13 +53,17 @@ def param_specs(model, mesh, recipe):
                     break
         elif recipe in ("tp", "2d"):
             mesh.axis("model")
-            if p.dim() == 2 and any(k in name for k in _COLUMN):
-                spec[0] = "model"
-            elif p.dim() == 2 and any(k in name for k in _ROW):
-                spec[1] = "model"
+            for parts, dim in _TP_RULES:
+                if p.dim() == 2 and any(k in name for k in parts):
+                    spec[dim] = "model"
+                    break
         elif recipe != "dp":
             raise ValueError(f"param_specs: no recipe {recipe!r} (dp, fsdp, tp, 2d)")
         out[name] = tuple(spec)
+    if recipe in ("tp", "2d") and not any(any(s) for s in out.values()):
+        names = sorted(k.strip(".") for parts, _ in _TP_RULES for k in parts)
+        raise ValueError(f"param_specs: no parameter of this model has a name the {recipe!r} "
+                         f"recipe splits ({', '.join(names)}); give the specs yourself")
     return out
 
 
@@ -59,7 +71,8 @@ class TrainStep:
     """``model``'s training step with AdamW as ONE program over ``mesh``.
 
     The loss is ``model(input_ids, labels=labels).loss`` (a transformers
-    causal LM; labels default to the inputs). Gradients come from
+    causal LM; labels default to the inputs). Dropout must be off (random ops
+    are not yet run over a mesh: NotImplementedError at the first call). Gradients come from
     ``torch.func.grad_and_value`` of ``torch.func.functional_call``; the update
     is ``torch.optim.AdamW``'s (decoupled weight decay, bias-corrected moments,
     Loshchilov & Hutter 2019), so 5 steps equal ``torch.optim.AdamW`` on one

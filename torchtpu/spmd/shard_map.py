@@ -79,7 +79,9 @@ class _Program:
 
     def __init__(self, fn, args, mesh, out_specs, name):
         self.mesh, self.name = mesh, name
-        local = [a._shards[0] for a in args]
+        # Copies: the capture runs the function on them, and a function that
+        # writes its input (refused below) must not change the caller's block.
+        local = [a._shards[0].clone() for a in args]
         with collectives.tracing(mesh, name) as trace:
             _, self.single, call = _capture(
                 lambda *xs: _outputs(fn(*xs)), local, name)

@@ -15,6 +15,10 @@ def _normalize_spec(spec, ndim, mesh, who="mark_sharding"):
     """``spec`` (one entry per dim: None, an axis name or index, or a tuple of
     them) as a tuple of axis-index tuples. ValueError on a wrong length, an
     unknown axis, an axis used twice."""
+    if spec is None:  # the whole tensor on every device
+        spec = (None,) * ndim
+    elif isinstance(spec, (str, int)):  # one entry: a 1-D tensor's only dim
+        spec = (spec,)
     spec = tuple(spec)
     if len(spec) != ndim:
         raise ValueError(f"{who}: the partition spec {spec} has {len(spec)} entries "
