@@ -10,17 +10,8 @@ import torch.nn.functional as F
 
 import torchtpu
 import torchtpu.spmd as spmd
+from _spmd_checks import close, mesh2d
 from _util import INF, NAN, run_checks_main
-
-
-def mesh2d():
-    return spmd.Mesh([0, 1, 2, 3], (2, 2), ("data", "model"))
-
-
-def close(got, want, atol=1e-5):
-    got = got.cpu() if isinstance(got, torch.Tensor) else got
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.shape)
-    torch.testing.assert_close(got, want, atol=atol, rtol=1e-5)
 
 
 def blocks(x, rows, cols):

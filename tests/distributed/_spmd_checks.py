@@ -13,9 +13,6 @@ import torchtpu
 import torchtpu.spmd as spmd
 from _util import run_checks_main
 
-MESH = None
-
-
 def mesh2d():
     return spmd.Mesh([0, 1, 2, 3], (2, 2), ("data", "model"))
 
