@@ -56,6 +56,25 @@ def run_both(fn, *inputs, **kwargs):
     return actual, expected
 
 
+def grads_match(fn, *inputs, rtol=None, atol=None, grad_of=(0,)):
+    """fn(*inputs) and the gradients of inputs[i] for i in ``grad_of`` on tpu
+    equal CPU's (no fallback). The loss is a weighted sum of the output
+    (weights spread over [-1, 1]), so every element's gradient differs."""
+
+    def run(device):
+        xs = [x.detach().to(device).requires_grad_(i in grad_of) for i, x in enumerate(inputs)]
+        out = fn(*xs)
+        w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape).to(device)
+        (out * w).sum().backward()
+        return out, [x.grad for x in xs if x.requires_grad]
+
+    out_cpu, grads_cpu = run("cpu")
+    with no_fallback():
+        out_tpu, grads_tpu = run("tpu")
+    assert_close_cpu(out_tpu.detach(), out_cpu.detach(), rtol=rtol, atol=atol)
+    assert_close_cpu(grads_tpu, grads_cpu, rtol=rtol, atol=atol)
+
+
 def same_error(fn, *inputs):
     """``fn`` raises on tpu the exception type it raises on CPU, and CPU's
     message (first line) is part of tpu's. The tpu call is followed by a sync

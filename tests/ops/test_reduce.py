@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 import torchtpu
 
-from _util import assert_close_cpu, no_fallback, run_both, same_error
+from _util import assert_close_cpu, grads_match, no_fallback, run_both, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
@@ -368,25 +368,6 @@ def test_softmax_special_values_and_dtypes():
     run_both(lambda t: torch.softmax(t, 0, dtype=torch.float64), torch.randn(3, 5))
     run_both(lambda t: torch.softmax(t.t(), 1), torch.randn(3, 5))
     same_error(lambda t: torch._softmax(t, 0, False), torch.arange(3))
-
-
-def grads_match(fn, *inputs, rtol=None, atol=None, grad_of=(0,)):
-    """fn(*inputs) and the gradients of inputs[i] for i in grad_of on tpu equal the
-    CPU ones (no fallback). The loss is a weighted sum of the output so every
-    element's gradient differs.
-    """
-    def run(device):
-        xs = [x.detach().to(device).requires_grad_(i in grad_of) for i, x in enumerate(inputs)]
-        out = fn(*xs)
-        w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape).to(device)
-        (out * w).sum().backward()
-        return out, [x.grad for x in xs if x.requires_grad]
-
-    out_cpu, grads_cpu = run("cpu")
-    with no_fallback():
-        out_tpu, grads_tpu = run("tpu")
-    assert_close_cpu(out_tpu.detach(), out_cpu.detach(), rtol=rtol, atol=atol)
-    assert_close_cpu(grads_tpu, grads_cpu, rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
