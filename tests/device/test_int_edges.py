@@ -10,7 +10,7 @@ bool operand. Also writes through CPU index tensors and CPU bool masks.
 import pytest
 import torch
 
-from _util import assert_close_cpu, no_fallback
+from _util import assert_close_cpu, no_fallback, run_both
 
 pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
@@ -323,14 +323,6 @@ def test_nan_index_raises_index_error_as_on_cpu():
 _INT_DTYPES = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8]
 
 
-def _both(fn, *cpu_inputs):
-    expected = fn(*cpu_inputs)
-    with no_fallback():
-        got = fn(*[t.to("tpu") for t in cpu_inputs])
-    assert got.dtype == expected.dtype
-    assert torch.equal(got.cpu(), expected), (got.cpu(), expected)
-
-
 @pytest.mark.parametrize("dtype", _INT_DTYPES)
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "neg", "abs", "square"])
 def test_integer_overflow_wraps_as_on_cpu(dtype, op):
@@ -339,7 +331,7 @@ def test_integer_overflow_wraps_as_on_cpu(dtype, op):
     a = torch.tensor([info.max, info.min, 0, 1, info.max // 2 + 1], dtype=dtype)
     fns = {"add": lambda t: t + 1, "sub": lambda t: t - 1, "mul": lambda t: t * 3,
            "neg": lambda t: -t, "abs": lambda t: t.abs(), "square": lambda t: t * t}
-    _both(fns[op], a)
+    run_both(fns[op], a)
 
 
 @pytest.mark.parametrize("dtype", _INT_DTYPES)
@@ -348,15 +340,15 @@ def test_shifts_past_the_width_and_negative_floor_division_as_on_cpu(dtype):
     signed = dtype != torch.uint8
     a = torch.tensor([1, 3, 100, -5 if signed else 5], dtype=dtype)
     s = torch.tensor([0, 1, bits - 1, bits], dtype=dtype)
-    _both(lambda x, y: x << y, a, s)
-    _both(lambda x, y: x >> y, a, s)
-    _both(lambda x: x << 70, a)
-    _both(lambda x: x >> (bits + 3), a)
+    run_both(lambda x, y: x << y, a, s)
+    run_both(lambda x, y: x >> y, a, s)
+    run_both(lambda x: x << 70, a)
+    run_both(lambda x: x >> (bits + 3), a)
     b = torch.tensor([2, -3 if signed else 3, 7, 4], dtype=dtype)
-    _both(lambda x, y: x // y, a, b)
-    _both(lambda x, y: x % y, a, b)
-    _both(lambda x, y: torch.fmod(x, y), a, b)
-    _both(lambda x, y: torch.div(x, y, rounding_mode="trunc"), a, b)
+    run_both(lambda x, y: x // y, a, b)
+    run_both(lambda x, y: x % y, a, b)
+    run_both(lambda x, y: torch.fmod(x, y), a, b)
+    run_both(lambda x, y: torch.div(x, y, rounding_mode="trunc"), a, b)
 
 
 def test_cpu_index_writes_through_views_and_autograd_match_cpu():
@@ -369,7 +361,7 @@ def test_cpu_index_writes_through_views_and_autograd_match_cpu():
         y[:, ::2][torch.tensor([0, 2]), torch.tensor([1, 0])] = 9
         y.diagonal()[torch.tensor([True, False, True])] = 5
         return y
-    _both(views, torch.arange(12.0).reshape(3, 4))
+    run_both(views, torch.arange(12.0).reshape(3, 4))
 
     def grads(dev):
         x = torch.arange(6.0, device=dev, requires_grad=True)
