@@ -270,8 +270,8 @@ std::vector<ir::Value> fmod(LoweringContext& ctx, const Args& a) {
 // (stablehlo/loop_kernels.h). Measured (issue 35, CPU plugin, 2 shared
 // cores): int64 pow unrolled over 63 bits compiled in ~0.3 s a program,
 // looped in ~0.12-0.14 s (a plain mul: ~0.03 s), and PyTorch's test_foreach
-// int64 _foreach_pow parity tests went from 133 s to 70 s. For int16 and
-// int32 the loop did not pay: those tests took 143 s unrolled, 189 s looped.
+// int64 _foreach_pow parity tests went from 133 s to 57-70 s. For int16 and
+// int32 the loop did not pay: those tests took 107-143 s unrolled, 189 s looped.
 // Looped int64 also runs faster at 2^16 elements (0.75 vs 1.4-2.7 ms for
 // exponents < 2^20). Large tensors stay unrolled: XLA:CPU does not fuse
 // across a while's iterations, and on 4M int64 elements the loop ran 0.18-0.30
