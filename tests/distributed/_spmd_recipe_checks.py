@@ -43,6 +43,7 @@ def run_recipe(recipe, batch_spec, make=llama, eps=1e-8):
     for i, ids in enumerate(batches):
         if i == 2:
             torchtpu.sync()
+            assert not torchtpu.metrics.fallback_counts(), torchtpu.metrics.fallback_counts()
             torchtpu.metrics.reset()
         loss = step(ids)
         opt.zero_grad()
@@ -50,6 +51,7 @@ def run_recipe(recipe, batch_spec, make=llama, eps=1e-8):
         want.backward()
         opt.step()
     m = torchtpu.metrics.metrics()
+    assert not torchtpu.metrics.fallback_counts(), torchtpu.metrics.fallback_counts()
     # Steps 2-4: one execute over the mesh each, nothing compiled, no host
     # bytes (the embedding's index check is read with the loss below).
     assert m["executes"] == 3 and m["compiles"] == 0 and m["bytes_to_host"] == 0, m
