@@ -308,6 +308,8 @@ def check_errors_are_clear():
         spmd.jit(torch.add)(a, b)
     with pytest.raises(ValueError, match="different meshes"):
         a + b
+    with pytest.raises(ValueError, match="a list of specs where one spec was expected"):
+        spmd.jit(lambda t: t * 2, out_specs=(("x", None), ("x", None)))(a)
     with pytest.raises(ValueError, match="does not divide"):
         spmd.jit(lambda t: t * 2, out_specs=(None, ("data", "model")))(
             spmd.mark_sharding(torch.randn(4, 3), mesh2d(), ("data", None)))

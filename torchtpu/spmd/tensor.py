@@ -26,6 +26,10 @@ def _normalize_spec(spec, ndim, mesh, who="mark_sharding"):
     out, used = [], set()
     for entry in spec:
         names = () if entry is None else entry if isinstance(entry, tuple) else (entry,)
+        if any(n is None or isinstance(n, (tuple, list)) for n in names):
+            raise ValueError(f"{who}: the spec entry {entry!r} of {spec} is a tuple of mesh "
+                             "axes, which cannot hold None or another tuple (one spec per "
+                             "tensor: is it a list of specs where one spec was expected?)")
         axes = tuple(mesh.axis(n) for n in names)
         for a in axes:
             if a in used:
