@@ -3,6 +3,7 @@
 // against host references; then the check that every Op kind was run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -280,10 +281,15 @@ TEST(RunLinalg, DotGeneral) {
 }
 
 // EmitOptions::materialize_transposed_rhs: x @ W^T with a large W (M*K + M*N
-// <= N*K) is written as transpose(W @ x^T) behind barriers, the values bit for
-// bit those of the plain dot; a dot where that moves more, or a small W, keeps
-// the plain form.
-TEST(RunLinalg, DotTransposedRhsFormIsBitIdentical) {
+// <= N*K) is written as transpose(W @ x^T) behind barriers; a dot where that
+// moves more, or a small W, keeps the plain form. The two forms are different
+// XLA:CPU kernels: their values agree bit for bit on some CPUs (the Intel hosts
+// of earlier stops) and not on others (an AMD EPYC with AVX2: 114 of 32768
+// elements one rounding apart at 64x512x512). So each form is checked against
+// a double reference, element by element, within the float32 dot's error
+// bound (K * 2^-24 * sum |x||w|, Higham's gamma_K), and the rewritten form's
+// largest error may not exceed twice the plain form's.
+TEST(RunLinalg, DotTransposedRhsFormIsWithinTheDotsRounding) {
   stablehlo::EmitOptions fast;
   fast.materialize_transposed_rhs = true;
   for (const auto& [m, k, n, rewritten] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
@@ -304,19 +310,29 @@ TEST(RunLinalg, DotTransposedRhsFormIsBitIdentical) {
     for (float& v : wv) v = next();
     std::vector<Array> args = {array<float>(DType::kF32, {m, k}, xv),
                                array<float>(DType::kF32, {n, k}, wv)};
-    auto plain = run(g, args);
-    auto transposed = run(g, args, fast);
-    EXPECT_EQ(transposed[0].type.dims, (Dims{m, n}));
-    EXPECT_EQ(transposed[0].bytes, plain[0].bytes) << m << "x" << k << "x" << n;
-    // And the values are the dot's (spot checks against a double reference).
-    for (int64_t i : {int64_t{0}, m - 1}) {
-      for (int64_t j : {int64_t{0}, n / 2}) {
-        double want = 0;
-        for (int64_t t = 0; t < k; ++t) want += double{xv[i * k + t]} * double{wv[j * k + t]};
-        EXPECT_NEAR(plain[0].doubles()[static_cast<size_t>(i * n + j)], want,
-                    1e-4 * (1 + std::abs(want)));
+    const auto plain = run(g, args)[0].doubles();
+    const auto transposed_out = run(g, args, fast);
+    EXPECT_EQ(transposed_out[0].type.dims, (Dims{m, n}));
+    const auto transposed = transposed_out[0].doubles();
+    double worst_plain = 0, worst_transposed = 0;
+    const double gamma = static_cast<double>(k) * std::ldexp(1.0, -24);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0, magnitude = 0;
+        for (int64_t t = 0; t < k; ++t) {
+          const double p = double{xv[i * k + t]} * double{wv[j * k + t]};
+          want += p;
+          magnitude += std::abs(p);
+        }
+        const auto at = static_cast<size_t>(i * n + j);
+        const double bound = gamma * magnitude;
+        ASSERT_LE(std::abs(plain[at] - want), bound) << i << "," << j;
+        ASSERT_LE(std::abs(transposed[at] - want), bound) << i << "," << j;
+        worst_plain = std::max(worst_plain, std::abs(plain[at] - want));
+        worst_transposed = std::max(worst_transposed, std::abs(transposed[at] - want));
       }
     }
+    EXPECT_LE(worst_transposed, 2 * worst_plain) << m << "x" << k << "x" << n;
   }
 }
 
