@@ -1,11 +1,13 @@
 // Runtime collectives: the cross-process capability probe and the all-reduce
 // over several local devices in one program (the PJRT layer's multi-device
 // executables, csrc/pjrt/README.md).
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
@@ -92,14 +94,17 @@ std::string all_reduce_text(pjrt::ElementType type, const std::vector<int64_t>& 
   return text + "    return " + result + " : " + t + "\n  }\n}\n";
 }
 
-// The `mhlo.num_replicas` attribute of the text's module, or 1.
+// The `mhlo.num_replicas` attribute of the text's module, or 1. Reads only the
+// module's first line: run on every run_spmd call, over texts of megabytes.
 int module_replicas(const std::string& text) {
   const size_t module = text.find("module");
-  const size_t line_end = text.find('\n', module);
-  const std::string key = "mhlo.num_replicas = ";
-  const size_t at = text.find(key, module);
-  if (module == std::string::npos || at == std::string::npos || at > line_end) return 1;
-  return std::atoi(text.c_str() + at + key.size());
+  if (module == std::string::npos) return 1;
+  const std::string_view head(text.data() + module,
+                              std::min(text.find('\n', module), text.size()) - module);
+  constexpr std::string_view kKey = "mhlo.num_replicas = ";
+  const size_t at = head.find(kKey);
+  if (at == std::string_view::npos) return 1;
+  return std::atoi(std::string(head.substr(at + kKey.size(), 12)).c_str());
 }
 
 }  // namespace

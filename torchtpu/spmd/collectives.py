@@ -24,13 +24,13 @@ import threading
 
 import torch
 
+from torchtpu.spmd.program import _ELEMENT, _type
+from torchtpu.spmd.reductions import float_compare
+
 __all__ = ["mesh_group", "ppermute"]
 
-_ELEMENT = {
-    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
-    torch.uint8: "ui8", torch.complex64: "complex<f32>", torch.complex128: "complex<f64>",
-}
+# What a collective takes: every element type the programs have but bool.
+_DTYPES = tuple(d for d in _ELEMENT if d is not torch.bool)
 _COMBINE = {"sum": "add", "avg": "add", "product": "multiply", "min": "minimum",
             "max": "maximum"}
 
@@ -115,10 +115,6 @@ def tracing(mesh, name):
     return _Scope()
 
 
-def _type(shape, dtype):
-    return "tensor<" + "".join(f"{d}x" for d in shape) + _ELEMENT[dtype] + ">"
-
-
 def _dense(groups):
     return (f"dense<{[list(g) for g in groups]}> : "
             f"tensor<{len(groups)}x{len(groups[0])}xi64>")
@@ -179,17 +175,16 @@ def _real_body(kind, shape, dtype, out_shape, groups, op, pairs):
         # all-NaN one -inf/inf): the same collective sums the NaN count too.
         f32_in, i1_in = _type(shape, torch.float32), _type(shape, torch.float32)[:-4] + "i1>"
         f32, i1 = _type(out_shape, torch.float32), _type(out_shape, torch.float32)[:-4] + "i1>"
-        cmp = ("{comparison_direction = #stablehlo<comparison_direction %s>, "
-               "compare_type = #stablehlo<comparison_type FLOAT>}")
         count_attrs = attrs if kind == "all_reduce" else f"scatter_dimension = 0 : i64, {attrs}"
         lines += (
-            f'    %isnan = "stablehlo.compare"(%x, %x) {cmp % "NE"} : ({in_t}, {in_t}) -> '
+            f'    %isnan = "stablehlo.compare"(%x, %x) {float_compare("NE")} : ({in_t}, {in_t}) -> '
             f'{i1_in}\n'
             f'    %ones = "stablehlo.convert"(%isnan) : ({i1_in}) -> {f32_in}\n'
             f'    %count = "stablehlo.{kind}"(%ones) {_region("sum", torch.float32)} '
             f'{{{count_attrs}}} : ({f32_in}) -> {f32}\n'
             f'    %none = stablehlo.constant dense<0.0> : {f32}\n'
-            f'    %has = "stablehlo.compare"(%count, %none) {cmp % "GT"} : ({f32}, {f32}) -> {i1}\n'
+            f'    %has = "stablehlo.compare"(%count, %none) {float_compare("GT")} : '
+            f'({f32}, {f32}) -> {i1}\n'
             f'    %z = stablehlo.subtract %s, %s : {out_t}\n'
             f'    %nan = stablehlo.divide %z, %z : {out_t}\n'
             f'    %y = stablehlo.select %has, %nan, %s : {i1}, {out_t}\n')
@@ -233,9 +228,9 @@ def _collective(kind, x, group, out_shape, op=None, pairs=None):
     if trace.mesh != mesh:
         raise ValueError(f"{trace.name}: a collective over {group!r}, a group of {mesh}, "
                          f"inside a shard_map over {trace.mesh}")
-    if x.dtype not in _ELEMENT:
+    if x.dtype not in _DTYPES:
         raise TypeError(f"{trace.name}: {kind} of {x.dtype} tensors is not supported "
-                        f"(dtypes: {', '.join(str(d) for d in _ELEMENT)})")
+                        f"(dtypes: {', '.join(str(d) for d in _DTYPES)})")
     if op is not None and op not in _COMBINE:
         raise ValueError(f"{trace.name}: {kind} reduce op {op!r} is not one of "
                          f"{', '.join(_COMBINE)}")

@@ -31,6 +31,12 @@ _REDUCE = re.compile(
     r'\((?P<xt>tensor<[^>]*>), (?P<it>tensor<[^>]*>)\) -> (?P<rt>tensor<[^>]*>))')
 
 
+def float_compare(direction):
+    """The attributes of a float ``stablehlo.compare`` (generic syntax)."""
+    return ("{comparison_direction = #stablehlo<comparison_direction " + direction
+            + ">, compare_type = #stablehlo<comparison_type FLOAT>}")
+
+
 def _bool_type(tensor_type):
     """``tensor<8x16xf32>`` -> ``tensor<8x16xi1>`` (same shape, i1)."""
     head = tensor_type[len("tensor<"):-1]
@@ -49,12 +55,10 @@ def _rewrite(m):
     plain = plain.replace(f'"stablehlo.return"({m["last"]})', f'"stablehlo.return"({m["m"]})')
     fb, ff = _bool_type(xt), _f32_type(xt)
     rb, rf = _bool_type(rt), _f32_type(rt)
-    cmp = ("{comparison_direction = #stablehlo<comparison_direction %s>, compare_type = "
-           "#stablehlo<comparison_type FLOAT>}")
     indent = "\n    "
     return indent.join([
         plain,
-        f'%{n}_isnan = "stablehlo.compare"({x}, {x}) {cmp % "NE"} : ({xt}, {xt}) -> {fb}',
+        f'%{n}_isnan = "stablehlo.compare"({x}, {x}) {float_compare("NE")} : ({xt}, {xt}) -> {fb}',
         f'%{n}_ones = "stablehlo.convert"(%{n}_isnan) : ({fb}) -> {ff}',
         f'%{n}_zero = "stablehlo.constant"() {{value = dense<0.0> : tensor<f32>}} : () -> '
         'tensor<f32>',
@@ -65,8 +69,8 @@ def _rewrite(m):
         f'    "stablehlo.return"(%{n}_s) : (tensor<f32>) -> ()',
         f'  }}) {{dimensions = {m["dims"]}}} : ({ff}, tensor<f32>) -> {rf}',
         f'%{n}_none = "stablehlo.constant"() {{value = dense<0.0> : {rf}}} : () -> {rf}',
-        f'%{n}_has = "stablehlo.compare"(%{n}_count, %{n}_none) {cmp % "GT"} : ({rf}, {rf}) -> '
-        f'{rb}',
+        f'%{n}_has = "stablehlo.compare"(%{n}_count, %{n}_none) {float_compare("GT")} : '
+        f'({rf}, {rf}) -> {rb}',
         f'%{n}_z = "stablehlo.subtract"(%{n}_v, %{n}_v) : ({rt}, {rt}) -> {rt}',
         f'%{n}_nan = "stablehlo.divide"(%{n}_z, %{n}_z) : ({rt}, {rt}) -> {rt}',
         f'{r} = "stablehlo.select"(%{n}_has, %{n}_nan, %{n}_v) : ({rb}, {rt}, {rt}) -> {rt}',
