@@ -18,7 +18,9 @@ import hook (:class:`_AfterImport`, a ``sys.meta_path`` finder for Dynamo's
 backend registry module) waits for it; it changes no torch code.
 ``torch.compiler.set_default_backend(None)`` restores plain Inductor. The same
 hook registers torchtpu's Dynamo device interface when Dynamo's
-``device_interface`` module loads (:mod:`torchtpu._dynamo_device`).
+``device_interface`` module loads (:mod:`torchtpu._dynamo_device`), and the
+rules that trace ``torch.tpu.synchronize`` and its siblings as their
+``torch.cuda`` counterparts (:mod:`torchtpu._dynamo_tracing`).
 """
 
 import importlib.abc
@@ -27,6 +29,8 @@ import sys
 
 _REGISTRY = "torch._dynamo.backends.registry"
 _DEVICE_INTERFACE = "torch._dynamo.device_interface"
+_TRACE_RULES = "torch._dynamo.trace_rules"
+_TORCH_VARIABLES = "torch._dynamo.variables.torch"
 
 
 def _is_tpu(value):
@@ -88,8 +92,21 @@ def _install_device_interface(module):
     _dynamo_device.install(module)
 
 
+def _install_trace_rules(module):
+    from torchtpu import _dynamo_tracing
+
+    _dynamo_tracing.install_trace_rules(module)
+
+
+def _install_torch_variables(module):
+    from torchtpu import _dynamo_tracing
+
+    _dynamo_tracing.install_torch_variables(module)
+
+
 # Dynamo's modules -> what runs on each once its code has run.
-_AFTER = {_REGISTRY: _make_default, _DEVICE_INTERFACE: _install_device_interface}
+_AFTER = {_REGISTRY: _make_default, _DEVICE_INTERFACE: _install_device_interface,
+          _TRACE_RULES: _install_trace_rules, _TORCH_VARIABLES: _install_torch_variables}
 
 
 class _ThenMakeDefault(importlib.abc.Loader):

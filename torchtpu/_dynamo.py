@@ -249,7 +249,7 @@ class _Segment(torch.nn.Module):
 def split_graph(gm, cuts):
     """``gm`` split around the nodes ``cuts`` (each alone in its own part, run
     eagerly); every other part becomes a :class:`_Segment`. Warns once per split,
-    naming the ops.
+    naming the ops, unless every cut is a synchronize the code asked for.
     """
     from torch.fx.passes.split_module import split_module
 
@@ -271,11 +271,25 @@ def split_graph(gm, cuts):
         if int(name.rsplit("_", 1)[1]) not in alone:
             setattr(split, name, _Segment(sub))
             segments += 1
-    ops = ", ".join(sorted({str(n.target) for n in cuts}))
-    warnings.warn(f"tpu: torch.compile graph split around {ops} (no tpu lowering, or a value "
-                  f"read on the host): runs eagerly between {segments} tpu programs per call",
-                  stacklevel=2)
+    unasked = [n for n in cuts if not _is_synchronize(gm, n)]
+    if unasked:
+        ops = ", ".join(sorted({str(n.target) for n in unasked}))
+        warnings.warn(f"tpu: torch.compile graph split around {ops} (no tpu lowering, or a "
+                      f"value read on the host): runs eagerly between {segments} tpu programs "
+                      "per call", stacklevel=2)
     return split
+
+
+def _is_synchronize(gm, n):
+    """Whether ``n`` is a synchronize the traced code called (``torch.tpu.synchronize``,
+    a stream's or event's: Dynamo's ``control_deps`` over a ``streams::`` op). It
+    cuts the graph as it must, so no warning names it."""
+    if n.target is not torch.ops.higher_order.control_deps or len(n.args) < 2:
+        return False
+    sub = getattr(gm, getattr(n.args[1], "target", ""), None)
+    return sub is not None and any(
+        getattr(m.target, "namespace", None) == "streams"
+        for m in sub.graph.nodes if m.op == "call_function")
 
 
 def _whole_storage(t):

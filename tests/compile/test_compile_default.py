@@ -158,3 +158,40 @@ def test_dynamo_device_interface_is_torchtpus(order):
               iface.is_dtype_supported(torch.float64))
     """)
     assert out.split() == ["torchtpu._dynamo_device", "1", "0", "True"]
+
+
+@pytest.mark.parametrize("order", ["torchtpu_first", "dynamo_first"])
+def test_torch_tpu_device_functions_trace_like_torch_cuda(order):
+    # torch.tpu.synchronize/current_stream/device_count/is_available/current_device
+    # inside a compiled function: one graph, no break, no warning (Dynamo knew
+    # only torch.cuda's by name and broke the graph at torchtpu._C builtins),
+    # and the synchronize still waits between the two programs around it.
+    first = {"torchtpu_first": "", "dynamo_first": "import torch._dynamo"}[order]
+    out = run_python(f"""
+        import os, warnings
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+        import torch
+        {first}
+        import torchtpu
+        import torch._dynamo
+
+        def f(x):
+            y = x * 2
+            torch.tpu.synchronize()
+            s = torch.tpu.current_stream()
+            n = torch.tpu.device_count() + torch.tpu.current_device()
+            return y + n if torch.tpu.is_available() else y
+
+        x = torch.arange(4.0, device="tpu")
+        explained = torch._dynamo.explain(f)(x)
+        torch._dynamo.reset()
+        waits = []  # the graph's streams::synchronize_device op calls this
+        wait = torch.accelerator.synchronize
+        torch.accelerator.synchronize = lambda d=None: (waits.append(str(d)), wait(d))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = torch.compile(f, backend="tpu")(x)
+        print(explained.graph_count, explained.graph_break_count, len(caught),
+              y.cpu().tolist() == [1.0, 3.0, 5.0, 7.0], waits)
+    """)
+    assert out.split() == ["1", "0", "0", "True", "['tpu:0']"]
