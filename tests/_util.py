@@ -1,5 +1,6 @@
-"""Helpers shared by the Python tests: compare tpu results with CPU PyTorch and
-prove that no CPU fallback ran."""
+"""Helpers shared by the Python tests: compare tpu results with CPU PyTorch
+(run_both, the one compare helper; grads_match for gradients) and prove that no
+CPU fallback ran."""
 
 import contextlib
 import os
@@ -18,6 +19,12 @@ def no_fallback():
     assert not counts, f"CPU fallback ran: {counts}"
 
 
+# A run_both input that is the device itself: fn gets CPU on the CPU run and
+# the tpu device on the tpu run (for factories: run_both(lambda d: torch.eye(4,
+# device=d), CPU)).
+CPU = torch.device("cpu")
+
+
 def to_tpu(x):
     """Moves tensors (also inside lists/tuples) to tpu, keeping view structure."""
     if isinstance(x, torch.Tensor):
@@ -27,8 +34,10 @@ def to_tpu(x):
     return x
 
 
-def assert_close_cpu(actual, expected, rtol=None, atol=None, check_dtype=True):
-    """Asserts a tpu result equals the CPU one: values, dtype and shape.
+def assert_close_cpu(actual, expected, rtol=None, atol=None, check_dtype=True,
+                     check_stride=False):
+    """Asserts a tpu result equals the CPU one: values, dtype and shape (and the
+    tpu tensor's strides, with `check_stride`).
 
     `actual` may hold tpu tensors (nested lists/tuples too); `expected` holds the
     CPU PyTorch result. Tolerances default to torch.testing's per-dtype ones.
@@ -36,23 +45,41 @@ def assert_close_cpu(actual, expected, rtol=None, atol=None, check_dtype=True):
     if isinstance(expected, (list, tuple)):
         assert isinstance(actual, (list, tuple)) and len(actual) == len(expected)
         for a, e in zip(actual, expected):
-            assert_close_cpu(a, e, rtol, atol, check_dtype)
+            assert_close_cpu(a, e, rtol, atol, check_dtype, check_stride)
         return
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), f"expected a tensor, got {type(actual)}"
         assert actual.device.type == "tpu", f"result on {actual.device}, expected tpu"
+        if check_stride:
+            assert actual.stride() == expected.stride(), (actual.stride(), expected.stride())
         actual = actual.cpu()
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, check_dtype=check_dtype,
                                equal_nan=True)
 
 
-def run_both(fn, *inputs, **kwargs):
-    """Runs `fn` on CPU inputs and on their tpu copies (no fallback allowed) and
-    compares the results. Returns (tpu_result, cpu_result)."""
-    expected = fn(*inputs, **kwargs)
-    with no_fallback():
-        actual = fn(*to_tpu(inputs), **kwargs)
-    assert_close_cpu(actual, expected)
+def run_both(fn, *inputs, rtol=None, atol=None, view=None, check_stride=False,
+             fallback_ok=False):
+    """The one CPU-against-tpu check: fn on the CPU `inputs` and fn on their tpu
+    copies (no CPU fallback, unless `fallback_ok`) give equal results: values,
+    dtype and shape, strides too with `check_stride`; tolerances default to
+    torch.testing's per-dtype ones. The tpu copies are made before fn runs, so
+    fn may write its inputs in place (on CPU it then writes the caller's
+    tensors: pass clones to keep them). `view`, if given, is applied to every
+    tensor input on both sides (on CPU to a clone, on tpu to the copy), so fn
+    reads non-contiguous views of real tpu storage. An input :data:`CPU` is the
+    device itself (factories). Returns (tpu_result, cpu_result)."""
+    guard = contextlib.nullcontext if fallback_ok else no_fallback
+    with guard():
+        tpu_inputs = [torch.device("tpu") if x is CPU else to_tpu(x) for x in inputs]
+    cpu_inputs = inputs
+    if view is not None:
+        cpu_inputs = [view(t.clone()) if isinstance(t, torch.Tensor) else t for t in inputs]
+    expected = fn(*cpu_inputs)
+    with guard():
+        if view is not None:
+            tpu_inputs = [view(t) if isinstance(t, torch.Tensor) else t for t in tpu_inputs]
+        actual = fn(*tpu_inputs)
+    assert_close_cpu(actual, expected, rtol, atol, check_stride=check_stride)
     return actual, expected
 
 

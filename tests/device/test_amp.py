@@ -10,24 +10,22 @@ import torch.nn.functional as F
 from torch import nn
 
 import torchtpu
-from _util import no_fallback
+from _util import no_fallback, run_both
 
 pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
 
-def unscale_both(grads, found, inv):
-    cpu = [g.clone() for g in grads]
-    cpu_found = torch.tensor([found])
-    torch._amp_foreach_non_finite_check_and_unscale_(cpu, cpu_found, torch.tensor([inv]))
-    tpu = [g.to("tpu") for g in grads]
-    tpu_found = torch.tensor([found]).to("tpu")
-    with no_fallback():
-        torch._amp_foreach_non_finite_check_and_unscale_(tpu, tpu_found,
-                                                         torch.tensor([inv]).to("tpu"))
-    for a, e in zip(tpu, cpu, strict=True):
-        assert a.dtype == e.dtype
-        torch.testing.assert_close(a.cpu(), e, equal_nan=True)
-    torch.testing.assert_close(tpu_found.cpu(), cpu_found)
+def unscale_matches_cpu(grads, found, inv):
+    """_amp_foreach_non_finite_check_and_unscale_ of copies of `grads` with
+    found_inf `found` and inv_scale `inv` gives CPU's grads and flag on tpu
+    (run_both, no fallback); returns tpu's flag."""
+
+    def unscale(gs, found_inf, inv_scale):
+        torch._amp_foreach_non_finite_check_and_unscale_(gs, found_inf, inv_scale)
+        return gs, found_inf
+
+    (_, tpu_found), _ = run_both(unscale, [g.clone() for g in grads], torch.tensor([found]),
+                                 torch.tensor([inv]))
     return tpu_found.item()
 
 
@@ -35,12 +33,12 @@ def unscale_both(grads, found, inv):
 def test_unscale_matches_cpu(dtype):
     torch.manual_seed(0)
     grads = [torch.randn(5, 3).to(dtype) * 1024, torch.randn(7).to(dtype), torch.empty(0)]
-    assert unscale_both(grads, 0.0, 1 / 1024) == 0.0
-    assert unscale_both(grads, 1.0, 0.5) == 1.0  # a set flag stays set
+    assert unscale_matches_cpu(grads, 0.0, 1 / 1024) == 0.0
+    assert unscale_matches_cpu(grads, 1.0, 0.5) == 1.0  # a set flag stays set
     for bad in (float("inf"), float("-inf"), float("nan")):
         g = [t.clone() for t in grads]
         g[1][3] = bad
-        assert unscale_both(g, 0.0, 0.25) == 1.0
+        assert unscale_matches_cpu(g, 0.0, 0.25) == 1.0
 
 
 def test_unscale_of_a_view_writes_through():

@@ -4,21 +4,20 @@ a view reach the base and sibling views; in-place ops keep data_ptr."""
 import pytest
 import torch
 
-from _util import assert_close_cpu, no_fallback
+from _util import assert_close_cpu, no_fallback, run_both
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
 
-def both(fn):
-    """Runs fn(x) on a CPU tensor and on its tpu copy; returns both bases."""
-    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
-    cpu = base.clone()
-    tpu = base.to("tpu")
-    fn(cpu)
-    with no_fallback():
-        fn(tpu)
-    assert_close_cpu(tpu, cpu)
-    return tpu, cpu
+def writes_match_cpu(fn):
+    """fn(x) writes a [4, 6] float tensor in place; its base after the write on
+    tpu equals CPU's (run_both, no fallback)."""
+
+    def write(x):
+        fn(x)
+        return x
+
+    run_both(write, torch.arange(24, dtype=torch.float32).reshape(4, 6))
 
 
 def test_transpose_contiguous():
@@ -30,15 +29,15 @@ def test_transpose_contiguous():
 
 
 def test_strided_slice_in_place():
-    both(lambda x: x[::2].add_(1))
-    both(lambda x: x[:, 1::3].mul_(-2))
+    writes_match_cpu(lambda x: x[::2].add_(1))
+    writes_match_cpu(lambda x: x[:, 1::3].mul_(-2))
 
 
 def test_view_flat_index_assignment():
     def fn(x):
         x.view(-1)[3] = 7
 
-    both(fn)
+    writes_match_cpu(fn)
 
 
 def test_write_through_view_reaches_base_and_siblings():
@@ -88,7 +87,7 @@ def test_copy_into_non_contiguous_view():
     def fn(x):
         x.t()[1:3].copy_(torch.full((2, 4), -1.0, device=x.device))
 
-    both(fn)
+    writes_match_cpu(fn)
 
 
 def test_out_variant_writes_into_view_and_keeps_ptr():
@@ -117,7 +116,7 @@ def test_literal_issue_examples():
     def strided_iadd(x):
         x[::2] += 1
 
-    both(strided_iadd)
+    writes_match_cpu(strided_iadd)
 
 
 @pytest.mark.parametrize("dim,size,step", [(0, 2, 1), (1, 3, 2), (-1, 1, 3), (1, 4, 4)])

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import torchtpu
+from _util import run_both
 
 
 @pytest.fixture(autouse=True)
@@ -33,15 +34,10 @@ def hits():
     return torchtpu.metrics.metrics()["dispatch_cache_hits"]
 
 
-def check(fn, *cpu_args):
-    """fn on tpu copies of cpu_args equals fn on CPU (values, dtype, strides)."""
-    tpu_args = [a.to("tpu") if isinstance(a, torch.Tensor) else a for a in cpu_args]
-    expected = fn(*cpu_args)
-    got = fn(*tpu_args)
-    assert got.dtype == expected.dtype
-    assert got.shape == expected.shape
-    assert got.stride() == expected.stride()
-    torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+# run_both(fn, *cpu_args, **LAYOUT): fn on tpu copies of cpu_args equals fn on
+# CPU, strides too; with no no_fallback block (it resets the metrics the hit
+# counts here read: the tests check total_fallbacks() themselves).
+LAYOUT = dict(check_stride=True, fallback_ok=True)
 
 
 def test_repeated_add_is_replayed_and_exact():
@@ -74,58 +70,58 @@ def test_ops_across_argument_kinds(op):
     x = torch.randn(4, 6)
     y = torch.randn(4, 6)
     for _ in range(2):  # the second round replays each call
-        check(f, x, y)
-        check(f, x, y[0])                # broadcast
-        check(f, x, x)                   # one storage twice
-        check(lambda p: f(p, p), x)      # the same tensor twice
-        check(lambda p, q: f(p.t(), q.t()), x, y)   # transposed views
-        check(lambda p, q: f(p[1:], q[:-1]), x, y)  # offset views
-        check(f, x, 2.5)                 # Python float
-        check(f, x, 3)                   # Python int
-        check(f, x.to(torch.int32), 2)   # integer arithmetic (div: true division)
-        check(f, x.to(torch.int32), 2.5)  # promotion by a float scalar
-        check(f, x.to(torch.int64), y.to(torch.int16))
-        check(f, x.double(), y)
-        check(f, x.to(memory_format=torch.contiguous_format), y.t().contiguous().t())
+        run_both(f, x, y, **LAYOUT)
+        run_both(f, x, y[0], **LAYOUT)                # broadcast
+        run_both(f, x, x, **LAYOUT)                   # one storage twice
+        run_both(lambda p: f(p, p), x, **LAYOUT)      # the same tensor twice
+        run_both(lambda p, q: f(p.t(), q.t()), x, y, **LAYOUT)   # transposed views
+        run_both(lambda p, q: f(p[1:], q[:-1]), x, y, **LAYOUT)  # offset views
+        run_both(f, x, 2.5, **LAYOUT)                 # Python float
+        run_both(f, x, 3, **LAYOUT)                   # Python int
+        run_both(f, x.to(torch.int32), 2, **LAYOUT)   # integer arithmetic (div: true division)
+        run_both(f, x.to(torch.int32), 2.5, **LAYOUT)  # promotion by a float scalar
+        run_both(f, x.to(torch.int64), y.to(torch.int16), **LAYOUT)
+        run_both(f, x.double(), y, **LAYOUT)
+        run_both(f, x.to(memory_format=torch.contiguous_format), y.t().contiguous().t(), **LAYOUT)
 
 
 def test_scalar_values_and_alpha_change():
     x, y = torch.randn(32), torch.randn(32)
     for alpha in (1, 2, 2, -0.5, -0.5, 1):
-        check(lambda p, q: torch.add(p, q, alpha=alpha), x, y)
-        check(lambda p, q: torch.sub(p, q, alpha=alpha), x, y)
+        run_both(lambda p, q: torch.add(p, q, alpha=alpha), x, y, **LAYOUT)
+        run_both(lambda p, q: torch.sub(p, q, alpha=alpha), x, y, **LAYOUT)
     for s in (0.5, 0.5, 7.0, 7, True, True):
-        check(lambda p: p * s, x)
-        check(lambda p: p + s, x)
+        run_both(lambda p: p * s, x, **LAYOUT)
+        run_both(lambda p: p + s, x, **LAYOUT)
 
 
 def test_channels_last_layout_replayed():
     x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
     y = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
     for _ in range(3):
-        check(torch.add, x, y)
-        check(torch.mul, x, 0.25)
+        run_both(torch.add, x, y, **LAYOUT)
+        run_both(torch.mul, x, 0.25, **LAYOUT)
 
 
 def test_default_dtype_is_part_of_the_key():
     a = torch.tensor([1, 2, 3])
     b = torch.tensor([2, 2, 2])
-    check(torch.div, a, b)
-    check(torch.div, a, b)
+    run_both(torch.div, a, b, **LAYOUT)
+    run_both(torch.div, a, b, **LAYOUT)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        check(torch.div, a, b)  # int / int gives the default dtype
+        run_both(torch.div, a, b, **LAYOUT)  # int / int gives the default dtype
     finally:
         torch.set_default_dtype(previous)
-    check(torch.div, a, b)
+    run_both(torch.div, a, b, **LAYOUT)
 
 
 def test_bool_and_errors_unchanged():
     p, q = torch.tensor([True, False, True]), torch.tensor([True, True, False])
     for _ in range(2):
-        check(torch.add, p, q)
-        check(torch.mul, p, q)
+        run_both(torch.add, p, q, **LAYOUT)
+        run_both(torch.mul, p, q, **LAYOUT)
         with pytest.raises(RuntimeError, match="Subtraction"):
             p.to("tpu") - q.to("tpu")
 
@@ -143,8 +139,8 @@ def test_host_scalars_keyed_by_value():
     assert hits() - before >= 6  # the repeated values
     xi = torch.arange(8, dtype=torch.int32)
     for v in (2, 2, 3, True, True):
-        check(lambda p: p * v, xi)
-        check(lambda p: p + torch.tensor(v), xi)
+        run_both(lambda p: p * v, xi, **LAYOUT)
+        run_both(lambda p: p + torch.tensor(v), xi, **LAYOUT)
 
 
 def test_results_feed_later_calls():
@@ -187,17 +183,17 @@ def test_fused_argument_kinds(fused_mode):
     x, y = torch.randn(4, 6), torch.randn(4, 6)
     for _ in range(2):  # the second round replays each call
         for f in (torch.add, torch.mul, torch.div):
-            check(f, x, y)
-            check(f, x, y[0])                # broadcast
-            check(lambda p: f(p, p), x)      # the same tensor twice
-            check(lambda p, q: f(p.t(), q.t()), x, y)   # transposed views
-            check(lambda p, q: f(p[1:], q[:-1]), x, y)  # offset views
-            check(f, x, 2.5)
-            check(f, x.to(torch.int32), 2)
-            check(f, x.to(torch.int64), y.to(torch.int16))
-        check(lambda p: torch.add(p, p, alpha=2), x)
-        check(torch.exp, x.t())
-        check(lambda p: torch.pow(p.abs(), 3), x)
+            run_both(f, x, y, **LAYOUT)
+            run_both(f, x, y[0], **LAYOUT)                # broadcast
+            run_both(lambda p: f(p, p), x, **LAYOUT)      # the same tensor twice
+            run_both(lambda p, q: f(p.t(), q.t()), x, y, **LAYOUT)   # transposed views
+            run_both(lambda p, q: f(p[1:], q[:-1]), x, y, **LAYOUT)  # offset views
+            run_both(f, x, 2.5, **LAYOUT)
+            run_both(f, x.to(torch.int32), 2, **LAYOUT)
+            run_both(f, x.to(torch.int64), y.to(torch.int16), **LAYOUT)
+        run_both(lambda p: torch.add(p, p, alpha=2), x, **LAYOUT)
+        run_both(torch.exp, x.t(), **LAYOUT)
+        run_both(lambda p: torch.pow(p.abs(), 3), x, **LAYOUT)
     assert torchtpu.metrics.total_fallbacks() == 0
 
 
@@ -256,12 +252,12 @@ def test_unary_ops_replayed_and_exact(op):
     f(tx)
     before = hits()
     for _ in range(3):
-        check(f, x)
-        check(lambda p: f(p.t()), x)          # a transposed view keeps its layout
-        check(lambda p: f(p[1:, ::2]), x)     # an offset, strided view
+        run_both(f, x, **LAYOUT)
+        run_both(lambda p: f(p.t()), x, **LAYOUT)          # a transposed view keeps its layout
+        run_both(lambda p: f(p[1:, ::2]), x, **LAYOUT)     # an offset, strided view
     assert hits() - before >= 6
     if op not in ("relu", "neg", "abs"):
-        check(f, torch.arange(6, dtype=torch.int32) + 1)  # the default float dtype
+        run_both(f, torch.arange(6, dtype=torch.int32) + 1, **LAYOUT)  # the default float dtype
     assert torchtpu.metrics.total_fallbacks() == 0
 
 
@@ -269,11 +265,11 @@ def test_scalar_variants():
     x = torch.randn(3, 4)
     for _ in range(2):
         for e in (2, 3, 0.5, 2, -1.5):
-            check(lambda p: torch.pow(p.abs(), e), x)
+            run_both(lambda p: torch.pow(p.abs(), e), x, **LAYOUT)
         for s in (1.5, 2, 1.5):
-            check(lambda p: torch.rsub(p, s), x)
-            check(lambda p: torch.rsub(p, s, alpha=2), x)
-            check(lambda p: s - p, x)
+            run_both(lambda p: torch.rsub(p, s), x, **LAYOUT)
+            run_both(lambda p: torch.rsub(p, s, alpha=2), x, **LAYOUT)
+            run_both(lambda p: s - p, x, **LAYOUT)
 
 
 def _inplace(op, *args):
@@ -293,22 +289,22 @@ def test_inplace_binary(op):
     assert hits() - before >= 3
     torch.testing.assert_close(acc.cpu(), cx)
     for _ in range(2):
-        check(lambda p, q: getattr(p.clone(), op + "_")(q), x, y)
-        check(lambda p, q: getattr(p.clone(), op + "_")(q[0]), x, y)     # broadcast
-        check(lambda p: getattr(p.clone(), op + "_")(2.5), x)           # Python scalar
-        check(lambda p, q: getattr(p.clone().t(), op + "_")(q.t()), x, y)  # views
+        run_both(lambda p, q: getattr(p.clone(), op + "_")(q), x, y, **LAYOUT)
+        run_both(lambda p, q: getattr(p.clone(), op + "_")(q[0]), x, y, **LAYOUT)     # broadcast
+        run_both(lambda p: getattr(p.clone(), op + "_")(2.5), x, **LAYOUT)           # Python scalar
+        run_both(lambda p, q: getattr(p.clone().t(), op + "_")(q.t()), x, y, **LAYOUT)  # views
 
         def into_view(p, q):  # writing through a view: the base sees it
             base = p.clone()
             getattr(base[1:, 2:], op + "_")(q[1:, 2:])
             return base
-        check(into_view, x, y)
+        run_both(into_view, x, y, **LAYOUT)
 
         def self_alias(p):  # reading the written storage
             t = p.clone()
             getattr(t, op + "_")(t)
             return t
-        check(self_alias, x)
+        run_both(self_alias, x, **LAYOUT)
     assert torchtpu.metrics.total_fallbacks() == 0
 
 
@@ -316,8 +312,8 @@ def test_inplace_binary(op):
 def test_inplace_unary(op):
     x = _positive(torch.randn(16))
     for _ in range(3):
-        check(lambda p: getattr(p.clone(), op + "_")(), x)
-        check(lambda p: getattr(p.clone()[::2], op + "_")(), x)
+        run_both(lambda p: getattr(p.clone(), op + "_")(), x, **LAYOUT)
+        run_both(lambda p: getattr(p.clone()[::2], op + "_")(), x, **LAYOUT)
 
 
 def test_inplace_errors_stay():

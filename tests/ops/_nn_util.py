@@ -1,21 +1,13 @@
-"""Helpers shared by the op tests of tests/ops/ (conv, pool, resize, nn, ...): an op and its
-gradients on tpu against CPU PyTorch with no CPU fallback."""
+"""Helpers shared by the op tests of tests/ops/ (conv, pool, resize, nn, ...): their
+float32 tolerance TOL (for run_both) and an op's gradients on tpu against CPU
+PyTorch with no CPU fallback."""
 
 import torch
 
-from _util import assert_close_cpu, no_fallback, to_tpu
+from _util import assert_close_cpu, no_fallback
 
-# float32 results within 1e-5, relative for large values.
+# float32 results within 1e-5, relative for large values: run_both(fn, *inputs, **TOL).
 TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-def close(fn, *inputs, **tol):
-    """fn on tpu copies of `inputs` (no fallback) equals fn on CPU."""
-    expected = fn(*inputs)
-    with no_fallback():
-        actual = fn(*to_tpu(inputs))
-    assert_close_cpu(actual, expected, **(tol or TOL))
-    return actual
 
 
 def grads_close(fn, *inputs, **tol):

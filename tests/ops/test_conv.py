@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _nn_util import close, grads_close, make
-from _util import same_error
+from _nn_util import TOL, grads_close, make
+from _util import run_both, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
@@ -36,7 +36,7 @@ TRANSPOSED = [
 @pytest.mark.parametrize("bias", [True, False])
 def test_conv2d(in_shape, w_shape, kw, bias):
     b = [torch.randn(w_shape[0])] if bias else []
-    close(lambda x, w, *b: F.conv2d(x, w, *b, **kw), make(in_shape), make(w_shape), *b)
+    run_both(lambda x, w, *b: F.conv2d(x, w, *b, **kw), make(in_shape), make(w_shape), *b, **TOL)
 
 
 @pytest.mark.parametrize("in_shape,w_shape,kw", CONVS)
@@ -47,21 +47,22 @@ def test_conv2d_grad(in_shape, w_shape, kw, bias):
 
 
 def test_conv_1d_3d_and_non_contiguous():
-    close(lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), make((2, 4, 9)), make((6, 4, 3)),
-          make((6,)))
-    close(lambda x, w: F.conv3d(x, w, stride=2, padding=1, groups=2), make((2, 4, 5, 6, 5)),
-          make((6, 2, 3, 3, 3)))
-    close(lambda x, w: F.conv2d(x.transpose(2, 3), w[:, ::2], padding=1), make((2, 4, 8, 9)),
-          make((6, 8, 3, 3)))
-    close(lambda x, w: F.conv2d(x, w, padding=1),
-          make((2, 4, 9, 9)).to(memory_format=torch.channels_last), make((3, 4, 3, 3)))
-    close(lambda x, w: F.conv2d(x, w, padding="same", dilation=2), make((1, 2, 8, 8)),
-          make((3, 2, 3, 3)))
-    close(lambda x, w: F.conv2d(x, w), make((0, 4, 8, 8)), make((3, 4, 3, 3)))
-    close(
+    run_both(lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), make((2, 4, 9)),
+             make((6, 4, 3)), make((6,)), **TOL)
+    run_both(lambda x, w: F.conv3d(x, w, stride=2, padding=1, groups=2), make((2, 4, 5, 6, 5)),
+             make((6, 2, 3, 3, 3)), **TOL)
+    run_both(lambda x, w: F.conv2d(x.transpose(2, 3), w[:, ::2], padding=1), make((2, 4, 8, 9)),
+             make((6, 8, 3, 3)), **TOL)
+    run_both(lambda x, w: F.conv2d(x, w, padding=1),
+             make((2, 4, 9, 9)).to(memory_format=torch.channels_last), make((3, 4, 3, 3)), **TOL)
+    run_both(lambda x, w: F.conv2d(x, w, padding="same", dilation=2), make((1, 2, 8, 8)),
+             make((3, 2, 3, 3)), **TOL)
+    run_both(lambda x, w: F.conv2d(x, w), make((0, 4, 8, 8)), make((3, 4, 3, 3)), **TOL)
+    run_both(
         lambda x, w: F.conv2d(x, w),
         make((2, 4, 8, 8), torch.int64),
         make((3, 4, 3, 3), torch.int64),
+        **TOL,
     )
     grads_close(lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), make((2, 4, 9)),
                 make((6, 4, 3)), make((6,)))
@@ -72,13 +73,17 @@ def test_conv_1d_3d_and_non_contiguous():
 @pytest.mark.parametrize("in_shape,w_shape,kw", TRANSPOSED)
 def test_conv_transpose(in_shape, w_shape, kw):
     b = make((w_shape[1] * kw.get("groups", 1),))
-    close(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), make(in_shape), make(w_shape), b)
+    run_both(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), make(in_shape), make(w_shape), b,
+             **TOL)
     grads_close(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), make(in_shape), make(w_shape), b)
 
 
 def test_conv_transpose_1d():
-    close(
-        lambda x, w: F.conv_transpose1d(x, w, stride=2, padding=1), make((2, 4, 7)), make((4, 3, 3))
+    run_both(
+        lambda x, w: F.conv_transpose1d(x, w, stride=2, padding=1),
+        make((2, 4, 7)),
+        make((4, 3, 3)),
+        **TOL,
     )
     grads_close(lambda x, w: F.conv_transpose1d(x, w, stride=2), make((2, 4, 7)), make((4, 3, 3)))
 

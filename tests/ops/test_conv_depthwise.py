@@ -14,8 +14,8 @@ import torch._dynamo
 import torch.nn.functional as F
 
 import torchtpu
-from _nn_util import close, grads_close
-from _util import assert_close_cpu, no_fallback
+from _nn_util import TOL, grads_close
+from _util import assert_close_cpu, no_fallback, run_both
 
 pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
@@ -62,7 +62,7 @@ def form(request, monkeypatch):
 @pytest.mark.parametrize("in_shape,mult,kernel,kw", CASES)
 def test_depthwise_forward_and_grads(in_shape, mult, kernel, kw, form):
     fn = _fn(in_shape, kw)
-    close(fn, *_args(in_shape, mult, kernel, bias=False))
+    run_both(fn, *_args(in_shape, mult, kernel, bias=False), **TOL)
     grads_close(fn, *_args(in_shape, mult, kernel, bias=True), rtol=1e-4, atol=1e-4)
 
 
@@ -99,7 +99,7 @@ def test_depthwise_dtypes(dtype):
     tol = dict(rtol=1e-7, atol=1e-7) if dtype == torch.float64 else dict(rtol=2e-2, atol=2e-2)
     x, w, b = (t.to(dtype) for t in _args((2, 4, 8, 8), 2, (3, 3), bias=True))
     fn = _fn((2, 4, 8, 8), dict(padding=1, stride=2))
-    close(fn, x, w, b, **tol)
+    run_both(fn, x, w, b, **tol)
     grads_close(fn, x, w, b, **tol)
 
 

@@ -1,9 +1,10 @@
 """Elementwise unary ops, activations and selection ops on tpu, compared with CPU
 PyTorch: values, dtype and shape, with no CPU fallback.
 
-Inputs are built on CPU, copied to tpu whole, and viewed there (0-d, empty,
-transposed, strided), so each lowering reads real strided tpu views. Error
-cases check that tpu raises the CPU exception type with the CPU message.
+Inputs are built on CPU, copied to tpu whole, and viewed there (run_both's
+`view`: 0-d, empty, transposed, strided), so each lowering reads real strided
+tpu views. Error cases check that tpu raises the CPU exception type with the
+CPU message.
 """
 
 import functools
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 
 import torchtpu
 
-from _util import assert_close_cpu, no_fallback, same_error
+from _util import assert_close_cpu, no_fallback, run_both, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
@@ -46,17 +47,6 @@ def bools():
     return ints() > 0
 
 
-def check(fn, *inputs, view=lambda t: t, rtol=None, atol=None):
-    """fn on CPU inputs vs fn on tpu copies, each tensor passed through `view`."""
-    bases = [t.to("tpu") if isinstance(t, torch.Tensor) else t for t in inputs]
-    cpu = [view(t.clone()) if isinstance(t, torch.Tensor) else t for t in inputs]
-    expected = fn(*cpu)
-    with no_fallback():
-        actual = fn(*[view(t) if isinstance(t, torch.Tensor) else t for t in bases])
-    assert_close_cpu(actual, expected, rtol=rtol, atol=atol)
-    return actual
-
-
 def check_raises(fn, *inputs):
     """fn raises on tpu the exception type and message it raises on CPU."""
     with pytest.raises(Exception) as cpu_err:
@@ -82,21 +72,21 @@ SIGN_AND_TESTS = ["abs", "neg", "sign", "sgn", "signbit", "logical_not", "isnan"
 @pytest.mark.parametrize("view", VIEWS)
 @pytest.mark.parametrize("name", FLOAT_FUNCS + ROUNDING + SIGN_AND_TESTS)
 def test_float32(name, view):
-    check(getattr(torch, name), specials(), view=VIEWS[view])
+    run_both(getattr(torch, name), specials(), view=VIEWS[view])
 
 
 @pytest.mark.parametrize("name", FLOAT_FUNCS)
 @pytest.mark.parametrize("make", [ints, bools], ids=["int64", "bool"])
 def test_float_funcs_promote_integers(name, make):
     # Integer and bool inputs give the default float dtype.
-    out = check(getattr(torch, name), make())
+    out, _ = run_both(getattr(torch, name), make())
     assert out.dtype == torch.float32
 
 
 def test_float_funcs_follow_default_dtype():
     torch.set_default_dtype(torch.float64)
     try:
-        assert check(torch.sqrt, ints()).dtype == torch.float64
+        assert run_both(torch.sqrt, ints())[0].dtype == torch.float64
     finally:
         torch.set_default_dtype(torch.float32)
 
@@ -104,7 +94,7 @@ def test_float_funcs_follow_default_dtype():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("name", ["exp", "log1p", "tanh", "sigmoid", "erf", "rsqrt", "round"])
 def test_other_float_dtypes(name, dtype):
-    check(getattr(torch, name), specials().to(dtype))
+    run_both(getattr(torch, name), specials().to(dtype))
 
 
 @pytest.mark.parametrize("name", ROUNDING + ["abs", "neg", "sign", "sgn", "signbit",
@@ -113,35 +103,35 @@ def test_other_float_dtypes(name, dtype):
                                              "bitwise_not"])
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
 def test_integers(name, dtype):
-    check(getattr(torch, name), ints(dtype), view=VIEWS["transposed"])
+    run_both(getattr(torch, name), ints(dtype), view=VIEWS["transposed"])
 
 
 @pytest.mark.parametrize("name", ["sign", "sgn", "signbit", "logical_not", "isnan", "isinf",
                                   "isposinf", "isneginf", "nan_to_num", "bitwise_not"])
 def test_bool(name):
-    check(getattr(torch, name), bools())
+    run_both(getattr(torch, name), bools())
 
 
 def test_special_points():
     x = torch.tensor([-2.0, -1.0, 0.0, -0.0, 1.0, -1.0 + 1e-7, 1e-30, 1e30, -1e30])
     for fn in (torch.digamma, torch.lgamma, torch.erfinv, torch.atanh, torch.acosh,
                torch.reciprocal, torch.rsqrt, torch.sign, torch.exp, torch.expm1):
-        check(fn, x, rtol=1e-5, atol=1e-5)
+        run_both(fn, x, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("decimals", [0, 1, 3, -1, -2])
 def test_round_decimals(decimals):
     x = torch.tensor([1.2345, -2.5551, 1234.5, -0.05, 0.15, NAN, INF, 15.0, 250.0])
-    check(lambda t: torch.round(t, decimals=decimals), x)
+    run_both(lambda t: torch.round(t, decimals=decimals), x)
 
 
 def test_bitwise_not_all_int_widths():
     for dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
-        check(torch.bitwise_not, ints(dtype))
+        run_both(torch.bitwise_not, ints(dtype))
 
 
 def test_abs_int64_min():
-    check(torch.abs, torch.tensor([-(2**63), -5, 2**63 - 1]))
+    run_both(torch.abs, torch.tensor([-(2**63), -5, 2**63 - 1]))
 
 
 @pytest.mark.parametrize("fn, make", [
@@ -266,34 +256,34 @@ def test_abs_of_complex_into_a_real_or_same_out(dst):
 @pytest.mark.parametrize("bounds", [(-1.0, 1.0), (0.5, None), (None, -0.5), (2.0, 1.0),
                                     (0.0, NAN)], ids=str)
 def test_clamp_scalar(bounds, view):
-    check(lambda t: torch.clamp(t, *bounds), specials(), view=VIEWS[view])
+    run_both(lambda t: torch.clamp(t, *bounds), specials(), view=VIEWS[view])
 
 
 def test_clamp_min_max():
-    check(lambda t: torch.clamp_min(t, 0.25), specials())
-    check(lambda t: torch.clamp_max(t, 0.25), specials())
+    run_both(lambda t: torch.clamp_min(t, 0.25), specials())
+    run_both(lambda t: torch.clamp_max(t, 0.25), specials())
     lo = torch.tensor([0.0, 1.0, -1.0, 2.0, NAN])
-    check(lambda t, lo: torch.clamp_min(t, lo), specials(), lo)
-    check(lambda t, hi: torch.clamp_max(t, hi), specials(), torch.full((6, 1), 0.5))
+    run_both(lambda t, lo: torch.clamp_min(t, lo), specials(), lo)
+    run_both(lambda t, hi: torch.clamp_max(t, hi), specials(), torch.full((6, 1), 0.5))
 
 
 def test_clamp_tensor_broadcast():
     lo = torch.tensor([-1.0, 0.0, -2.0, 1.0, -0.5])
     hi = torch.full((6, 1), 1.0)
-    check(lambda t, a, b: torch.clamp(t, a, b), specials(), lo, hi)
-    check(lambda t, a: torch.clamp(t, min=a), specials(), lo)
-    check(lambda t, b: torch.clamp(t, max=b), specials(), hi)
+    run_both(lambda t, a, b: torch.clamp(t, a, b), specials(), lo, hi)
+    run_both(lambda t, a: torch.clamp(t, min=a), specials(), lo)
+    run_both(lambda t, b: torch.clamp(t, max=b), specials(), hi)
     # Bounds broadcast the result beyond self's shape.
-    check(lambda t, b: torch.clamp(t, max=b), torch.randn(5), hi)
+    run_both(lambda t, b: torch.clamp(t, max=b), torch.randn(5), hi)
 
 
 def test_clamp_promotes():
-    check(lambda t: torch.clamp(t, 1.5), ints())  # float bound -> float result
-    check(lambda t: torch.clamp(t, -2, 3), ints())  # stays int64
-    check(lambda t: torch.clamp(t, 0), bools())  # bool with int bound -> int64
-    check(lambda t: torch.clamp(t, -1), ints(torch.uint8))  # -1 wraps to 255
-    check(lambda t, lo: torch.clamp(t, lo), ints(), torch.tensor(1.5))  # 0-d CPU bound
-    check(lambda t, lo: torch.clamp(t, lo), bools(), torch.tensor(True))
+    run_both(lambda t: torch.clamp(t, 1.5), ints())  # float bound -> float result
+    run_both(lambda t: torch.clamp(t, -2, 3), ints())  # stays int64
+    run_both(lambda t: torch.clamp(t, 0), bools())  # bool with int bound -> int64
+    run_both(lambda t: torch.clamp(t, -1), ints(torch.uint8))  # -1 wraps to 255
+    run_both(lambda t, lo: torch.clamp(t, lo), ints(), torch.tensor(1.5))  # 0-d CPU bound
+    run_both(lambda t, lo: torch.clamp(t, lo), bools(), torch.tensor(True))
 
 
 @pytest.mark.parametrize("fn", [
@@ -310,13 +300,13 @@ def test_clamp_errors(fn):
 
 def test_where():
     x, y = specials(), specials(1)
-    check(lambda c, a, b: torch.where(c, a, b), x > 0, x, y)
-    check(lambda c, a, b: torch.where(c, a, b), x > 0, x, y, view=VIEWS["transposed"])
-    check(lambda c, a, b: torch.where(c, a, b), x[:, :1] > 0, x[0], y[:, :1])  # broadcast
-    check(lambda c, a: torch.where(c, a, 1.5), x > 0, ints()[:1].expand(6, 5))  # int -> float
-    check(lambda c, a: torch.where(c, 7, a), x > 0, ints()[:1])
-    check(lambda c, a, b: torch.where(c, a, b), x > 0, torch.tensor(1), torch.tensor(2.5))
-    check(lambda c, a, b: torch.where(c, a, b), bools(), bools(), ints(torch.int32))
+    run_both(lambda c, a, b: torch.where(c, a, b), x > 0, x, y)
+    run_both(lambda c, a, b: torch.where(c, a, b), x > 0, x, y, view=VIEWS["transposed"])
+    run_both(lambda c, a, b: torch.where(c, a, b), x[:, :1] > 0, x[0], y[:, :1])  # broadcast
+    run_both(lambda c, a: torch.where(c, a, 1.5), x > 0, ints()[:1].expand(6, 5))  # int -> float
+    run_both(lambda c, a: torch.where(c, 7, a), x > 0, ints()[:1])
+    run_both(lambda c, a, b: torch.where(c, a, b), x > 0, torch.tensor(1), torch.tensor(2.5))
+    run_both(lambda c, a, b: torch.where(c, a, b), bools(), bools(), ints(torch.int32))
 
 
 def test_where_errors():
@@ -327,13 +317,13 @@ def test_where_errors():
 def test_fill_and_zero(view):
     for fn in (lambda t: t.fill_(2.5), lambda t: t.zero_(), lambda t: t.fill_(torch.tensor(-3.0)),
                lambda t: torch.fill(t, 7), lambda t: t.fill_(True)):
-        check(lambda t: fn(VIEWS[view](t)), specials())
-    check(lambda t: VIEWS[view](t).fill_(2.7), ints())  # 2.7 -> 2
-    check(lambda t: VIEWS[view](t).fill_(2), bools())
+        run_both(lambda t: fn(VIEWS[view](t)), specials())
+    run_both(lambda t: VIEWS[view](t).fill_(2.7), ints())  # 2.7 -> 2
+    run_both(lambda t: VIEWS[view](t).fill_(2), bools())
 
 
 def test_fill_from_tpu_scalar_tensor():
-    check(lambda t, v: t[::2].fill_(v), specials(), torch.tensor(4.0))
+    run_both(lambda t, v: t[::2].fill_(v), specials(), torch.tensor(4.0))
 
 
 def test_fill_keeps_aliases():
@@ -349,14 +339,15 @@ def test_fill_keeps_aliases():
 def test_masked_fill():
     x = specials()
     mask = x > 0.5
-    check(lambda t, m: t.masked_fill(m, -1.0), x, mask)
-    check(lambda t, m: t.masked_fill(m, NAN), x, mask, view=VIEWS["transposed"])
-    check(lambda t, m: t.masked_fill(m, torch.tensor(9.0)), x, mask)
-    check(lambda t, m, v: t.masked_fill(m, v), x, mask, torch.tensor(3.0))  # tpu 0-d value
-    check(lambda t, m: t.masked_fill(m, 2.7), ints(), ints() > 1)  # converted to int64
-    check(lambda t, m: t.masked_fill(m, 5.0), torch.zeros(5), torch.tensor([[True], [False]]))
-    check(lambda t, m: t[1:, ::2].masked_fill_(m, 0.0), x, torch.tensor([True, False, True]))
-    check(lambda t, m: t.masked_fill_(m, 1.0), x[:0], mask[:0])
+    run_both(lambda t, m: t.masked_fill(m, -1.0), x, mask)
+    run_both(lambda t, m: t.masked_fill(m, NAN), x, mask, view=VIEWS["transposed"])
+    run_both(lambda t, m: t.masked_fill(m, torch.tensor(9.0)), x, mask)
+    run_both(lambda t, m, v: t.masked_fill(m, v), x, mask, torch.tensor(3.0))  # tpu 0-d value
+    run_both(lambda t, m: t.masked_fill(m, 2.7), ints(), ints() > 1)  # converted to int64
+    run_both(lambda t, m: t.masked_fill(m, 5.0), torch.zeros(5), torch.tensor([[True], [False]]))
+    run_both(lambda t, m: t[1:, ::2].masked_fill_(m, 0.0), x.clone(),
+             torch.tensor([True, False, True]))
+    run_both(lambda t, m: t.masked_fill_(m, 1.0), x[:0], mask[:0])
 
 
 @pytest.mark.parametrize("fn", [
@@ -371,10 +362,10 @@ def test_fill_errors(fn):
 
 
 def test_nan_to_num():
-    check(lambda t: torch.nan_to_num(t, nan=1.0, posinf=2.0, neginf=-3.0), specials())
-    check(lambda t: torch.nan_to_num(t, posinf=1e3), specials())
+    run_both(lambda t: torch.nan_to_num(t, nan=1.0, posinf=2.0, neginf=-3.0), specials())
+    run_both(lambda t: torch.nan_to_num(t, posinf=1e3), specials())
     for dtype in (torch.float16, torch.bfloat16, torch.float64):
-        check(torch.nan_to_num, specials().to(dtype))
+        run_both(torch.nan_to_num, specials().to(dtype))
 
 
 # ------------------------------------------------------------------ lerp, addcmul, addcdiv
@@ -382,12 +373,13 @@ def test_nan_to_num():
 def test_lerp():
     a, b = specials(), specials(1)
     for w in (0.0, 0.3, 0.5, 0.9, 1.0, -1.5):
-        check(lambda x, y: torch.lerp(x, y, w), a, b)
-    check(lambda x, y, w: torch.lerp(x, y, w), a, b, torch.rand(6, 5))
-    check(lambda x, y, w: torch.lerp(x, y, w), a, b[0], torch.rand(6, 1))  # broadcast
-    check(lambda x, y, w: torch.lerp(x, y, w), a, b, torch.tensor(0.7, dtype=torch.float64))
-    check(lambda x, y, w: torch.lerp(x, y, w), ints(), ints(), torch.tensor(0.5))  # -> float
-    check(lambda x, y: x.t().lerp_(y.t(), 0.1), a, b)  # optimizer style, in place on a view
+        run_both(lambda x, y: torch.lerp(x, y, w), a, b)
+    run_both(lambda x, y, w: torch.lerp(x, y, w), a, b, torch.rand(6, 5))
+    run_both(lambda x, y, w: torch.lerp(x, y, w), a, b[0], torch.rand(6, 1))  # broadcast
+    run_both(lambda x, y, w: torch.lerp(x, y, w), a, b, torch.tensor(0.7, dtype=torch.float64))
+    run_both(lambda x, y, w: torch.lerp(x, y, w), ints(), ints(), torch.tensor(0.5))  # -> float
+    # optimizer style, in place on a view
+    run_both(lambda x, y: x.t().lerp_(y.t(), 0.1), a.clone(), b)
 
 
 @pytest.mark.parametrize("fn, args", [
@@ -402,20 +394,21 @@ def test_lerp_errors(fn, args):
 @pytest.mark.parametrize("op", [torch.addcmul, torch.addcdiv])
 def test_addcmul_addcdiv(op):
     a, b, c = specials(), specials(1), specials(2)
-    check(lambda x, y, z: op(x, y, z), a, b, c)
-    check(lambda x, y, z: op(x, y, z, value=-0.25), a, b, c, view=VIEWS["strided"])
-    check(lambda x, y, z: op(x, y, z, value=3), a[:, :1], b[0], c)  # broadcast
-    check(lambda x, y, z: op(x, y, z, value=0.5), a, ints().float()[:1], c)
+    run_both(lambda x, y, z: op(x, y, z), a, b, c)
+    run_both(lambda x, y, z: op(x, y, z, value=-0.25), a, b, c, view=VIEWS["strided"])
+    run_both(lambda x, y, z: op(x, y, z, value=3), a[:, :1], b[0], c)  # broadcast
+    run_both(lambda x, y, z: op(x, y, z, value=0.5), a, ints().float()[:1], c)
     # Adam's update: param.addcdiv_(exp_avg, denom, value=-lr).
-    check(lambda x, y, z: x.addcdiv_(y, z.abs().sqrt_().add_(1e-8), value=-1e-3), a, b, c)
-    check(lambda x, y, z: x[::2].addcmul_(y[::2], z[::2], value=0.1), a, b, c)
+    run_both(lambda x, y, z: x.addcdiv_(y, z.abs().sqrt_().add_(1e-8), value=-1e-3),
+             a.clone(), b, c)
+    run_both(lambda x, y, z: x[::2].addcmul_(y[::2], z[::2], value=0.1), a.clone(), b, c)
 
 
 def test_addcmul_integers():
-    check(lambda x: torch.addcmul(x, x, x, value=2), ints())
-    check(lambda x: torch.addcmul(x, x, x, value=0.5), ints())  # value truncates to 0
-    check(lambda x: torch.addcmul(x, x, x, value=True), ints())
-    check(lambda x, y: torch.addcdiv(x, y, y), ints(), ints().float() + 10)  # -> float
+    run_both(lambda x: torch.addcmul(x, x, x, value=2), ints())
+    run_both(lambda x: torch.addcmul(x, x, x, value=0.5), ints())  # value truncates to 0
+    run_both(lambda x: torch.addcmul(x, x, x, value=True), ints())
+    run_both(lambda x, y: torch.addcdiv(x, y, y), ints(), ints().float() + 10)  # -> float
 
 
 @pytest.mark.parametrize("fn, args", [
@@ -471,22 +464,22 @@ def activation_input(name):
 @pytest.mark.parametrize("view", VIEWS)
 @pytest.mark.parametrize("name", ACTIVATIONS)
 def test_activation(name, view):
-    check(ACTIVATIONS[name], activation_input(name), view=VIEWS[view])
+    run_both(ACTIVATIONS[name], activation_input(name), view=VIEWS[view])
 
 
 @pytest.mark.parametrize("name", ["relu", "gelu", "silu", "elu", "leaky_relu", "hardswish",
                                   "softplus", "sigmoid"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 def test_activation_other_dtypes(name, dtype):
-    check(ACTIVATIONS[name], activation_input(name).to(dtype))
+    run_both(ACTIVATIONS[name], activation_input(name).to(dtype))
 
 
 def test_activation_integers():
     for fn in (torch.relu, F.hardtanh, lambda t: F.threshold(t, 0.5, 7.5), torch.logit,
                lambda t: F.hardtanh(t, -2.7, 3.9)):
-        check(fn, ints())
-    check(torch.relu, ints(torch.uint8))
-    check(lambda t: F.hardtanh(t, 0, 2), ints(torch.uint8))
+        run_both(fn, ints())
+    run_both(torch.relu, ints(torch.uint8))
+    run_both(lambda t: F.hardtanh(t, 0, 2), ints(torch.uint8))
 
 
 @pytest.mark.parametrize("fn, make", [
@@ -608,20 +601,20 @@ def test_backward_ops_broadcast_and_promote(op, args):
         # CPU's vectorized loop gives 0 for a NaN input, its scalar tail loop
         # passes grad through; tpu gives 0 everywhere.
         x = x.nan_to_num(nan=0.3)
-    check(lambda g, x: fn(g, x, *args), specials(), x[:1])
-    check(lambda g, x: fn(g, x, *args), specials().double(), x)
+    run_both(lambda g, x: fn(g, x, *args), specials(), x[:1])
+    run_both(lambda g, x: fn(g, x, *args), specials().double(), x)
 
 
 def test_backward_ops_direct():
     a = torch.ops.aten
     g, x = specials(), specials(1)
-    check(lambda g, x: a.gelu_backward(g, x), g, x)
-    check(lambda g, x: a.gelu_backward(g, x, approximate="tanh"), g, x)
-    check(lambda g, x: a.elu_backward(g, 0.7, 1.2, 0.9, False, x), g, x)
-    check(lambda g, x: a.elu_backward(g, 0.7, 1.2, 0.9, True, x), g, x)
-    check(lambda g, x: a.logit_backward(g, x.sigmoid()), g, x)
-    check(lambda g, x: a.logit_backward(g, x, 0.2), g, x.sigmoid())
-    check(lambda g, x: a.threshold_backward(g, x, 0), ints(), ints(torch.int32))
+    run_both(lambda g, x: a.gelu_backward(g, x), g, x)
+    run_both(lambda g, x: a.gelu_backward(g, x, approximate="tanh"), g, x)
+    run_both(lambda g, x: a.elu_backward(g, 0.7, 1.2, 0.9, False, x), g, x)
+    run_both(lambda g, x: a.elu_backward(g, 0.7, 1.2, 0.9, True, x), g, x)
+    run_both(lambda g, x: a.logit_backward(g, x.sigmoid()), g, x)
+    run_both(lambda g, x: a.logit_backward(g, x, 0.2), g, x.sigmoid())
+    run_both(lambda g, x: a.threshold_backward(g, x, 0), ints(), ints(torch.int32))
 
 
 @pytest.mark.parametrize("fn, args", [

@@ -4,16 +4,9 @@ the triangle index ops (tril_indices, triu_indices), with no CPU fallback."""
 import pytest
 import torch
 
-from _util import assert_close_cpu, no_fallback
+from _util import CPU, run_both
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
-
-
-def factory_both(fn):
-    expected = fn("cpu")
-    with no_fallback():
-        actual = fn("tpu")
-    assert_close_cpu(actual, expected)
 
 
 @pytest.mark.parametrize("kw", [
@@ -25,14 +18,14 @@ def factory_both(fn):
     dict(start=0, end=2, steps=9, dtype=torch.float64),
 ])
 def test_logspace(kw):
-    factory_both(lambda d: torch.logspace(device=d, **kw))
+    run_both(lambda d: torch.logspace(device=d, **kw), CPU)
 
 
 @pytest.mark.parametrize("fn", [torch.tril_indices, torch.triu_indices])
 def test_tri_indices(fn):
     for args in [(3, 3), (4, 5, 1), (5, 4, -2), (3, 3, 10), (3, 3, -10), (0, 4), (4, 0, 0)]:
-        factory_both(lambda d: fn(*args, device=d))
-    factory_both(lambda d: fn(4, 3, dtype=torch.int32, device=d))
+        run_both(lambda d: fn(*args, device=d), CPU)
+    run_both(lambda d: fn(4, 3, dtype=torch.int32, device=d), CPU)
     with pytest.raises(RuntimeError, match="row must be non-negative"):
         fn(-1, 3, device="tpu")
     with pytest.raises(NotImplementedError):
@@ -53,7 +46,7 @@ def test_one_element_fill_converts_as_cpus_scalar_fill(make):
     # CPU fills one element with Scalar::to<T> (scalar_tensor, where's scalar
     # operand): 1e6 in float16 is inf, -1 in uint8 255; tpu raised "value
     # cannot be converted to type c10::Half without overflow".
-    factory_both(make)
+    run_both(make, CPU)
 
 
 @pytest.mark.parametrize("make", [

@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _nn_util import close
-from _util import NAN, assert_close_cpu, grads_match, no_fallback, run_both, same_error
+from _nn_util import TOL
+from _util import CPU, NAN, assert_close_cpu, grads_match, no_fallback, run_both, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
@@ -355,27 +355,19 @@ def test_tril_triu(diagonal):
 # ---------------------------------------------------------------- factories
 
 
-def on_tpu(fn):
-    """fn(device) on CPU and on tpu (no fallback), compared."""
-    expected = fn("cpu")
-    with no_fallback():
-        actual = fn("tpu")
-    assert_close_cpu(actual, expected)
-
-
 @pytest.mark.parametrize("args", [(5,), (2, 11, 3), (10, -4, -3), (0, 1, 0.1), (-1.5, 2.5, 0.5),
                                   (0, 0), (3, 3.5, 0.25)])
 def test_arange(args):
-    on_tpu(lambda d: torch.arange(*args, device=d))
-    on_tpu(lambda d: torch.arange(*args, dtype=torch.float64, device=d))
-    on_tpu(lambda d: torch.arange(*args, dtype=torch.bfloat16, device=d))
+    run_both(lambda d: torch.arange(*args, device=d), CPU)
+    run_both(lambda d: torch.arange(*args, dtype=torch.float64, device=d), CPU)
+    run_both(lambda d: torch.arange(*args, dtype=torch.bfloat16, device=d), CPU)
 
 
 def test_arange_out_and_errors():
     def fn(d):
         out = torch.empty(0, dtype=torch.int32, device=d)
         return torch.arange(1, 9, 2, out=out)
-    on_tpu(fn)
+    run_both(fn, CPU)
     for bad in [(0, 5, 0), (5, 0, 1)]:
         with pytest.raises(RuntimeError, match="step"):
             torch.arange(*bad, device="tpu")
@@ -384,7 +376,7 @@ def test_arange_out_and_errors():
 @pytest.mark.parametrize("args", [(0, 1, 5), (-3, 7, 11), (2, 2, 1), (1, 0, 0), (0, 10, 4)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
 def test_linspace(args, dtype):
-    on_tpu(lambda d: torch.linspace(*args, dtype=dtype, device=d))
+    run_both(lambda d: torch.linspace(*args, dtype=dtype, device=d), CPU)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
@@ -397,13 +389,13 @@ def test_range_factories_into_a_same_count_view(dtype):
             x = torch.zeros(2, 3, device=d, dtype=dtype)
             make(x.narrow(1, 1, 2))
             return x
-        on_tpu(fn)
+        run_both(fn, CPU)
 
 
 def test_eye():
-    on_tpu(lambda d: torch.eye(4, device=d))
-    on_tpu(lambda d: torch.eye(2, 5, dtype=torch.long, device=d))
-    on_tpu(lambda d: torch.eye(3, 0, dtype=torch.bool, device=d))
+    run_both(lambda d: torch.eye(4, device=d), CPU)
+    run_both(lambda d: torch.eye(2, 5, dtype=torch.long, device=d), CPU)
+    run_both(lambda d: torch.eye(3, 0, dtype=torch.bool, device=d), CPU)
     with pytest.raises(RuntimeError, match="n must be greater or equal to 0, got -1"):
         torch.eye(-1, device="tpu")
 
@@ -595,10 +587,11 @@ def test_repeat_interleave():
 def test_nonzero_static():
     x = torch.tensor([[0, 1, 3], [2, 0, 0]])
     for size in [0, 1, 3, 7]:
-        close(lambda t: torch.nonzero_static(t, size=size), x)
-        close(lambda t: torch.nonzero_static(t, size=size, fill_value=9), x.t())
-    close(lambda t: torch.nonzero_static(t, size=3), torch.tensor([float("nan"), 0.0, -0.0, 2.0]))
-    close(lambda t: torch.nonzero_static(t, size=3), torch.rand(2, 3, 4) > 0.5)
-    close(lambda t: torch.nonzero_static(t, size=2), torch.tensor(3.0))
-    close(lambda t: torch.nonzero_static(t, size=2), torch.zeros(0, 3))
+        run_both(lambda t: torch.nonzero_static(t, size=size), x, **TOL)
+        run_both(lambda t: torch.nonzero_static(t, size=size, fill_value=9), x.t(), **TOL)
+    run_both(lambda t: torch.nonzero_static(t, size=3),
+             torch.tensor([float("nan"), 0.0, -0.0, 2.0]), **TOL)
+    run_both(lambda t: torch.nonzero_static(t, size=3), torch.rand(2, 3, 4) > 0.5, **TOL)
+    run_both(lambda t: torch.nonzero_static(t, size=2), torch.tensor(3.0), **TOL)
+    run_both(lambda t: torch.nonzero_static(t, size=2), torch.zeros(0, 3), **TOL)
     same_error(lambda t: torch.nonzero_static(t, size=-1), x)

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _nn_util import TOL, close, grads_close, make
+from _nn_util import TOL, grads_close, make
 from _util import assert_close_cpu, no_fallback, run_both, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
@@ -26,18 +26,19 @@ A = torch.ops.aten
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_mm(shapes, dtype):
     a, b = make(shapes[0], dtype), make(shapes[1], dtype)
-    close(torch.mm, a, b)
-    close(lambda x, y: x @ y, a, b)
+    run_both(torch.mm, a, b, **TOL)
+    run_both(lambda x, y: x @ y, a, b, **TOL)
 
 
 def test_mm_non_contiguous_and_dtypes():
     a, b = torch.randn(4, 3), torch.randn(5, 4)
-    close(lambda x, y: torch.mm(x.t(), y.t()), a, b)
-    close(lambda x, y: torch.mm(x[::2], y[:, 1:].t()), torch.randn(6, 3), torch.randn(5, 4))
-    close(torch.mm, a.t().double(), b.t().double())
-    close(torch.mm, a.t().int(), b.t().int())
-    close(torch.mm, a.t().bfloat16(), b.t().bfloat16(), rtol=1e-2, atol=1e-2)
-    close(torch.mm, torch.full((2, 3), 2**40), torch.full((3, 2), 3))  # exact in int64
+    run_both(lambda x, y: torch.mm(x.t(), y.t()), a, b, **TOL)
+    run_both(lambda x, y: torch.mm(x[::2], y[:, 1:].t()), torch.randn(6, 3), torch.randn(5, 4),
+             **TOL)
+    run_both(torch.mm, a.t().double(), b.t().double(), **TOL)
+    run_both(torch.mm, a.t().int(), b.t().int(), **TOL)
+    run_both(torch.mm, a.t().bfloat16(), b.t().bfloat16(), rtol=1e-2, atol=1e-2)
+    run_both(torch.mm, torch.full((2, 3), 2**40), torch.full((3, 2), 3), **TOL)  # exact in int64
 
 
 def test_mm_out_and_in_place():
@@ -58,67 +59,71 @@ def test_mm_out_and_in_place():
 def test_addmm(beta, alpha):
     a, b = torch.randn(3, 4), torch.randn(4, 5)
     for self in [torch.randn(5), torch.randn(3, 5), torch.randn(1, 1), torch.tensor(2.0)]:
-        close(lambda s, x, y: torch.addmm(s, x, y, beta=beta, alpha=alpha), self, a, b)
-    close(lambda s, x, y: torch.addmm(s, x.t(), y, beta=beta, alpha=alpha),
-          torch.randn(5), torch.randn(4, 3), b)
-    close(lambda s, x, y: torch.addmm(s, x, y, beta=beta, alpha=alpha),
-          torch.randint(-5, 5, (5,)), a.long(), b.long())
+        run_both(lambda s, x, y: torch.addmm(s, x, y, beta=beta, alpha=alpha), self, a, b, **TOL)
+    run_both(lambda s, x, y: torch.addmm(s, x.t(), y, beta=beta, alpha=alpha),
+             torch.randn(5), torch.randn(4, 3), b, **TOL)
+    run_both(lambda s, x, y: torch.addmm(s, x, y, beta=beta, alpha=alpha),
+             torch.randint(-5, 5, (5,)), a.long(), b.long(), **TOL)
 
 
 def test_addmm_beta_zero_ignores_nan():
     nan = torch.full((3, 5), float("nan"))
-    close(lambda s, x, y: torch.addmm(s, x, y, beta=0), nan, torch.randn(3, 4), torch.randn(4, 5))
+    run_both(lambda s, x, y: torch.addmm(s, x, y, beta=0), nan, torch.randn(3, 4),
+             torch.randn(4, 5), **TOL)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_bmm_family(dtype):
     b1, b2 = make((2, 3, 4), dtype), make((2, 4, 5), dtype)
-    close(torch.bmm, b1, b2)
-    close(lambda x, y: torch.bmm(x.transpose(1, 2), y), make((2, 4, 3), dtype), b2)
-    close(torch.bmm, make((0, 3, 4), dtype), make((0, 4, 5), dtype))
-    close(torch.bmm, make((2, 3, 0), dtype), make((2, 0, 5), dtype))
-    close(lambda s, x, y: torch.baddbmm(s, x, y, beta=2, alpha=3), make((3, 5), dtype), b1, b2)
-    close(lambda s, x, y: torch.baddbmm(s, x, y, beta=0), make((2, 3, 5), dtype), b1, b2)
-    close(lambda s, x, y: torch.addbmm(s, x, y, beta=2, alpha=3), make((3, 5), dtype), b1, b2)
-    close(lambda s, x, y: torch.addbmm(s, x, y, beta=2), make((5,), dtype),
-          make((0, 3, 4), dtype), make((0, 4, 5), dtype))
+    run_both(torch.bmm, b1, b2, **TOL)
+    run_both(lambda x, y: torch.bmm(x.transpose(1, 2), y), make((2, 4, 3), dtype), b2, **TOL)
+    run_both(torch.bmm, make((0, 3, 4), dtype), make((0, 4, 5), dtype), **TOL)
+    run_both(torch.bmm, make((2, 3, 0), dtype), make((2, 0, 5), dtype), **TOL)
+    run_both(lambda s, x, y: torch.baddbmm(s, x, y, beta=2, alpha=3), make((3, 5), dtype), b1, b2,
+             **TOL)
+    run_both(lambda s, x, y: torch.baddbmm(s, x, y, beta=0), make((2, 3, 5), dtype), b1, b2, **TOL)
+    run_both(lambda s, x, y: torch.addbmm(s, x, y, beta=2, alpha=3), make((3, 5), dtype), b1, b2,
+             **TOL)
+    run_both(lambda s, x, y: torch.addbmm(s, x, y, beta=2), make((5,), dtype),
+             make((0, 3, 4), dtype), make((0, 4, 5), dtype), **TOL)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_vector_products(dtype):
     m, v = make((3, 4), dtype), make((4,), dtype)
-    close(torch.mv, m, v)
-    close(lambda x, y: torch.mv(x.t(), y), make((4, 3), dtype), v)
-    close(torch.mv, make((0, 4), dtype), v)
-    close(torch.mv, make((3, 0), dtype), make((0,), dtype))
-    close(lambda s, x, y: torch.addmv(s, x, y, beta=2, alpha=3), make((3,), dtype), m, v)
-    close(lambda s, x, y: torch.addmv(s, x, y), make((1,), dtype), m, v)
-    close(lambda s, x, y: torch.addmv(s, x, y), make((), dtype), m, v)
-    close(torch.dot, v, make((4,), dtype))
-    close(torch.dot, make((0,), dtype), make((0,), dtype))
-    close(lambda x, y: torch.dot(x[::2], y), make((8,), dtype), v)
-    close(torch.vdot, v, make((4,), dtype))
-    close(lambda s, x, y: torch.addr(s, x, y, beta=2, alpha=3), make((3, 4), dtype),
-          make((3,), dtype), v)
-    close(torch.outer, make((3,), dtype), v)
+    run_both(torch.mv, m, v, **TOL)
+    run_both(lambda x, y: torch.mv(x.t(), y), make((4, 3), dtype), v, **TOL)
+    run_both(torch.mv, make((0, 4), dtype), v, **TOL)
+    run_both(torch.mv, make((3, 0), dtype), make((0,), dtype), **TOL)
+    run_both(lambda s, x, y: torch.addmv(s, x, y, beta=2, alpha=3), make((3,), dtype), m, v, **TOL)
+    run_both(lambda s, x, y: torch.addmv(s, x, y), make((1,), dtype), m, v, **TOL)
+    run_both(lambda s, x, y: torch.addmv(s, x, y), make((), dtype), m, v, **TOL)
+    run_both(torch.dot, v, make((4,), dtype), **TOL)
+    run_both(torch.dot, make((0,), dtype), make((0,), dtype), **TOL)
+    run_both(lambda x, y: torch.dot(x[::2], y), make((8,), dtype), v, **TOL)
+    run_both(torch.vdot, v, make((4,), dtype), **TOL)
+    run_both(lambda s, x, y: torch.addr(s, x, y, beta=2, alpha=3), make((3, 4), dtype),
+             make((3,), dtype), v, **TOL)
+    run_both(torch.outer, make((3,), dtype), v, **TOL)
 
 
 def test_addr_bool_and_promotion():
-    close(torch.addr, torch.rand(3, 4) > 0.5, torch.rand(3) > 0.5, torch.rand(4) > 0.5)
-    close(lambda s, x, y: torch.addr(s, x, y, beta=False), torch.rand(3, 4) > 0.5,
-          torch.rand(3) > 0.5, torch.rand(4) > 0.5)
-    close(torch.addr, torch.randint(0, 5, (3, 4)), torch.randn(3), torch.randn(4))
+    run_both(torch.addr, torch.rand(3, 4) > 0.5, torch.rand(3) > 0.5, torch.rand(4) > 0.5, **TOL)
+    run_both(lambda s, x, y: torch.addr(s, x, y, beta=False), torch.rand(3, 4) > 0.5,
+             torch.rand(3) > 0.5, torch.rand(4) > 0.5, **TOL)
+    run_both(torch.addr, torch.randint(0, 5, (3, 4)), torch.randn(3), torch.randn(4), **TOL)
 
 
 def test_matmul_and_linear_decompositions():
-    close(torch.matmul, torch.randn(4), torch.randn(4, 5))
-    close(torch.matmul, torch.randn(3, 4), torch.randn(4))
-    close(torch.matmul, torch.randn(2, 1, 3, 4), torch.randn(5, 4, 2))
-    close(
-        lambda a, b: torch.einsum("bij,bjk->bik", a, b), torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    run_both(torch.matmul, torch.randn(4), torch.randn(4, 5), **TOL)
+    run_both(torch.matmul, torch.randn(3, 4), torch.randn(4), **TOL)
+    run_both(torch.matmul, torch.randn(2, 1, 3, 4), torch.randn(5, 4, 2), **TOL)
+    run_both(
+        lambda a, b: torch.einsum("bij,bjk->bik", a, b), torch.randn(2, 3, 4), torch.randn(2, 4, 5),
+        **TOL,
     )
-    close(F.linear, torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5))
-    close(F.linear, torch.randn(3, 4), torch.randn(5, 4))
+    run_both(F.linear, torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5), **TOL)
+    run_both(F.linear, torch.randn(3, 4), torch.randn(5, 4), **TOL)
 
 
 def test_matrix_product_errors():
@@ -219,14 +224,15 @@ def test_cdist(p):
     )  # broadcast batch
     grads_close(lambda x, y: torch.cdist(x, y, p=p, compute_mode="donot_use_mm_for_euclid_dist"),
                 torch.randn(30, 3), torch.randn(27, 3))
-    close(lambda x, y: torch.cdist(x, y, p=p), torch.randn(2, 3, 5).transpose(1, 2), b[:, ::2])
-    close(lambda x, y: torch.cdist(x, y, p=p), torch.randn(0, 3), torch.randn(4, 3))
+    run_both(lambda x, y: torch.cdist(x, y, p=p), torch.randn(2, 3, 5).transpose(1, 2), b[:, ::2],
+             **TOL)
+    run_both(lambda x, y: torch.cdist(x, y, p=p), torch.randn(0, 3), torch.randn(4, 3), **TOL)
 
 
 def test_cdist_mm_path_and_errors():
     a, b = torch.randn(30, 4), torch.randn(27, 4)
-    close(lambda x, y: A._cdist_forward(x, y, 2.0, None), a, b, rtol=1e-4, atol=1e-4)
-    close(lambda x, y: A._cdist_forward(x, y, 2.0, 1), a[:3], b[:4], rtol=1e-4, atol=1e-4)
+    run_both(lambda x, y: A._cdist_forward(x, y, 2.0, None), a, b, rtol=1e-4, atol=1e-4)
+    run_both(lambda x, y: A._cdist_forward(x, y, 2.0, 1), a[:3], b[:4], rtol=1e-4, atol=1e-4)
     same_error(lambda x, y: torch.cdist(x, y), torch.randn(3, 4), torch.randn(3, 5))
     same_error(lambda x, y: torch.cdist(x, y, p=-1), torch.randn(3, 4), torch.randn(3, 4))
     same_error(lambda x, y: torch.cdist(x, y), torch.randn(3), torch.randn(3, 3))
@@ -239,7 +245,7 @@ def test_cdist_mm_path_and_errors():
 def test_pdist(p):
     grads_close(lambda x: F.pdist(x, p=p), torch.randn(6, 3))
     grads_close(lambda x: F.pdist(x, p=p), torch.randn(2, 5))
-    close(lambda x: F.pdist(x, p=p), torch.randn(1, 3))
-    close(lambda x: F.pdist(x, p=p), torch.randn(5, 4).t())
+    run_both(lambda x: F.pdist(x, p=p), torch.randn(1, 3), **TOL)
+    run_both(lambda x: F.pdist(x, p=p), torch.randn(5, 4).t(), **TOL)
     same_error(lambda x: F.pdist(x), torch.randn(3))
     same_error(lambda x: F.pdist(x, p=-1.0), torch.randn(3, 3))

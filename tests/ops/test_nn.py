@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _nn_util import close, grads_close
+from _nn_util import TOL, grads_close
 from _util import assert_close_cpu, no_fallback, run_both, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
@@ -159,9 +159,9 @@ def test_unfold_fold(kw):
     cols = F.unfold(x, **kw)
     grads_close(lambda t: F.fold(t, (6, 7), **kw), cols)
     grads_close(lambda t: F.fold(t, (6, 7), **kw), cols[1])
-    close(lambda t: F.unfold(t, **kw), torch.randn(2, 7, 6, 3).transpose(1, 3))
-    close(lambda t: F.unfold(t, **kw), torch.rand(2, 3, 6, 7) > 0.5)
-    close(lambda t: F.fold(t, (6, 7), **kw), cols > 0.5)
+    run_both(lambda t: F.unfold(t, **kw), torch.randn(2, 7, 6, 3).transpose(1, 3), **TOL)
+    run_both(lambda t: F.unfold(t, **kw), torch.rand(2, 3, 6, 7) > 0.5, **TOL)
+    run_both(lambda t: F.fold(t, (6, 7), **kw), cols > 0.5, **TOL)
 
 
 def test_unfold_fold_errors():
@@ -202,7 +202,7 @@ def test_multilabel_margin_loss(reduction):
     grads_close(
         lambda a, b: F.multilabel_margin_loss(a, b, reduction=reduction), torch.randn(4, 3).t(), t
     )
-    close(lambda a, b: A.multilabel_margin_loss_forward(a, b, 0), x, t)
+    run_both(lambda a, b: A.multilabel_margin_loss_forward(a, b, 0), x, t, **TOL)
 
 
 def test_margin_loss_errors():
@@ -230,9 +230,11 @@ def test_embedding_max_norm():
     for norm_type in [2.0, 1.0, 3.0, float("inf")]:
         w = torch.randn(10, 4) * 2
         idx = torch.tensor([[1, 3, 3], [9, 0, 3]])
-        close(lambda a, i: (F.embedding(i, a, max_norm=1.5, norm_type=norm_type), a), w, idx)
+        run_both(lambda a, i: (F.embedding(i, a, max_norm=1.5, norm_type=norm_type), a), w, idx,
+                 **TOL)
     w = torch.randn(10, 4) * 2
-    close(lambda a, i: (torch.embedding_renorm_(a, i, 1.0, 2.0), a), w, torch.tensor([0, -1, 4]))
+    run_both(lambda a, i: (torch.embedding_renorm_(a, i, 1.0, 2.0), a), w, torch.tensor([0, -1, 4]),
+             **TOL)
     same_error(
         lambda a, i: torch.embedding_renorm_(a, i, 1.0, 2.0), torch.randn(10, 4), torch.tensor([10])
     )
@@ -246,7 +248,7 @@ def test_embedding_max_norm():
 def test_rrelu_eval_and_train():
     x = torch.randn(4, 5)
     grads_close(lambda t: F.rrelu(t, 0.1, 0.3, training=False), x)
-    close(lambda t: F.rrelu(t, training=False), x.t())
+    run_both(lambda t: F.rrelu(t, training=False), x.t(), **TOL)
     torch.manual_seed(0)
     xt = x.to("tpu").requires_grad_()
     with no_fallback():

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _nn_util import close, grads_close, make
+from _nn_util import TOL, grads_close, make
 from _util import assert_close_cpu, no_fallback, run_both, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
@@ -47,9 +47,10 @@ def test_max_pool2d(shape, k, s, p, d, ceil):
     def fn(x):
         return F.max_pool2d(x, k, s, p, d, ceil_mode=ceil, return_indices=True)
 
-    close(fn, make(shape))
-    close(fn, make(shape, torch.int64))
-    close(lambda x: F.max_pool2d(x.transpose(-1, -2), k, s, p, d, ceil_mode=ceil), make(shape))
+    run_both(fn, make(shape), **TOL)
+    run_both(fn, make(shape, torch.int64), **TOL)
+    run_both(lambda x: F.max_pool2d(x.transpose(-1, -2), k, s, p, d, ceil_mode=ceil), make(shape),
+             **TOL)
     grads_close(lambda x: F.max_pool2d(x, k, s, p, d, ceil_mode=ceil), make(shape))
 
 
@@ -57,14 +58,18 @@ def test_max_pool2d_picks_like_cpu():
     nan, inf = float("nan"), float("inf")
     x = torch.tensor([[[[nan, 1.0, nan, 0.0], [2.0, -inf, 3.0, 3.0], [-inf, -inf, 5.0, 5.0],
                         [-inf, -inf, 5.0, 1.0]]]])
-    close(lambda t: F.max_pool2d(t, 2, 1, return_indices=True), x)
-    close(lambda t: F.max_pool2d(t, 3, 2, 1, return_indices=True), torch.full((1, 1, 4, 4), -inf))
-    close(lambda t: F.max_pool2d(t, 2, return_indices=True), torch.ones(1, 2, 4, 4))  # ties: first
-    close(lambda t: F.max_pool1d(t, 3, 2, 1, return_indices=True), make((2, 3, 8)))
-    close(
-        lambda t: F.max_pool2d(t, 3, 2, 1), make((2, 4, 9, 9)).to(memory_format=torch.channels_last)
+    run_both(lambda t: F.max_pool2d(t, 2, 1, return_indices=True), x, **TOL)
+    run_both(lambda t: F.max_pool2d(t, 3, 2, 1, return_indices=True),
+             torch.full((1, 1, 4, 4), -inf), **TOL)
+    run_both(lambda t: F.max_pool2d(t, 2, return_indices=True), torch.ones(1, 2, 4, 4),
+             **TOL)  # ties: first
+    run_both(lambda t: F.max_pool1d(t, 3, 2, 1, return_indices=True), make((2, 3, 8)), **TOL)
+    run_both(
+        lambda t: F.max_pool2d(t, 3, 2, 1),
+        make((2, 4, 9, 9)).to(memory_format=torch.channels_last),
+        **TOL,
     )
-    close(lambda t: F.max_pool2d(t, 2), make((1, 2, 6, 6)).bfloat16())
+    run_both(lambda t: F.max_pool2d(t, 2), make((1, 2, 6, 6)).bfloat16(), **TOL)
 
 
 @pytest.mark.parametrize("shape,k,s,p,ceil,incl,div", AVG_POOLS)
@@ -74,9 +79,9 @@ def test_avg_pool2d(shape, k, s, p, ceil, incl, div):
             x, k, s, p, ceil_mode=ceil, count_include_pad=incl, divisor_override=div
         )
 
-    close(fn, make(shape))
-    close(fn, torch.randint(0, 100, shape))
-    close(lambda x: fn(x.transpose(-1, -2)), make(shape))
+    run_both(fn, make(shape), **TOL)
+    run_both(fn, torch.randint(0, 100, shape), **TOL)
+    run_both(lambda x: fn(x.transpose(-1, -2)), make(shape), **TOL)
     grads_close(fn, make(shape))
 
 
@@ -85,16 +90,16 @@ def test_avg_pool2d(shape, k, s, p, ceil, incl, div):
                                        ((2, 3, 6, 6), (1, 1)), ((2, 3, 4, 4), (6, 6)),
                                        ((0, 3, 6, 6), (2, 2))])
 def test_adaptive_avg_pool2d(shape, out):
-    close(lambda x: F.adaptive_avg_pool2d(x, out), make(shape))
-    close(lambda x: F.adaptive_avg_pool2d(x.transpose(-1, -2), out), make(shape))
+    run_both(lambda x: F.adaptive_avg_pool2d(x, out), make(shape), **TOL)
+    run_both(lambda x: F.adaptive_avg_pool2d(x.transpose(-1, -2), out), make(shape), **TOL)
     grads_close(lambda x: F.adaptive_avg_pool2d(x, out), make(shape))
 
 
 def test_pool_16_bit_floats():
     x = make((2, 3, 9, 9)).bfloat16()
     tol = dict(rtol=1e-2, atol=1e-2)
-    close(lambda t: F.avg_pool2d(t, 3, 2, 1), x, **tol)
-    close(lambda t: F.adaptive_avg_pool2d(t, (4, 5)), x.half(), **tol)
+    run_both(lambda t: F.avg_pool2d(t, 3, 2, 1), x, **tol)
+    run_both(lambda t: F.adaptive_avg_pool2d(t, (4, 5)), x.half(), **tol)
 
 
 def test_pool_errors():
@@ -128,12 +133,13 @@ def test_pool_errors():
 def test_max_pool3d(kw):
     x = torch.randn(2, 3, 6, 5, 7)
     grads_close(lambda t: F.max_pool3d(t, **kw), x)
-    close(lambda t: F.max_pool3d(t, return_indices=True, **kw), x)
-    close(lambda t: F.max_pool3d(t, return_indices=True, **kw), x[0])  # batch-less
+    run_both(lambda t: F.max_pool3d(t, return_indices=True, **kw), x, **TOL)
+    run_both(lambda t: F.max_pool3d(t, return_indices=True, **kw), x[0], **TOL)  # batch-less
     # Ties and -inf: the first maximum wins, as on CPU.
-    close(
+    run_both(
         lambda t: F.max_pool3d(t, return_indices=True, **kw),
         torch.randint(0, 3, (1, 2, 6, 5, 7)).float(),
+        **TOL,
     )
 
 
@@ -151,12 +157,12 @@ def test_avg_pool3d(kw):
     x = torch.randn(2, 3, 6, 5, 7)
     grads_close(lambda t: F.avg_pool3d(t, **kw), x)
     grads_close(lambda t: F.avg_pool3d(t, **kw), x[1])
-    close(lambda t: F.avg_pool3d(t, **kw), torch.randn(2, 7, 6, 5, 3).transpose(1, 4))
+    run_both(lambda t: F.avg_pool3d(t, **kw), torch.randn(2, 7, 6, 5, 3).transpose(1, 4), **TOL)
 
 
 def test_pool3d_dtypes_and_errors():
-    close(lambda t: F.max_pool3d(t, 2), torch.randint(-9, 9, (1, 2, 4, 4, 4)))
-    close(lambda t: F.avg_pool3d(t, 2), torch.randint(-9, 9, (1, 2, 4, 4, 4)))
+    run_both(lambda t: F.max_pool3d(t, 2), torch.randint(-9, 9, (1, 2, 4, 4, 4)), **TOL)
+    run_both(lambda t: F.avg_pool3d(t, 2), torch.randint(-9, 9, (1, 2, 4, 4, 4)), **TOL)
     same_error(lambda t: F.max_pool3d(t, 2), torch.randn(4, 4, 4))
     same_error(lambda t: F.max_pool3d(t, 5), torch.randn(1, 2, 4, 4, 4))
     same_error(lambda t: F.max_pool3d(t, 2, padding=2), torch.randn(1, 2, 4, 4, 4))
@@ -172,10 +178,11 @@ def test_pool3d_dtypes_and_errors():
 def test_adaptive_max_pool2d(out):
     x = torch.randn(2, 3, 7, 5)
     grads_close(lambda t: F.adaptive_max_pool2d(t, out), x)
-    close(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True), x[0])
-    close(
+    run_both(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True), x[0], **TOL)
+    run_both(
         lambda t: F.adaptive_max_pool2d(t, out, return_indices=True),
         torch.randint(0, 2, (1, 2, 7, 5)).float(),
+        **TOL,
     )
 
 
@@ -185,10 +192,10 @@ def test_adaptive_max_pool1d_3d():
     x = torch.randn(2, 2, 5, 6, 7)
     for out in [(2, 3, 4), (5, 1, 7), (1, 1, 1)]:
         grads_close(lambda t: F.adaptive_max_pool3d(t, out), x)
-        close(lambda t: F.adaptive_max_pool3d(t, out, return_indices=True), x[1])
+        run_both(lambda t: F.adaptive_max_pool3d(t, out, return_indices=True), x[1], **TOL)
     nan = torch.randn(1, 1, 4, 4)
     nan[0, 0, 1, 2] = float("nan")
-    close(lambda t: F.adaptive_max_pool2d(t, 2, return_indices=True), nan)
+    run_both(lambda t: F.adaptive_max_pool2d(t, 2, return_indices=True), nan, **TOL)
 
 
 def test_adaptive_avg_pool3d():
@@ -196,7 +203,8 @@ def test_adaptive_avg_pool3d():
     for out in [(2, 3, 4), (5, 6, 7), (1, 1, 1), (3, 4, 7)]:
         grads_close(lambda t: F.adaptive_avg_pool3d(t, out), x)
         grads_close(lambda t: F.adaptive_avg_pool3d(t, out), x[0])
-    close(lambda t: F.adaptive_avg_pool3d(t, 2), torch.randn(1, 7, 5, 6, 3).transpose(1, 4))
+    run_both(lambda t: F.adaptive_avg_pool3d(t, 2), torch.randn(1, 7, 5, 6, 3).transpose(1, 4),
+             **TOL)
 
 
 def test_adaptive_pool_errors():
@@ -227,7 +235,7 @@ def test_fractional_max_pool(k):
         grads_close(
             lambda t: fn(t, kernel, output_size=out, _random_samples=samples.to(t.device)), x
         )
-        close(
+        run_both(
             lambda t: fn(
                 t,
                 kernel,
@@ -236,14 +244,16 @@ def test_fractional_max_pool(k):
                 _random_samples=samples[:1].to(t.device),
             ),
             x[0],
+            **TOL,
         )
     # Ties pick the first maximum, as on CPU.
     samples = torch.rand(1, 2, k)
-    close(
+    run_both(
         lambda t: fn(
             t, 2, output_size=3, return_indices=True, _random_samples=samples.to(t.device)
         ),
         torch.randint(0, 2, (1, 2) + shape[2:]).float(),
+        **TOL,
     )
     # Random samples drawn on tpu: shapes and dtypes (the values follow tpu's generator).
     with no_fallback():

@@ -5,7 +5,7 @@ CPU PyTorch: values, dtype and shape with no CPU fallback, and CPU's errors."""
 import pytest
 import torch
 
-from _nn_util import close, grads_close
+from _nn_util import TOL, grads_close
 from _util import INF, NAN, assert_close_cpu, no_fallback, run_both, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
@@ -95,15 +95,16 @@ def test_bincount():
 
 def test_histc():
     x = torch.randn(50)
-    close(lambda t: torch.histc(t), x)
-    close(lambda t: torch.histc(t, bins=7, min=-1, max=1), x)
-    close(
+    run_both(lambda t: torch.histc(t), x, **TOL)
+    run_both(lambda t: torch.histc(t, bins=7, min=-1, max=1), x, **TOL)
+    run_both(
         lambda t: torch.histc(t, bins=4, min=-1, max=1),
         torch.tensor([-1.0, 1.0, 0.0, 2.0, float("nan"), 0.5]),
+        **TOL,
     )
-    close(lambda t: torch.histc(t, bins=5), torch.ones(4))
-    close(lambda t: torch.histc(t, bins=5), torch.randn(3, 4)[:, ::2])
-    close(lambda t: torch.histc(t, bins=3), torch.randn(0))
+    run_both(lambda t: torch.histc(t, bins=5), torch.ones(4), **TOL)
+    run_both(lambda t: torch.histc(t, bins=5), torch.randn(3, 4)[:, ::2], **TOL)
+    run_both(lambda t: torch.histc(t, bins=3), torch.randn(0), **TOL)
     same_error(lambda t: torch.histc(t, bins=0), torch.ones(3))
     same_error(lambda t: torch.histc(t, min=2, max=1), torch.ones(3))
     same_error(lambda t: torch.histc(t), torch.tensor([1.0, float("inf")]))
@@ -169,11 +170,11 @@ def test_histogram():
             actual = torch.histogram(x.to("tpu"), **kw_tpu)
         assert_close_cpu(tuple(actual), tuple(expected))
     edges = torch.tensor([-2.0, -0.5, 0.0, 0.0, 1.0, 3.0])
-    close(lambda t, b: torch.histogram(t, bins=b), x, edges)
-    close(lambda t, b: torch.histogram(t, bins=b, density=True), x, edges[:3])
-    close(lambda t: torch.histogram(t, bins=4), torch.ones(3))
-    close(lambda t: torch.histogram(t, bins=4), torch.empty(0))
-    close(lambda t: torch.histogram(t, bins=3), torch.randn(3, 4)[:, ::2])
+    run_both(lambda t, b: torch.histogram(t, bins=b), x, edges, **TOL)
+    run_both(lambda t, b: torch.histogram(t, bins=b, density=True), x, edges[:3], **TOL)
+    run_both(lambda t: torch.histogram(t, bins=4), torch.ones(3), **TOL)
+    run_both(lambda t: torch.histogram(t, bins=4), torch.empty(0), **TOL)
+    run_both(lambda t: torch.histogram(t, bins=3), torch.randn(3, 4)[:, ::2], **TOL)
     same_error(lambda t: torch.histogram(t, bins=0), torch.ones(3))
     same_error(lambda t: torch.histogram(t, bins=4, range=(2.0, 1.0)), torch.ones(3))
     same_error(lambda t: torch.histogram(t, bins=4), torch.tensor([1.0, float("nan")]))

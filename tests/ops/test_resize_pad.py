@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 import torchtpu
 
-from _nn_util import close, grads_close
-from _util import assert_close_cpu, no_fallback, same_error
+from _nn_util import TOL, grads_close
+from _util import assert_close_cpu, no_fallback, run_both, same_error
 
 pytestmark = [pytest.mark.fused_pass, pytest.mark.opt_out_pass]  # passes: tests/README.md
 
@@ -131,31 +131,35 @@ def test_interpolate_nearest_and_exact(mode):
 
 def test_upsample_non_contiguous_empty_and_dtypes():
     x = torch.randn(3, 2, 6, 5).transpose(2, 3)  # non-contiguous
-    close(lambda t: F.interpolate(t, size=(4, 9), mode="bilinear"), x)
-    close(lambda t: F.interpolate(t, size=(4, 9), mode="bicubic", align_corners=True), x)
-    close(lambda t: F.interpolate(t, size=(4, 9), mode="nearest-exact"), x)
-    close(lambda t: F.interpolate(t, size=7, mode="linear"), torch.randn(2, 8, 3)[:, ::2])
-    close(lambda t: F.interpolate(t, size=(3, 4), mode="bilinear"), torch.randn(0, 2, 5, 5))
-    close(
+    run_both(lambda t: F.interpolate(t, size=(4, 9), mode="bilinear"), x, **TOL)
+    run_both(lambda t: F.interpolate(t, size=(4, 9), mode="bicubic", align_corners=True), x, **TOL)
+    run_both(lambda t: F.interpolate(t, size=(4, 9), mode="nearest-exact"), x, **TOL)
+    run_both(lambda t: F.interpolate(t, size=7, mode="linear"), torch.randn(2, 8, 3)[:, ::2], **TOL)
+    run_both(lambda t: F.interpolate(t, size=(3, 4), mode="bilinear"), torch.randn(0, 2, 5, 5),
+             **TOL)
+    run_both(
         lambda t: F.interpolate(t, size=(3, 4), mode="bilinear"),
         torch.randn(2, 3, 5, 5, dtype=torch.float64),
+        **TOL,
     )
-    close(lambda t: F.interpolate(t, size=(3, 4), mode="nearest-exact"),
-          torch.randint(0, 255, (1, 2, 5, 5), dtype=torch.uint8))
-    close(lambda t: F.upsample_bilinear(t, size=(7, 7)), torch.randn(1, 2, 3, 3))
+    run_both(lambda t: F.interpolate(t, size=(3, 4), mode="nearest-exact"),
+             torch.randint(0, 255, (1, 2, 5, 5), dtype=torch.uint8), **TOL)
+    run_both(lambda t: F.upsample_bilinear(t, size=(7, 7)), torch.randn(1, 2, 3, 3), **TOL)
     # Values at the edges (NaN and inf propagate as on CPU's two-tap sums).
-    close(
+    run_both(
         lambda t: F.interpolate(t, size=9, mode="linear"),
         torch.tensor([[[1.0, float("nan"), 3.0, 4.0]]]),
+        **TOL,
     )
 
 
 def test_upsample_direct_ops_and_errors():
     x = torch.randn(2, 3, 5)
-    close(lambda t: A.upsample_linear1d(t, [9], True, 2.0), x)
-    close(lambda t: A.upsample_linear1d(t, [9], False, 2.0), x)
-    close(lambda t: A.upsample_bilinear2d(t, [9, 4], False, 1.9, None), torch.randn(1, 2, 5, 5))
-    close(lambda t: A._upsample_nearest_exact1d(t, [7], 1.5), x)
+    run_both(lambda t: A.upsample_linear1d(t, [9], True, 2.0), x, **TOL)
+    run_both(lambda t: A.upsample_linear1d(t, [9], False, 2.0), x, **TOL)
+    run_both(lambda t: A.upsample_bilinear2d(t, [9, 4], False, 1.9, None), torch.randn(1, 2, 5, 5),
+             **TOL)
+    run_both(lambda t: A._upsample_nearest_exact1d(t, [7], 1.5), x, **TOL)
     same_error(lambda t: A.upsample_linear1d(t, [5], False), torch.randn(2, 0, 4))
     same_error(lambda t: A.upsample_linear1d(t, [5], False), torch.randn(3, 4))
     same_error(lambda t: A.upsample_linear1d(t, [0], False), torch.randn(2, 3, 4))
@@ -246,9 +250,10 @@ def test_interpolate_bilinear_antialias(align_corners, mode):
             ),
             torch.randn(shape),
         )
-    close(
+    run_both(
         lambda t: A._upsample_bilinear2d_aa(t, [3, 5], False),
         torch.randn(1, 4, 7, 6).transpose(2, 3),
+        **TOL,
     )
     same_error(
         lambda t: A._upsample_bilinear2d_aa(t, [3, 3], False),
@@ -281,13 +286,13 @@ def test_grid_sample(mode, padding_mode, align_corners):
     kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
     tol = dict(rtol=1e-4, atol=1e-4)
     grads_close(lambda a, b: F.grid_sample(a, b, **kw), x, grid, **tol)
-    close(
+    run_both(
         lambda a, b: F.grid_sample(a, b, **kw),
         torch.randn(2, 6, 5, 3).transpose(1, 3),
         grid[:, :, :5],
         **tol,
     )
-    close(lambda a, b: F.grid_sample(a, b, **kw), torch.randn(1, 2, 1, 1), grid[:1], **tol)
+    run_both(lambda a, b: F.grid_sample(a, b, **kw), torch.randn(1, 2, 1, 1), grid[:1], **tol)
 
 
 def test_grid_sample_errors():

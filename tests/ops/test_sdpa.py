@@ -12,7 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torchtpu
-from _util import TEST_MODE, assert_close_cpu, no_fallback, same_error
+from _util import TEST_MODE, assert_close_cpu, no_fallback, run_both, same_error
 
 pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
 
@@ -45,12 +45,18 @@ def run(device, q, k, v, view=None, grad_mask=False, reference=False, **kw):
     return out, grads
 
 
-def check(q, k, v, rtol=None, atol=None, reference=True, **kw):
-    out_cpu, grads_cpu = run("cpu", q, k, v, reference=reference, **kw)
-    with no_fallback():
-        out, grads = run("tpu", q, k, v, **kw)
-    assert_close_cpu(out.detach(), out_cpu.detach(), rtol=rtol, atol=atol)
-    assert_close_cpu(grads, grads_cpu, rtol=rtol, atol=atol)
+def sdpa_matches_cpu(q, k, v, rtol=None, atol=None, reference=True, **kw):
+    """sdpa's output and the gradients of q, k, v (and a float mask with
+    grad_mask) on tpu equal CPU's (run_both: no fallback): CPU's math path, or
+    its default kernel with reference=False. Returns the tpu output."""
+    mask = kw.pop("attn_mask", None)
+
+    def attend(q, k, v, mask):
+        on_cpu = q.device.type == "cpu"
+        out, grads = run(q.device, q, k, v, attn_mask=mask, reference=reference and on_cpu, **kw)
+        return out.detach(), grads
+
+    (out, _), _ = run_both(attend, q, k, v, mask, rtol=rtol, atol=atol)
     return out
 
 
@@ -94,27 +100,27 @@ def test_values_and_grads_match_cpu_math(case):
         q, k, v = q[0], k[0], v[0]
     elif case == "value_dim":
         v = make((B, H, S, 6), seed=2)
-    check(q, k, v, **kw)
+    sdpa_matches_cpu(q, k, v, **kw)
 
 
 def test_fully_masked_rows_give_zeros_and_zero_grads():
     q, k, v = make((1, 2, 4, E)), make((1, 2, 6, E), seed=1), make((1, 2, 6, E), seed=2)
     m = bool_mask((4, 6))
     m[2] = False
-    out = check(q, k, v, attn_mask=m)
+    out = sdpa_matches_cpu(q, k, v, attn_mask=m)
     assert torch.equal(out[:, :, 2].detach().cpu(), torch.zeros(1, 2, E))
     f = torch.zeros(1, 2, 4, 6)
     f[0, 1, 3] = float("-inf")
-    check(q, k, v, attn_mask=f, grad_mask=True)
+    sdpa_matches_cpu(q, k, v, attn_mask=f, grad_mask=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
 def test_dtypes(dtype):
     q, k, v = (make((B, H, L, E), dtype), make((B, H, S, E), dtype, 1),
                make((B, H, S, E), dtype, 2))
-    check(q, k, v)
-    check(q, k, v, attn_mask=make((L, S), dtype, 3), grad_mask=True)
-    check(q, k, v, attn_mask=bool_mask((L, S)))
+    sdpa_matches_cpu(q, k, v)
+    sdpa_matches_cpu(q, k, v, attn_mask=make((L, S), dtype, 3), grad_mask=True)
+    sdpa_matches_cpu(q, k, v, attn_mask=bool_mask((L, S)))
 
 
 def test_transposed_heads_as_hugging_face_passes_them():
@@ -122,9 +128,9 @@ def test_transposed_heads_as_hugging_face_passes_them():
     # layout (the op's meta function's), so transposing it back is free.
     heads = lambda t: t.transpose(1, 2)  # noqa: E731
     q, k, v = make((B, L, H, E)), make((B, S, H, E), seed=1), make((B, S, H, E), seed=2)
-    out = check(q, k, v, view=heads, is_causal=False)
+    out = sdpa_matches_cpu(q, k, v, view=heads, is_causal=False)
     assert out.transpose(1, 2).is_contiguous()
-    check(q, k, v, view=heads, attn_mask=bool_mask((B, 1, L, S)))
+    sdpa_matches_cpu(q, k, v, view=heads, attn_mask=bool_mask((B, 1, L, S)))
 
 
 def like_meta(t):
@@ -216,9 +222,9 @@ def test_calls_the_lowering_does_not_cover_run_the_math_path():
     tq, tk, tv = q.to("tpu"), k.to("tpu"), v.to("tpu")
     assert torch._fused_sdp_choice(tq, tk, tv, enable_gqa=True) == MATH
     assert torch._fused_sdp_choice(tq, tq, tq, dropout_p=0.1) == MATH
-    check(q, k, v, enable_gqa=True)
+    sdpa_matches_cpu(q, k, v, enable_gqa=True)
     # Batch dims that broadcast (the math path's matmul broadcasts them).
-    check(q[:, :2], k[:1], v[:1])
+    sdpa_matches_cpu(q[:, :2], k[:1], v[:1])
     # Dropout: the math path, drawing on tpu (shape and no fallback only).
     with no_fallback():
         out = F.scaled_dot_product_attention(tq, tq, tq, dropout_p=0.5)

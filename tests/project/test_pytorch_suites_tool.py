@@ -20,7 +20,7 @@ from torch.testing._internal.common_device_type import instantiate_device_type_t
 from torch.testing._internal.common_utils import TestCase
 
 
-def on_tpu(device):
+def is_tpu(device):
     return torch.device(device).type == "tpu"
 
 
@@ -34,23 +34,23 @@ class TestSynthetic(TestCase):
 
     def test_b_wrong_on_tpu(self, device):
         x = torch.zeros(2, device=device)
-        self.assertEqual(x + (1 if on_tpu(device) else 0), torch.zeros(2, device=device))
+        self.assertEqual(x + (1 if is_tpu(device) else 0), torch.zeros(2, device=device))
 
     def test_c_aborts_on_tpu(self, device):
-        if on_tpu(device):
+        if is_tpu(device):
             os.abort()
 
     def test_d_stalls_on_tpu(self, device):
-        if on_tpu(device):
+        if is_tpu(device):
             time.sleep(600)
 
     def test_e_no_check_on_tpu(self, device):
         with self.assertRaises(RuntimeError):
-            if not on_tpu(device):
+            if not is_tpu(device):
                 raise RuntimeError("checked on CPU")
 
     def test_f_listed(self, device):
-        if on_tpu(device):
+        if is_tpu(device):
             raise NotImplementedError("an intended gap")
 
     def test_g_skipped(self, device):
