@@ -538,8 +538,8 @@ class LoweringKernel final : public c10::OperatorKernel {
     at::native::resize_output(out, t.dims);
     const LayoutRule& layout = layout_of(op);
     const ResultLayout k = layout.kind;
-    if (k == ResultLayout::kIterator || k == ResultLayout::kAddr || k == ResultLayout::kGlu ||
-        k == ResultLayout::kCat ||
+    if (k == ResultLayout::kIterator || k == ResultLayout::kIteratorSwapped ||
+        k == ResultLayout::kAddr || k == ResultLayout::kGlu || k == ResultLayout::kCat ||
         (k == ResultLayout::kPreserveSelf && op.schema().name() == "aten::sort")) {
       auto strides = result_strides(layout, inputs, t.dims, i, to_aten(t.dtype));
       if (!strides.empty()) out.as_strided_(t.dims, strides);

@@ -149,7 +149,7 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::hardswish", ResultLayout::kIterator},
       {"aten::_prelu_kernel", ResultLayout::kIterator},
       {"aten::native_dropout", ResultLayout::kIterator},
-      {"aten::rsub.Tensor", ResultLayout::kIterator},
+      {"aten::rsub.Tensor", ResultLayout::kIteratorSwapped},
       {"aten::huber_loss", ResultLayout::kIterator},
       {"aten::complex", ResultLayout::kIterator},
       {"aten::polar", ResultLayout::kIterator},
@@ -528,6 +528,14 @@ std::vector<int64_t> result_strides(const LayoutRule& rule, c10::ArrayRef<c10::I
     case ResultLayout::kRowMajor: return {};
     case ResultLayout::kIterator:
       return pointwise_strides(as_cast_by_iterator(args, dtype, rule.unpromoted_arg), shape);
+    case ResultLayout::kIteratorSwapped: {
+      // CPU's rsub(self, other) runs sub(other, self): other's strides decide
+      // a tie (rsub(x, x.t()) is column-major).
+      if (args.size() < 2) return {};
+      std::vector<c10::IValue> swapped(args.begin(), args.end());
+      std::swap(swapped[0], swapped[1]);
+      return pointwise_strides(as_cast_by_iterator(swapped, dtype, rule.unpromoted_arg), shape);
+    }
     case ResultLayout::kPreserveSelf:
       // empty_like(self, Preserve) is TensorIterator's rule over self alone.
       if (args.empty() || !args[0].isTensor() || args[0].toTensor().sizes() != shape) return {};

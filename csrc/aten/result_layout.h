@@ -53,6 +53,7 @@ namespace ttpu::aten {
 enum class ResultLayout {
   kRowMajor,
   kIterator,
+  kIteratorSwapped,  // TensorIterator's rule over (other, self): rsub is sub(other, self) on CPU
   kPreserveSelf,
   kColumnMajor,
   kFftC2C,

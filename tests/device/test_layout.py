@@ -195,6 +195,9 @@ UNTAGGED = {
     "argsort": lambda t: torch.argsort(t, dim=0, stable=True),
     "masked_fill": lambda t: t.masked_fill(t > 0, 1.0),
     "rsub": lambda t: torch.rsub(t, t * 2),
+    # CPU runs sub(other, self): other's strides decide (found by the dispatch
+    # cache's test, rsub(x, x.t()) on a square x).
+    "rsub_other_decides": lambda t: torch.rsub(t.contiguous(), t * 2),
     "huber_loss": lambda t: torch.nn.functional.huber_loss(t, t * 0.5, reduction="none"),
     "index_put": lambda t: t.index_put((torch.tensor([0, 1], device=t.device),),
                                        torch.tensor(5.0, device=t.device)),
