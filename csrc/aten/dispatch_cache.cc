@@ -16,7 +16,7 @@ namespace ttpu::aten {
 namespace {
 
 // Argument kinds in a key (each followed by its fields).
-enum Tag : int64_t { kUndefined = 1, kTensor, kDouble, kInt, kBool, kNone, kHostScalar };
+enum Tag : int64_t { kUndefined = 1, kTensor, kDouble, kInt, kBool, kNone, kHostScalar, kIntList };
 
 // The slot of a tpu tensor argument (nullptr for anything else); `write`: the
 // slot a write goes to (slot_to_write: a copy-on-write storage gets its own).
@@ -68,16 +68,78 @@ bool sources_of(const std::vector<runtime::RecordedArg>& bound, c10::ArrayRef<c1
 
 bool DispatchCache::allowed(const std::string& key) {
   static const bool on = settings::flag("TORCHTPU_DISPATCH_CACHE", true);
-  // Rules read nothing but their arguments' metadata, scalar values and the
-  // default dtype (rules/elementwise: binary.cc's add_sub, mul, div without a
-  // rounding mode, rsub, pow_rule; unary.cc's float_op / neg / abs rules;
-  // activation.cc's relu).
-  static const std::unordered_set<std::string> ops = {
-      "add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar",  "mul.Tensor",
-      "mul.Scalar", "div.Tensor", "div.Scalar", "rsub.Scalar", "pow.Tensor_Scalar",
-      "neg",        "abs",        "exp",        "log",         "sqrt",
-      "rsqrt",      "sigmoid",    "tanh",       "sin",         "cos",
-      "reciprocal", "relu"};
+  // Rules read nothing but their arguments' metadata, scalar values, int
+  // lists and the default dtype, and warn of nothing (rules/elementwise:
+  // binary.cc's add_sub, mul, div without a rounding mode, rsub, pow_rule,
+  // maximum/minimum, the comparisons, bitwise and logical ops; unary.cc's
+  // float_op / neg / abs / bitwise_not / logical_not rules; activation.cc's
+  // relu; unary_pointwise.cc's where; rules/reduce/reduce.cc's plain
+  // reductions, whose errors on an empty dim depend on shapes alone).
+  static const std::unordered_set<std::string> ops = {"add.Tensor",
+                                                      "add.Scalar",
+                                                      "sub.Tensor",
+                                                      "sub.Scalar",
+                                                      "mul.Tensor",
+                                                      "mul.Scalar",
+                                                      "div.Tensor",
+                                                      "div.Scalar",
+                                                      "rsub.Tensor",
+                                                      "rsub.Scalar",
+                                                      "pow.Tensor_Scalar",
+                                                      "neg",
+                                                      "abs",
+                                                      "exp",
+                                                      "log",
+                                                      "sqrt",
+                                                      "rsqrt",
+                                                      "sigmoid",
+                                                      "tanh",
+                                                      "sin",
+                                                      "cos",
+                                                      "reciprocal",
+                                                      "relu",
+                                                      "maximum",
+                                                      "minimum",
+                                                      "eq.Tensor",
+                                                      "eq.Scalar",
+                                                      "ne.Tensor",
+                                                      "ne.Scalar",
+                                                      "lt.Tensor",
+                                                      "lt.Scalar",
+                                                      "le.Tensor",
+                                                      "le.Scalar",
+                                                      "gt.Tensor",
+                                                      "gt.Scalar",
+                                                      "ge.Tensor",
+                                                      "ge.Scalar",
+                                                      "bitwise_and.Tensor",
+                                                      "bitwise_or.Tensor",
+                                                      "bitwise_xor.Tensor",
+                                                      "logical_and",
+                                                      "logical_or",
+                                                      "logical_xor",
+                                                      "bitwise_not",
+                                                      "logical_not",
+                                                      "where.self",
+                                                      "sum",
+                                                      "sum.dim_IntList",
+                                                      "mean",
+                                                      "mean.dim",
+                                                      "prod",
+                                                      "amax",
+                                                      "amin",
+                                                      "max",
+                                                      "min",
+                                                      "max.dim",
+                                                      "min.dim",
+                                                      "argmax",
+                                                      "argmin",
+                                                      "any",
+                                                      "all",
+                                                      "any.dim",
+                                                      "all.dim",
+                                                      "any.dims",
+                                                      "all.dims"};
   return on && ops.count(key) != 0;
 }
 
@@ -136,8 +198,12 @@ bool DispatchCache::make_key(c10::ArrayRef<c10::IValue> args, int device, Key* k
       key->append({kBool, a.toBool() ? 1 : 0});
     } else if (a.isNone()) {
       key->push_back(kNone);
+    } else if (a.isIntList()) {  // a reduction's dims
+      const auto ints = a.toIntList();
+      key->append({kIntList, static_cast<int64_t>(ints.size())});
+      for (const int64_t v : ints) key->push_back(v);
     } else {
-      return false;  // complex and symbolic scalars, lists, strings
+      return false;  // complex and symbolic scalars, other lists, strings
     }
   }
   return true;

@@ -1,5 +1,6 @@
 """The dispatch cache (csrc/aten/dispatch_cache.h): a repeated call of
-add / sub / mul / div, their scalar forms and a few unary ops, functional,
+add / sub / mul / div, their scalar forms, a few unary ops, the comparisons,
+bitwise and logical ops, where and the plain reductions, functional,
 in-place or out=, runs its program again (strict mode) or appends its recorded
 graph again (fused mode) without being lowered. Every result
 must equal CPU PyTorch's and the uncached call's, whatever changes between
@@ -374,6 +375,8 @@ y = torch.randn(6, 5, generator=g).to("tpu")
 res = []
 for _ in range(3):
     res += [x + y, x * 0.5, 2 - x, x.pow(3), x.exp(), x.rsqrt(), x.t().sigmoid(), y.relu()]
+    res += [x.sum(0), y.sum([0, 1]), y.mean(1, keepdim=True), x.amax(0), y.argmax(1),
+            y.max(0).indices, x > y, torch.where(x > y, x, y), (y > 0).any(1), y.t().sum(1)]
     t = x.clone(); t.add_(y); t.mul_(0.25); t.sqrt_(); res.append(t)
     o = torch.empty(6, 5, device="tpu"); torch.div(x, y, out=o); torch.neg(o, out=o)
     res.append(o)
@@ -415,3 +418,47 @@ def test_lazily_negated_operands_are_not_replayed(mode):
         torch.testing.assert_close((tx + tx).cpu(), x + x)
     torch.testing.assert_close((tx * torch._neg_view(two)).cpu(), x * -2)
     torch.testing.assert_close((torch._neg_view(tx) + tx).cpu(), torch.zeros(5))
+
+
+# Reductions, comparisons, bitwise/logical ops and where (int-list dims,
+# keepdim and dtype arguments in the key). Each lambda runs on a [5, 5] float
+# x (square: sum(0) and sum(1) have the same result metadata, so only the
+# dims in the key tell them apart) and a bool b.
+KEYED_CALLS = [
+    lambda x, b: x.sum(0), lambda x, b: x.sum(1), lambda x, b: x.sum([0, 1]),
+    lambda x, b: x.sum(0, keepdim=True), lambda x, b: x.sum(1, dtype=torch.float64),
+    lambda x, b: x.sum(), lambda x, b: x.mean([1]), lambda x, b: x.mean(),
+    lambda x, b: x.amax([0]), lambda x, b: x.amax(1), lambda x, b: x.amin([0, 1]),
+    lambda x, b: x.max(), lambda x, b: x.max(0), lambda x, b: x.max(1, keepdim=True),
+    lambda x, b: x.min(1), lambda x, b: x.argmax(), lambda x, b: x.argmax(0),
+    lambda x, b: x.argmax(1), lambda x, b: x.argmin(0, True), lambda x, b: x.prod(),
+    lambda x, b: b.any(), lambda x, b: b.all(0), lambda x, b: b.any(1),
+    lambda x, b: b.any([0, 1]), lambda x, b: x.eq(x.t()), lambda x, b: x.gt(0.25),
+    lambda x, b: x.le(x.t()), lambda x, b: torch.maximum(x, x.t()),
+    lambda x, b: torch.where(b, x, -x), lambda x, b: torch.rsub(x, x.t()),
+    lambda x, b: b & b.t(), lambda x, b: b | b.t(), lambda x, b: b ^ b.t(), lambda x, b: ~b,
+    lambda x, b: b.logical_not(), lambda x, b: b.logical_and(b.t()),
+]
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_reductions_comparisons_and_dims_replayed_and_exact(mode):
+    torchtpu.set_eager_mode(mode, background_compile=False)
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(5, 5, generator=g) for _ in range(3)]
+    torchtpu.metrics.reset()
+    for x in xs:  # new values every round; every call after the first round replays
+        b = x > 0
+        tx, tb = x.to("tpu"), b.to("tpu")
+        for i, f in enumerate(KEYED_CALLS):
+            got, want = f(tx, tb), f(x, b)
+            got = got if isinstance(got, tuple) else (got,)
+            want = want if isinstance(want, tuple) else (want,)
+            for u, v in zip(got, want, strict=True):
+                assert (u.dtype, u.shape, u.stride()) == (v.dtype, v.shape, v.stride()), i
+                torch.testing.assert_close(u.cpu(), v, msg=lambda m, i=i: f"call {i}: {m}")
+    # Each call's second and third rounds (and the moves to tpu after the
+    # first) are hits; a key missing the dims would have returned sum(0) for
+    # sum(1) above.
+    assert hits() >= 2 * len(KEYED_CALLS), hits()
+    assert torchtpu.metrics.total_fallbacks() == 0
