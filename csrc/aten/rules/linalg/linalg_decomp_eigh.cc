@@ -192,11 +192,19 @@ std::vector<Value> linalg_lstsq(LoweringContext& ctx, const Args& a) {
   const std::string driver = a.is_none(3) ? "gelsy" : std::string(a[3].toStringRef());
   TORCH_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss", fn,
               ": parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  // CPU's order and messages: other has the dims of input or one fewer, and a
+  // vector right-hand side names its last dim in the size check.
+  const int64_t dim_diff = self.dim() - other.dim();
+  TORCH_CHECK(0 <= dim_diff && dim_diff <= 1, fn,
+              ": input.dim() must be greater or equal to other.dim() and "
+              "(input.dim() - other.dim()) <= 1");
   const bool vector_case =
       other.dim() == 1 ||
       (other.dim() == self.dim() - 1 && other.sizes() == self.sizes().slice(0, self.dim() - 1));
   const at::Tensor b = vector_case ? other.unsqueeze(-1) : other;
-  TORCH_CHECK(self.size(-2) == b.size(-2), fn, ": input.size(-2) should match other.size(-2)");
+  TORCH_CHECK(self.size(-2) == b.size(-2), fn,
+              vector_case ? ": input.size(-2) should match other.size(-1)"
+                          : ": input.size(-2) should match other.size(-2)");
   check_lapack_dtype(self, "linalg_lstsq_cpu");
   auto& g = ctx.g();
   const DType out_dt = to_ir(self.scalar_type());

@@ -1,0 +1,38 @@
+"""Cases from PyTorch's test_linalg.py (device-generic TestLinalg) that failed
+on tpu and passed on CPU, reduced to a few lines and compared with CPU PyTorch
+(docs/pytorch-suites.md)."""
+
+import pytest
+import torch
+
+from _util import no_fallback, same_error
+
+pytestmark = pytest.mark.fused_pass  # passes: tests/README.md
+
+
+# test_linalg_lstsq_input_checks: a vector right-hand side whose length does not
+# match names other.size(-1), as on CPU; other with two dims fewer than input is
+# refused, not taken as a vector.
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((2, 3), (3,)),          # vector: "should match other.size(-1)"
+    ((2, 4, 3), (2, 5)),     # batched vector shape mismatch: a matrix, "other.size(-2)"
+    ((2, 4, 3), (1, 4)),     # not input.shape[:-1]: a matrix, "other.size(-2)"
+    ((2, 4, 3), (4,)),       # two dims fewer: refused
+    ((4, 3), (2, 4, 2)),     # more dims than input: refused
+])
+def test_lstsq_shape_checks_as_cpu(a_shape, b_shape):
+    a, b = torch.rand(*a_shape), torch.rand(*b_shape)
+    with no_fallback():
+        same_error(torch.linalg.lstsq, a, b)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((4, 3), (4,)), ((2, 4, 3), (2, 4)),
+                                             ((2, 4, 3), (2, 4, 2)), ((1, 4, 3), (2, 4, 2))])
+def test_lstsq_accepted_shapes_as_cpu(a_shape, b_shape):
+    a = torch.randn(*a_shape) + torch.eye(a_shape[-2], a_shape[-1])
+    b = torch.randn(*b_shape)
+    expected = torch.linalg.lstsq(a, b).solution
+    with no_fallback():
+        actual = torch.linalg.lstsq(a.to("tpu"), b.to("tpu")).solution
+    assert actual.shape == expected.shape
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-4)
