@@ -36,3 +36,17 @@ def test_lstsq_accepted_shapes_as_cpu(a_shape, b_shape):
         actual = torch.linalg.lstsq(a.to("tpu"), b.to("tpu")).solution
     assert actual.shape == expected.shape
     torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-4)
+
+
+# test_householder_product_errors_and_warnings: a tau of another dtype is refused
+# with CPU's message (householder_product's and ormqr's differ on CPU).
+@pytest.mark.parametrize("fn", [
+    lambda r, tau: torch.linalg.householder_product(r, tau.to(torch.int)),
+    lambda r, tau: torch.linalg.householder_product(r, tau.to(torch.int), out=torch.empty_like(r)),
+    lambda r, tau: torch.orgqr(r, tau.double()),
+    lambda r, tau: torch.ormqr(r, tau.double(), r),
+    lambda r, tau: torch.ormqr(r, tau, r.double()),
+])
+def test_householder_dtype_checks_as_cpu(fn):
+    with no_fallback():
+        same_error(fn, torch.randn(3, 3), torch.randn(3))

@@ -281,7 +281,9 @@ std::vector<Value> householder_product_rule(LoweringContext& ctx, const Args& a)
   TORCH_CHECK(input.sizes().slice(0, input.dim() - 2) == tau.sizes().slice(0, tau.dim() - 1), fn,
               ": Expected batch dimensions of tau to be equal to input.shape[:-2], but got ",
               tau.sizes().slice(0, tau.dim() - 1));
-  check_same_dtype(input, tau, fn, "input", "tau");
+  // CPU's own wording for this op (not the "Expected input and tau..." of ormqr's).
+  TORCH_CHECK(tau.scalar_type() == input.scalar_type(), fn, ": tau dtype ", tau.scalar_type(),
+              " does not match input dtype ", input.scalar_type());
   check_lapack_dtype(input, "orgqr_cpu");
   Value v = ctx.tensor(input);
   const auto d = dims(ctx, v);
@@ -314,8 +316,13 @@ std::vector<Value> ormqr(LoweringContext& ctx, const Args& a) {
               ": Expected other to have the same number of dimensions as input, but got "
               "other.ndim equal to ",
               other.dim(), " and input.ndim is equal to ", input.dim());
-  check_same_dtype(input, tau, fn, "input", "tau");
-  check_same_dtype(input, other, fn, "input", "other");
+  // CPU's wording, its missing space after "dtype" included.
+  for (const auto& [t, name] : {std::pair<const at::Tensor*, const char*>{&tau, "tau"},
+                                std::pair<const at::Tensor*, const char*>{&other, "other"}}) {
+    TORCH_CHECK(input.scalar_type() == t->scalar_type(), fn, ": Expected input and ", name,
+                " to have the same dtype, but input has dtype", input.scalar_type(), " and ",
+                name, " has dtype ", t->scalar_type());
+  }
   check_lapack_dtype(input, "ormqr_cpu");
   Value c = ctx.tensor(other);
   if (has_zero_dim(ctx, c)) return {c};
