@@ -1,6 +1,7 @@
 """The dispatch cache (csrc/aten/dispatch_cache.h): a repeated call of
 add / sub / mul / div, their scalar forms, a few unary ops, the comparisons,
-bitwise and logical ops, where and the plain reductions, functional,
+bitwise and logical ops, where, the plain reductions and the matrix products,
+functional,
 in-place or out=, runs its program again (strict mode) or appends its recorded
 graph again (fused mode) without being lowered. Every result
 must equal CPU PyTorch's and the uncached call's, whatever changes between
@@ -438,6 +439,11 @@ KEYED_CALLS = [
     lambda x, b: torch.where(b, x, -x), lambda x, b: torch.rsub(x, x.t()),
     lambda x, b: b & b.t(), lambda x, b: b | b.t(), lambda x, b: b ^ b.t(), lambda x, b: ~b,
     lambda x, b: b.logical_not(), lambda x, b: b.logical_and(b.t()),
+    lambda x, b: x @ x, lambda x, b: x @ x.t(), lambda x, b: x.t() @ x,
+    lambda x, b: torch.addmm(x, x, x.t(), beta=0.5, alpha=2), lambda x, b: torch.addmm(x[0], x, x),
+    lambda x, b: torch.bmm(x[None], x.t()[None]), lambda x, b: torch.bmm(x.t()[None], x[None]),
+    lambda x, b: torch.baddbmm(x[None], x[None], x[None], alpha=0.5),
+    lambda x, b: torch.nn.functional.silu(x.t()),
 ]
 
 
