@@ -320,8 +320,8 @@ std::vector<Value> ormqr(LoweringContext& ctx, const Args& a) {
   for (const auto& [t, name] : {std::pair<const at::Tensor*, const char*>{&tau, "tau"},
                                 std::pair<const at::Tensor*, const char*>{&other, "other"}}) {
     TORCH_CHECK(input.scalar_type() == t->scalar_type(), fn, ": Expected input and ", name,
-                " to have the same dtype, but input has dtype", input.scalar_type(), " and ",
-                name, " has dtype ", t->scalar_type());
+                " to have the same dtype, but input has dtype", input.scalar_type(), " and ", name,
+                " has dtype ", t->scalar_type());
   }
   check_lapack_dtype(input, "ormqr_cpu");
   Value c = ctx.tensor(other);
