@@ -17,7 +17,9 @@ this module's rules, in a compiled function:
   constant guarded on its value, as ``torch.cuda.current_device()``.
 
 Installed by the import hook of :mod:`torchtpu._compile_default` when Dynamo's
-modules load.
+modules load. A torch whose Dynamo lacks the names read here is left as it is
+(the calls graph-break and run right; tests/compile/test_compile_default.py
+then shows the breaks): the hook must never make Dynamo's import fail.
 """
 
 import functools
@@ -31,8 +33,10 @@ _IN_GRAPH = ("synchronize", "current_stream", "device_count", "is_available", "c
 def install_trace_rules(trace_rules):
     """Marks the functions of :data:`_IN_GRAPH` as in-graph torch functions in
     Dynamo's ``trace_rules`` module (the rule of ``torch.cuda.synchronize``)."""
-    in_graph = trace_rules.torch_non_c_binding_in_graph_functions
-    rule = in_graph["torch.cuda.synchronize"]
+    in_graph = getattr(trace_rules, "torch_non_c_binding_in_graph_functions", {})
+    rule = in_graph.get("torch.cuda.synchronize")
+    if rule is None or not hasattr(trace_rules.get_torch_obj_rule_map, "cache_clear"):
+        return
     for name in _IN_GRAPH:
         in_graph[f"torch.tpu.{name}"] = rule
     trace_rules.get_torch_obj_rule_map.cache_clear()
@@ -42,17 +46,23 @@ def install_torch_variables(variables):
     """Gives ``torch.tpu``'s functions the handling of their ``torch.accelerator``
     counterparts in Dynamo's ``variables.torch`` module."""
     tpu = torch.tpu
+    cls = getattr(variables, "TorchInGraphFunctionVariable", None)
+    folds = getattr(variables, "constant_fold_functions", None)
+    guarded = getattr(variables, "constant_fold_functions_need_guards", None)
+    if cls is None or not isinstance(folds, dict) or not isinstance(guarded, dict):
+        return
     for fn in (tpu.device_count, tpu.is_available, tpu.current_device):
-        variables.constant_fold_functions[fn] = None
-    variables.constant_fold_functions_need_guards[tpu.current_device] = None
-    cls = variables.TorchInGraphFunctionVariable
+        folds[fn] = None
+    guarded[tpu.current_device] = None
     torch_handlers = cls._get_handlers
 
     @functools.cache
     def _get_handlers():
         handlers = dict(torch_handlers())
-        handlers[tpu.synchronize] = handlers[torch.accelerator.synchronize]
-        handlers[tpu.current_stream] = handlers[torch.accelerator.current_stream]
+        for ours, theirs in ((tpu.synchronize, torch.accelerator.synchronize),
+                             (tpu.current_stream, torch.accelerator.current_stream)):
+            if theirs in handlers:
+                handlers[ours] = handlers[theirs]
         return handlers
 
     cls._get_handlers = staticmethod(_get_handlers)
