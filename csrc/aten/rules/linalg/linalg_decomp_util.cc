@@ -194,19 +194,6 @@ Value householder_product(LoweringContext& ctx, Value a, Value taus) {
                              {ctx.g().type(a)})[0];
 }
 
-std::pair<Value, Value> eigh(LoweringContext& ctx, Value a, bool lower) {
-  auto& g = ctx.g();
-  const DType dt = dtype(ctx, a);
-  const auto d = dims(ctx, a);
-  // Jacobi sweeps until the off-diagonal norm is below tol * the norm, at most
-  // 100 sweeps (JAX's TPU eigh passes the same "lower,sort,max_iter,tol").
-  Value a64 = g.convert(a, DType::kF64);
-  std::vector<int64_t> w_dims(d.begin(), d.end() - 1);
-  const std::string config = std::string(lower ? "1" : "0") + ",1,100,1e-15";
-  auto out = g.custom_call({"Eigh", config}, {a64}, {{DType::kF64, d}, {DType::kF64, w_dims}});
-  return {g.convert(out[1], dt), g.convert(out[0], dt)};
-}
-
 Value first_failure_info(LoweringContext& ctx, Value bad) {
   auto& g = ctx.g();
   const auto d = dims(ctx, bad);
