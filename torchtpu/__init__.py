@@ -23,6 +23,9 @@ def _autoload():
     """
 
 
+import importlib.util  # noqa: E402
+import os  # noqa: E402
+
 import torch  # noqa: E402
 
 torch.utils.rename_privateuse1_backend("tpu")
@@ -41,6 +44,14 @@ from torchtpu._recompile import RecompileError, RecompileWarning  # noqa: E402,F
 from torchtpu import _step_flush  # noqa: E402,F401  (fused mode: optimizer.step ends a graph)
 
 _C._set_default_plugin(_plugin.default_plugin_path() or "")
+# The CPU fallback checks an op's tensors for one device as CUDA's generated
+# kernel wrappers do; which ops skip that check, native_functions.yaml says
+# (torchgen's packaged copy, read at the first fallback; none checked without it).
+_torchgen = importlib.util.find_spec("torchgen")
+if _torchgen is not None and _torchgen.submodule_search_locations:
+    _C._set_native_functions_yaml(os.path.join(
+        list(_torchgen.submodule_search_locations)[0], "packaged", "ATen", "native",
+        "native_functions.yaml"))
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 # torch.autocast("tpu") without a dtype uses bfloat16, as TPUs do (PyTorch/XLA

@@ -31,6 +31,10 @@ struct DeclinedToCpu {
 };
 [[noreturn]] inline void decline_to_cpu(const char* why) { throw DeclinedToCpu{why}; }
 
+// Where torch's packaged native_functions.yaml is: the fallback reads which
+// ops skip the same-device check from it (fallback.cc), at its first use.
+void set_native_functions_yaml(const std::string& path);
+
 // Per-op counts of CPU fallback calls since the last reset ("aten::name.overload").
 std::map<std::string, int64_t> fallback_counts();
 void reset_fallback_counts();

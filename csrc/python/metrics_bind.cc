@@ -95,6 +95,7 @@ void bind_metrics(py::module& m) {
     ttpu::aten::reset_fallback_counts();
   });
   m.def("_fallback_counts", &ttpu::aten::fallback_counts);
+  m.def("_set_native_functions_yaml", &ttpu::aten::set_native_functions_yaml);
   m.def("_recompile_counts", [] { return ttpu::runtime::recompile_guard().counts(); });
   m.def("_reset_recompile_counts", [] { ttpu::runtime::recompile_guard().reset(); });
   m.def("_stop_fusing", [](const std::string& start) {

@@ -88,6 +88,27 @@ def test_fallback_is_counted_and_correct():
     assert torchtpu.metrics.fallback_counts().get(UNLOWERED_OP, 0) == 1
 
 
+def test_fallback_checks_devices_as_cuda_kernels_do():
+    # linalg_lstsq of complex tensors runs on the CPU fallback; CUDA's
+    # generated wrapper refuses a CPU tensor beside a device one, CPU's
+    # kernel checks nothing. A TensorIterator op (device_check: NoCheck in
+    # native_functions.yaml) on the fallback still takes a CPU scalar.
+    a = torch.randn(4, 3, dtype=torch.complex64)
+    b = torch.randn(4, 2, dtype=torch.complex64)
+    for args in ((a.to("tpu"), b), (a, b.to("tpu"))):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, "
+                                               "but got b is on"):
+            torch.linalg.lstsq(*args)
+    solution = torch.linalg.lstsq(a.to("tpu"), b.to("tpu")).solution
+    torch.testing.assert_close(solution.cpu(), torch.linalg.lstsq(a, b).solution,
+                               rtol=1e-4, atol=1e-4)
+    x = torch.randn(3, dtype=torch.complex64)
+    torchtpu.metrics.reset()
+    y = torch.pow(x.to("tpu"), torch.tensor(2.0))
+    torch.testing.assert_close(y.cpu(), torch.pow(x, torch.tensor(2.0)))
+    assert torchtpu.metrics.fallback_counts() == {"aten::pow.Tensor_Tensor": 1}
+
+
 def test_a_failed_op_leaves_earlier_tensors_readable():
     a = torch.arange(4.0, device="tpu")
     with pytest.raises(RuntimeError):
