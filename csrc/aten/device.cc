@@ -227,6 +227,14 @@ int device_count_or_zero() noexcept {
   }
 }
 
+void check_device_index(int index) {
+  const int n = device_count_or_zero();
+  TORCH_CHECK_INDEX(index < n, "tpu device index ", index, " is out of range: this process has ", n,
+                    " tpu device(s). On the CPU plugin, TORCHTPU_CPU_DEVICES=N (or "
+                    "torchtpu.init(cpu_devices=N)) before the first tpu use gives a process N "
+                    "devices; each process that names tpu:i needs i + 1 of them");
+}
+
 void register_device() {
   static bool done = false;
   if (done) return;

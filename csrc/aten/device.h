@@ -70,6 +70,9 @@ struct TpuGenerator : public c10::GeneratorImpl {
 
 const at::Generator& default_generator(c10::DeviceIndex device);
 int device_count_or_zero() noexcept;
+// Raises IndexError (as CUDA's) unless 0 <= index < device_count_or_zero(); the
+// message says how the CPU plugin is given more devices.
+void check_device_index(int index);
 void register_device();  // guard + hooks; called once from module init
 
 }  // namespace ttpu::aten

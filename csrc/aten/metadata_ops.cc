@@ -26,11 +26,7 @@ namespace {
 constexpr c10::DispatchKeySet kTpuKeys{c10::DispatchKey::PrivateUse1};
 
 void check_device(std::optional<c10::Device> device) {
-  if (device.has_value() && device->has_index()) {
-    int n = device_count_or_zero();
-    TORCH_CHECK_INDEX(device->index() < n, "tpu device index ", int(device->index()),
-                      " is out of range: this process has ", n, " tpu device(s)");
-  }
+  if (device.has_value() && device->has_index()) check_device_index(device->index());
 }
 
 // Under torch.use_deterministic_algorithms(True) with

@@ -62,9 +62,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, "expected a tpu device, got ", d);
     if (d.index() >= 0) {
-      int n = device_count_or_zero();
-      TORCH_CHECK_INDEX(d.index() < n, "tpu device index ", int(d.index()),
-                        " is out of range: this process has ", n, " tpu device(s)");
+      check_device_index(d.index());
       set_current_device(d.index());
     }
   }

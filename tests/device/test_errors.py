@@ -32,6 +32,14 @@ def test_cpu_and_tpu_mixed():
         torch.ones(3, device="tpu") + torch.ones(3)
 
 
+def test_device_index_out_of_range_names_the_setting():
+    n = torch.tpu.device_count()
+    for make in (lambda: torch.ones(2, device=f"tpu:{n}"), lambda: torch.tpu.set_device(n)):
+        with pytest.raises(IndexError, match=f"tpu device index {n} is out of range: this "
+                                             f"process has {n} tpu device.*TORCHTPU_CPU_DEVICES"):
+            make()
+
+
 def test_cpu_zero_dim_tensor_mixes_like_a_scalar():
     y = torch.ones(3, device="tpu") + torch.tensor(2.0)
     assert y.device.type == "tpu"

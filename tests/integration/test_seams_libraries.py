@@ -315,6 +315,28 @@ def test_sentence_transformers_default_still_cpu_tpu_encode_equals_cpu(tmp_path)
     assert abs(model.encode(sentences, batch_size=2) - expected.numpy()).max() < 1e-5
 
 
+def test_sentence_transformers_pool_over_two_tpu_devices(tmp_path, monkeypatch):
+    """start_multi_process_pool picks CPU workers unless told (base/model.py
+    start_multi_process_pool); target_devices=["tpu:0", "tpu:1"] spawns one
+    worker per device. Each spawned process needs two CPU-plugin devices to
+    name tpu:1 (TORCHTPU_CPU_DEVICES, inherited); without it the worker's
+    IndexError (naming the setting) reaches encode."""
+    sentences = [f"hello world {c}" for c in "abcdefgh"]
+    model = _tiny_sentence_model(tmp_path)
+    expected = model.encode(sentences, batch_size=2, convert_to_tensor=True)
+
+    def pooled():
+        pool = model.start_multi_process_pool(target_devices=["tpu:0", "tpu:1"])
+        try:
+            return model.encode(sentences, pool=pool, batch_size=2, chunk_size=4,
+                                convert_to_tensor=True)
+        finally:
+            model.stop_multi_process_pool(pool)
+
+    monkeypatch.setenv("TORCHTPU_CPU_DEVICES", "2")
+    assert (torch.as_tensor(pooled()).cpu() - expected).abs().max() < 1e-5
+
+
 def test_sentence_transformers_gradcache_replays_tpu_dropout():
     """CachedMultipleNegativesRankingLoss's RandContext stashes device RNG
     states with torch.utils.checkpoint's get_device_states and replays them in
