@@ -39,7 +39,11 @@ of a shared machine falls on all alike:
 - ``jax``: the same Llama written in ``jax.numpy`` below (:class:`JaxLlama`),
   the CPU model's weights, one jitted prefill and one jitted decode step per
   token (KV cache ``donate_argnums``, position a traced scalar, the next token
-  chosen on device: no host read until the end), greedy.
+  chosen on device: no host read until the end), greedy;
+- ``jax_read``: the same, reading each new token to the host before the next
+  step, as ``generate``'s stop check does (``unfinished_sequences.max() ==
+  0`` every token): what the per-token read costs JAX, so the tpu rows
+  can be set against a loop of the same shape.
 
 Fields per configuration and batch (``results[model][batch][config]``):
 
@@ -109,7 +113,7 @@ MODELS = {
                   num_key_value_heads=8, intermediate_size=2816, vocab_size=8000),
 }
 CONFIGS = ["cpu", "cpu1", "tpu_strict", "tpu_fused", "tpu_fused_static", "tpu_compile",
-           "tpu_compile_static", "jax"]
+           "tpu_compile_static", "jax", "jax_read"]
 MARK = "@@bench_decode "  # prefix of the worker's result lines on stdout
 
 
@@ -415,7 +419,7 @@ class JaxLlama:
     array per layer and K/V, L = 32 + N, written with
     ``lax.dynamic_update_slice``; the decode step donates it."""
 
-    def __init__(self, model_name, batch, new_tokens):
+    def __init__(self, model_name, batch, new_tokens, read_each_step=False):
         import jax
         import jax.numpy as jnp
 
@@ -431,6 +435,7 @@ class JaxLlama:
                                         / self.head_dim)
         self.ids = jnp.asarray(_prompt(batch, c.vocab_size).numpy())
         self.batch, self.max_len = batch, PROMPT + new_tokens
+        self.read_each_step = read_each_step
         self._prefill = jax.jit(self._forward_prefill, donate_argnums=(1,))
         self._step = jax.jit(self._forward_step, donate_argnums=(1,))
 
@@ -508,6 +513,8 @@ class JaxLlama:
         tokens = [token]
         for i in range(1, self.new_tokens):
             cache, token = self._step(self.p, cache, token, PROMPT + i - 1)
+            if self.read_each_step:
+                bool(np.asarray(token).max() == 2)  # the stop check's read (EOS 2)
             tokens.append(token)
         out = np.stack([np.asarray(t) for t in tokens], axis=1)
         return out.tolist(), prefill, time.perf_counter() - start
@@ -581,8 +588,9 @@ def worker_main(args):
         import torch
 
         torch.set_num_threads(args.cpu_threads)
-    if args.worker == "jax":
-        w = JaxLlama(args.model, args.batch, args.new_tokens)
+    if args.worker in ("jax", "jax_read"):
+        w = JaxLlama(args.model, args.batch, args.new_tokens,
+                     read_each_step=args.worker == "jax_read")
     else:
         w = TorchWorker(args.worker, args.model, args.batch, args.new_tokens)
     for line in sys.stdin:
