@@ -4,28 +4,18 @@ PyTorch with no CPU fallback."""
 
 import torch
 
-from _util import assert_close_cpu, no_fallback
+from _util import grads_match
 
 # float32 results within 1e-5, relative for large values: run_both(fn, *inputs, **TOL).
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
 def grads_close(fn, *inputs, **tol):
-    """fn's output and the gradients of every float input match CPU's, for the
-    same random output gradient; forward and backward run with no fallback."""
+    """:func:`_util.grads_match` over every floating input, at :data:`TOL`
+    unless tolerances are given."""
     tol = tol or TOL
-    cpu = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
-    out = fn(*cpu)
-    grad_out = torch.randn_like(out)
-    out.backward(grad_out)
-    tpu = [x.to("tpu").requires_grad_(x.is_floating_point()) for x in inputs]
-    with no_fallback():
-        out_t = fn(*tpu)
-        out_t.backward(grad_out.to("tpu"))
-    assert_close_cpu(out_t.detach(), out.detach(), **tol)
-    for c, t in zip(cpu, tpu):
-        if c.requires_grad:
-            assert_close_cpu(t.grad, c.grad, **tol)
+    floats = tuple(i for i, x in enumerate(inputs) if x.is_floating_point())
+    grads_match(fn, *inputs, grad_of=floats, **tol)
 
 
 def make(shape, dtype=torch.float32):
