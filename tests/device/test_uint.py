@@ -135,14 +135,15 @@ def test_ops_cpu_implements(dtype):
     lambda x: x.flip(0), lambda x: x.clamp(0, 3), lambda x: x.nonzero(),
     lambda x: torch.maximum(x, x), lambda x: x.argmax(),
     lambda x: x.index_put((torch.tensor([0]),), torch.tensor(5, dtype=x.dtype)),
-    lambda x: x.masked_fill(x == 1, 3), lambda x: x.gather(0, torch.tensor([0])),
+    lambda x: x.masked_fill(x == 1, 3), lambda x: x.gather(0, torch.tensor([0], device=x.device)),
     lambda x: torch.arange(5, dtype=x.dtype, device=x.device),
 ], ids=["add", "sub", "lt", "max", "neg", "abs", "not", "shift", "floordiv", "rem", "flip",
         "clamp", "nonzero", "maximum", "argmax", "index_put", "masked_fill", "gather",
         "arange"])
 def test_ops_cpu_lacks_raise_not_implemented(dtype, op):
-    # Index arguments built inside `op` are CPU tensors; tpu accepts CPU index
-    # tensors as CUDA does, so both calls take the same path.
+    # index_put's index is a CPU tensor, which tpu accepts as CUDA does
+    # (device_check: NoCheck); gather's index is on x's device, as CUDA
+    # requires, so both calls take the same path.
     x = torch.tensor([1, 2, 3], dtype=dtype)
     cpu_error = None
     try:
