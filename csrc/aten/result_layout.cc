@@ -195,6 +195,7 @@ const std::unordered_map<std::string, LayoutRule>& layout_table() {
       {"aten::upsample_bicubic2d", ResultLayout::kInputChannelsLast},
       {"aten::_upsample_nearest_exact2d", ResultLayout::kInputChannelsLast},
       {"aten::_upsample_bilinear2d_aa", ResultLayout::kInputChannelsLast},
+      {"aten::_upsample_bicubic2d_aa", ResultLayout::kInputChannelsLast},
       {"aten::upsample_nearest3d", ResultLayout::kInputChannelsLast},
       {"aten::upsample_trilinear3d", ResultLayout::kInputChannelsLast},
       {"aten::_upsample_nearest_exact3d", ResultLayout::kInputChannelsLast},

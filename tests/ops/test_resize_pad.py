@@ -260,6 +260,15 @@ def test_interpolate_bilinear_antialias(align_corners, mode):
         torch.ones(1, 2, 4, 4, dtype=torch.long),
     )
     same_error(lambda t: A._upsample_bilinear2d_aa(t, [3, 3], False), torch.randn(1, 0, 4, 4))
+    # A channels_last input gives a channels_last output, as on CPU (PyTorch's
+    # test_upsamplingBiMode2d_consistency checks it; bicubic lacked it).
+    run_both(
+        lambda t: F.interpolate(t, size=(5, 4), mode=mode, antialias=True,
+                                align_corners=align_corners),
+        torch.randn(2, 3, 9, 8).contiguous(memory_format=torch.channels_last),
+        check_stride=True,
+        **TOL,
+    )
 
 
 def test_upsample_uint8_linear_runs_through_the_cpu_fallback():
