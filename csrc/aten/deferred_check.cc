@@ -17,7 +17,7 @@ std::vector<DeferredCheck>& pending() {
 
 thread_local bool t_running = false;
 uint64_t g_drains = 0;
-std::mutex g_mu;  // guards pending() and g_drains (ops may come from several threads)
+std::mutex g_pending_mu;  // guards pending() and g_drains (ops may come from several threads)
 
 // A loop that never reads would grow the list (and keep its small device
 // values) without bound: past this many, the checks run (one wait).
@@ -83,11 +83,11 @@ void defer_check(at::Tensor value, at::Tensor ok, CheckFn check) {
                         ok.device() == value.device());
   bool full;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_pending_mu);
     full = pending().size() >= kMaxPending;
   }
   if (full) run_deferred_checks();
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_pending_mu);
   pending().push_back({std::move(value), std::move(ok), std::move(check)});
 }
 
@@ -100,12 +100,12 @@ void check_device_values(const at::Tensor& value, const at::Tensor& ok, CheckFn 
 }
 
 std::vector<DeferredCheck> deferred_checks() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_pending_mu);
   return pending();
 }
 
 uint64_t deferred_check_drains() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_pending_mu);
   return g_drains;
 }
 
@@ -117,7 +117,7 @@ std::optional<at::Tensor> read_with_checks(const at::Tensor& src) {
   const int device = src.device().index();
   std::vector<DeferredCheck> checks;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_pending_mu);
     auto& all = pending();
     if (all.empty() || all.size() > kOkChunk) return std::nullopt;
     for (const DeferredCheck& c : all) {
@@ -151,7 +151,7 @@ void run_deferred_checks() {
   if (t_running) return;
   std::vector<DeferredCheck> checks;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_pending_mu);
     if (pending().empty()) return;
     checks.swap(pending());
     ++g_drains;

@@ -28,7 +28,7 @@
 namespace ttpu::aten {
 namespace {
 
-std::mutex g_mu;
+std::mutex g_fallback_mu;
 std::map<std::string, int64_t> g_counts;
 
 bool fallback_is_error() {
@@ -43,7 +43,7 @@ void count_for(const c10::OperatorHandle& op, const char* why) {
                               " and TORCHTPU_FALLBACK=error forbids running it on CPU");
   bool first = false;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_fallback_mu);
     first = g_counts[full]++ == 0;
   }
   if (first) {
@@ -136,12 +136,12 @@ void set_native_functions_yaml(const std::string& path) {
 }
 
 std::map<std::string, int64_t> fallback_counts() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_fallback_mu);
   return g_counts;
 }
 
 void reset_fallback_counts() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_fallback_mu);
   g_counts.clear();
 }
 

@@ -14,7 +14,7 @@ struct Setting {
   std::vector<int64_t> sizes;  // sorted, positive
 };
 
-std::mutex g_mu;
+std::mutex g_buckets_mu;
 Setting g_setting;
 
 int64_t product(const std::vector<int64_t>& sizes, size_t from, size_t to) {
@@ -48,12 +48,12 @@ bool in_bucket(const at::Tensor& t) {
 
 void set_growing_buckets(bool pow2, std::vector<int64_t> sizes) {
   std::sort(sizes.begin(), sizes.end());
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_buckets_mu);
   g_setting = {pow2, std::move(sizes)};
 }
 
 std::optional<int64_t> bucket_rows(int64_t n) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_buckets_mu);
   if (g_setting.pow2) {
     int64_t b = 1;
     while (b < n) b <<= 1;

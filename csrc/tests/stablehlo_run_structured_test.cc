@@ -27,9 +27,6 @@ using ir::Value;
 using Dims = std::vector<int64_t>;
 using Doubles = std::vector<double>;
 
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 Doubles iota_values(int64_t n, double start = 0) {
   Doubles v;
   for (int64_t i = 0; i < n; ++i) v.push_back(start + static_cast<double>(i));

@@ -22,9 +22,6 @@ using ir::Value;
 using Dims = std::vector<int64_t>;
 using Doubles = std::vector<double>;
 
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 // Runs op(x) on `in` stored in `dtype`; returns the outputs as doubles.
 Doubles run_unary(Op op, DType dtype, const Doubles& in) {
   Graph g;

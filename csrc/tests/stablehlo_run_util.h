@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -23,6 +24,9 @@
 #include "stablehlo/emit.h"
 
 namespace ttpu::testing {
+
+inline constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A dense row-major host array. f16/bf16 elements are uint16_t bit patterns.
 struct Array {

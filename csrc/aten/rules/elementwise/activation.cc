@@ -17,6 +17,9 @@ namespace {
 using ir::Cmp;
 using ir::DType;
 using ir::Op;
+using pointwise::add;
+using pointwise::k;
+using pointwise::mul;
 using pointwise::not_implemented;
 using pointwise::opmath;
 using pointwise::require_float;
@@ -35,10 +38,6 @@ FloatInput float_input(LoweringContext& ctx, const at::Tensor& t, const char* ke
   require_float(kernel, dt);
   return {ctx.g().convert(x, opmath(dt)), dt};
 }
-
-ir::Value mul(LoweringContext& c, ir::Value a, ir::Value b) { return c.g().binary(Op::kMul, a, b); }
-ir::Value add(LoweringContext& c, ir::Value a, ir::Value b) { return c.g().binary(Op::kAdd, a, b); }
-ir::Value k(LoweringContext& c, ir::Value like, double v) { return full_like(c, like, v); }
 
 std::vector<ir::Value> relu(LoweringContext& ctx, const Args& a) {
   ir::Value x = ctx.tensor(a.tensor(0));
@@ -233,7 +232,7 @@ std::vector<ir::Value> log_sigmoid_forward(LoweringContext& ctx, const Args& a) 
   return {g.convert(y, dt), g.convert(z, dt)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kActivationRules[] = {
     {"relu", relu},
     {"gelu", gelu},
     {"silu", silu},

@@ -16,9 +16,13 @@ namespace {
 using ir::Cmp;
 using ir::DType;
 using ir::Op;
+using pointwise::add;
+using pointwise::k;
+using pointwise::mul;
 using pointwise::not_implemented;
 using pointwise::opmath;
 using pointwise::result_type_of;
+using pointwise::sub;
 
 // grad and the saved tensor (input or result), broadcast and in the opmath of
 // their common dtype; `dt` is the dtype of the result.
@@ -37,10 +41,6 @@ GradInput grad_input(LoweringContext& ctx, const Args& a, size_t grad_i, size_t 
   return {grad, x, dt};
 }
 
-ir::Value mul(LoweringContext& c, ir::Value a, ir::Value b) { return c.g().binary(Op::kMul, a, b); }
-ir::Value add(LoweringContext& c, ir::Value a, ir::Value b) { return c.g().binary(Op::kAdd, a, b); }
-ir::Value sub(LoweringContext& c, ir::Value a, ir::Value b) { return c.g().binary(Op::kSub, a, b); }
-ir::Value k(LoweringContext& c, ir::Value like, double v) { return full_like(c, like, v); }
 ir::Value s(LoweringContext& c, const c10::Scalar& v, ir::Value like) {
   return pointwise::scalar_like(c, v, like);
 }
@@ -228,7 +228,7 @@ std::vector<ir::Value> log_sigmoid_backward(LoweringContext& ctx, const Args& a)
   return {g.convert(mul(ctx, in.grad, d), in.dt)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kActivationBackwardRules[] = {
     {"threshold_backward", threshold_backward},
     {"gelu_backward", gelu_backward},
     {"sigmoid_backward", sigmoid_backward},

@@ -100,7 +100,7 @@ ir::Value in_float(LoweringContext& ctx, const c10::IValue& self, double scalar,
   return ctx.g().convert(ctx.g().binary(op, x, y), dt);
 }
 
-std::vector<ir::Value> mul(LoweringContext& ctx, const Args& a) {
+std::vector<ir::Value> mul_rule(LoweringContext& ctx, const Args& a) {
   const ir::DType common = to_ir(result_type(a[0], a[1]));
   if (auto s = reduced_float_scalar(a[1], common)) {
     return {in_float(ctx, a[0], *s, Op::kMul, common)};
@@ -364,13 +364,17 @@ std::vector<ir::Value> pow_rule(LoweringContext& ctx, const Args& a) {
   return {integer_pow(ctx, x, y, bits)};
 }
 
-std::vector<ir::Value> add(LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kAdd); }
-std::vector<ir::Value> sub(LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kSub); }
+std::vector<ir::Value> add_rule(LoweringContext& c, const Args& a) {
+  return add_sub(c, a, Op::kAdd);
+}
+std::vector<ir::Value> sub_rule(LoweringContext& c, const Args& a) {
+  return add_sub(c, a, Op::kSub);
+}
 
-RegisterLowering r_add_t("add.Tensor", add);
-RegisterLowering r_add_s("add.Scalar", add);
-RegisterLowering r_sub_t("sub.Tensor", sub);
-RegisterLowering r_sub_s("sub.Scalar", sub);
+RegisterLowering r_add_t("add.Tensor", add_rule);
+RegisterLowering r_add_s("add.Scalar", add_rule);
+RegisterLowering r_sub_t("sub.Tensor", sub_rule);
+RegisterLowering r_sub_s("sub.Scalar", sub_rule);
 RegisterLowering r_rsub_t("rsub.Tensor", [](LoweringContext& c, const Args& a) {
   std::vector<c10::IValue> swapped{a[1], a[0], a[2]};
   return add_sub(c, Args(swapped), Op::kSub);
@@ -379,8 +383,8 @@ RegisterLowering r_rsub_s("rsub.Scalar", [](LoweringContext& c, const Args& a) {
   std::vector<c10::IValue> swapped{a[1], a[0], a[2]};
   return add_sub(c, Args(swapped), Op::kSub);
 });
-RegisterLowering r_mul_t("mul.Tensor", mul);
-RegisterLowering r_mul_s("mul.Scalar", mul);
+RegisterLowering r_mul_t("mul.Tensor", mul_rule);
+RegisterLowering r_mul_s("mul.Scalar", mul_rule);
 RegisterLowering r_div_t("div.Tensor",
                          [](LoweringContext& c, const Args& a) { return div(c, a, std::nullopt); });
 RegisterLowering r_div_s("div.Scalar",

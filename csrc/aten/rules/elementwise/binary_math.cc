@@ -162,7 +162,7 @@ ValueList glu(LoweringContext& ctx, const Args& a) {
   return {g.convert(g.binary(Op::kMul, first, g.unary(Op::kLogistic, second)), dt)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kBinaryMathRules[] = {
     {"bitwise_left_shift.Tensor",
      [](LoweringContext& c, const Args& a) { return shift(c, a, true); }},
     {"bitwise_right_shift.Tensor",

@@ -153,15 +153,15 @@ ValueList elementwise(LoweringContext& ctx, const Args& a) {
 
 // ---------------------------------------------------------------- arithmetic
 
-std::pair<ir::Value, ir::Value> promoted(LoweringContext& ctx, const Args& a, DType* out) {
+std::pair<ir::Value, ir::Value> complex_promoted(LoweringContext& ctx, const Args& a, DType* out) {
   *out = to_ir(result_type(a[0], a[1]));
   return broadcast_pair(ctx, operand(ctx, a[0], *out), operand(ctx, a[1], *out));
 }
 
 // add/sub.Tensor and .Scalar: self op other * alpha (any real or complex alpha).
-ValueList add_sub(LoweringContext& ctx, const Args& a, Op op) {
+ValueList complex_add_sub(LoweringContext& ctx, const Args& a, Op op) {
   DType dt;
-  auto [x, y] = promoted(ctx, a, &dt);
+  auto [x, y] = complex_promoted(ctx, a, &dt);
   if (a.size() > 2 && !a.is_none(2)) {
     const c10::Scalar alpha = a.scalar(2);
     TORCH_CHECK(ir::is_complex(dt) || !alpha.isComplex(),
@@ -178,7 +178,7 @@ ValueList add_sub(LoweringContext& ctx, const Args& a, Op op) {
 // calls reach the fallback and its error).
 ValueList div_rule(LoweringContext& ctx, const Args& a) {
   DType dt;
-  auto [x, y] = promoted(ctx, a, &dt);
+  auto [x, y] = complex_promoted(ctx, a, &dt);
   return {ctx.g().binary(Op::kDiv, x, y)};
 }
 
@@ -240,14 +240,18 @@ RegisterComplex c_rsqrt("rsqrt", elementwise<Op::kRsqrt>);
 RegisterComplex c_sin("sin", elementwise<Op::kSin>);
 RegisterComplex c_cos("cos", elementwise<Op::kCos>);
 RegisterComplex c_tanh("tanh", elementwise<Op::kTanh>);
-RegisterComplex c_add("add.Tensor",
-                      [](LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kAdd); });
-RegisterComplex c_add_s("add.Scalar",
-                        [](LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kAdd); });
-RegisterComplex c_sub("sub.Tensor",
-                      [](LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kSub); });
-RegisterComplex c_sub_s("sub.Scalar",
-                        [](LoweringContext& c, const Args& a) { return add_sub(c, a, Op::kSub); });
+RegisterComplex c_add("add.Tensor", [](LoweringContext& c, const Args& a) {
+  return complex_add_sub(c, a, Op::kAdd);
+});
+RegisterComplex c_add_s("add.Scalar", [](LoweringContext& c, const Args& a) {
+  return complex_add_sub(c, a, Op::kAdd);
+});
+RegisterComplex c_sub("sub.Tensor", [](LoweringContext& c, const Args& a) {
+  return complex_add_sub(c, a, Op::kSub);
+});
+RegisterComplex c_sub_s("sub.Scalar", [](LoweringContext& c, const Args& a) {
+  return complex_add_sub(c, a, Op::kSub);
+});
 RegisterComplex c_div("div.Tensor", div_rule);
 RegisterComplex c_div_s("div.Scalar", div_rule);
 // sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)

@@ -128,7 +128,7 @@ ValueList nextafter(LoweringContext& ctx, const Args& a) {
   return {g.select(any_nan, g.binary(Op::kAdd, x, y), result)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kFloatBitsRules[] = {
     {"frexp.Tensor", frexp},
     {"nextafter", nextafter},
 };

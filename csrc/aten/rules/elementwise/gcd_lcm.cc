@@ -54,7 +54,7 @@ ValueList gcd_lcm(LoweringContext& ctx, const Args& a, bool is_lcm) {
   return {g.select(is_zero, zero, l)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kGcdLcmRules[] = {
     {"gcd", [](LoweringContext& c, const Args& a) { return gcd_lcm(c, a, false); }},
     {"lcm", [](LoweringContext& c, const Args& a) { return gcd_lcm(c, a, true); }},
 };

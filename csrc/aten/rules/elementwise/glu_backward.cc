@@ -50,7 +50,7 @@ std::vector<Value> glu_backward(LoweringContext& ctx, const Args& a) {
   return {g.convert(g.concatenate({grad_a, grad_b}, dim), dt)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kGluBackwardRules[] = {
     {"glu_backward", glu_backward},
 };
 

@@ -34,7 +34,7 @@ ValueList prelu_backward(LoweringContext& ctx, const Args& a) {
           g.select(pos, full_like(ctx, x, 0), g.binary(Op::kMul, x, go))};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kPreluRules[] = {
     {"_prelu_kernel", prelu},
     {"_prelu_kernel_backward", prelu_backward},
 };

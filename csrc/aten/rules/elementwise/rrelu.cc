@@ -51,7 +51,7 @@ std::vector<Value> rrelu_with_noise(LoweringContext& ctx, const Args& a) {
   return {g.select(negative, g.binary(Op::kMul, x, r), x)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kRreluRules[] = {
     {"rrelu_with_noise", rrelu_with_noise},
 };
 

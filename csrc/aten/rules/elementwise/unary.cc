@@ -247,7 +247,7 @@ std::vector<ir::Value> trunc_rule(LoweringContext& c, const Args& a) {
   return rounding(c, a, "trunc_vml_cpu", trunc_float);
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kUnaryRules[] = {
     // float functions of one argument
     {"exp", float_op<Op::kExp>},
     {"expm1", float_op<Op::kExpm1>},

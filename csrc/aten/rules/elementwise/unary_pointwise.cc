@@ -222,7 +222,7 @@ std::vector<ir::Value> addcdiv(LoweringContext& ctx, const Args& a) {
   return addc(ctx, a, Op::kDiv);
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kUnaryPointwiseRules[] = {
     {"clamp", clamp_rule},
     {"clamp.Tensor", clamp_tensor},
     {"clamp_min", clamp_min},

@@ -63,6 +63,19 @@ inline ir::Value where(LoweringContext& ctx, ir::Value pred, ir::Value a, ir::Va
                         broadcast_to(ctx, b, shape));
 }
 
+// Shorthands for the activation formulas (activation*.cc).
+inline ir::Value mul(LoweringContext& c, ir::Value a, ir::Value b) {
+  return c.g().binary(ir::Op::kMul, a, b);
+}
+inline ir::Value add(LoweringContext& c, ir::Value a, ir::Value b) {
+  return c.g().binary(ir::Op::kAdd, a, b);
+}
+inline ir::Value sub(LoweringContext& c, ir::Value a, ir::Value b) {
+  return c.g().binary(ir::Op::kSub, a, b);
+}
+// A constant `v` shaped like `like`.
+inline ir::Value k(LoweringContext& c, ir::Value like, double v) { return full_like(c, like, v); }
+
 // gelu's `approximate` argument (position i), checked as ATen's
 // get_gelutype_enum checks it.
 inline std::string gelu_approximate(const Args& a, size_t i) {

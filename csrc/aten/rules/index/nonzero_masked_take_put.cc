@@ -353,7 +353,7 @@ ValueList index_reduce(LoweringContext& ctx, const Args& a) {
   return r;
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kNonzeroMaskedTakePutRules[] = {
     {"nonzero", nonzero},
     {"masked_select", masked_select},
     {"take", take},

@@ -49,7 +49,7 @@ std::vector<Value> nonzero_static(LoweringContext& ctx, const Args& a) {
   return {g.concatenate(columns, 1)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kNonzeroStaticRules[] = {
     {"nonzero_static", nonzero_static},
 };
 

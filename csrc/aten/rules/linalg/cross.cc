@@ -44,7 +44,7 @@ ValueList cross(LoweringContext& ctx, const Args& a) {
   return {g.concatenate({term(1, 2), term(2, 0), term(0, 1)}, dim)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kCrossRules[] = {
     {"linalg_cross", cross},
 };
 

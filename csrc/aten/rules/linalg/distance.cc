@@ -236,7 +236,7 @@ std::vector<Value> pdist_backward(LoweringContext& ctx, const Args& a) {
   return {g.reshape(reduce(ctx, per, {2}, false, Reducer::kAdd), {n, m})};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kDistanceRules[] = {
     {"_cdist_forward", cdist_forward},
     {"_cdist_backward", cdist_backward},
     {"_pdist_forward", pdist_forward},

@@ -211,7 +211,7 @@ std::vector<Value> linalg_solve_triangular(LoweringContext& ctx, const Args& a) 
 
 // ---------------------------------------------------------------- QR
 
-std::vector<Value> geqrf(LoweringContext& ctx, const Args& a) {
+std::vector<Value> geqrf_rule(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   TORCH_CHECK(self.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
   check_lapack_dtype(self, "geqrf_cpu");
@@ -395,7 +395,7 @@ RegisterLowering r_cholesky_inverse("cholesky_inverse", cholesky_inverse);
 RegisterLowering r_cholesky_solve("_cholesky_solve_helper", cholesky_solve_helper);
 RegisterLowering r_triangular_solve("triangular_solve", triangular_solve);
 RegisterLowering r_solve_triangular("linalg_solve_triangular", linalg_solve_triangular);
-RegisterLowering r_geqrf("geqrf", geqrf);
+RegisterLowering r_geqrf("geqrf", geqrf_rule);
 RegisterLowering r_qr("linalg_qr", linalg_qr);
 RegisterLowering r_householder("linalg_householder_product", householder_product_rule);
 RegisterLowering r_ormqr("ormqr", ormqr);

@@ -311,8 +311,8 @@ ValueList native_multi_head_attention(LoweringContext& ctx, const Args& a) {
 // ------------------------------------------------------------ encoder layer
 
 // Layer norm over the last dim (ATen's native_layer_norm, biased variance).
-Value layer_norm(LoweringContext& ctx, const Precision& p, Value x, const at::Tensor& w,
-                 const at::Tensor& b, double eps) {
+Value layer_norm_last_dim(LoweringContext& ctx, const Precision& p, Value x, const at::Tensor& w,
+                          const at::Tensor& b, double eps) {
   auto& g = ctx.g();
   const auto shape = dims(ctx, x);
   const std::vector<int64_t> last{static_cast<int64_t>(shape.size()) - 1};
@@ -376,17 +376,17 @@ ValueList transformer_encoder_layer(LoweringContext& ctx, const Args& a) {
   check_linear(rows, w1.size(0), w2, b2);
 
   Value x0 = read(ctx, src, p.acc);
-  Value x = norm_first ? layer_norm(ctx, p, x0, n1w, n1b, eps) : x0;
+  Value x = norm_first ? layer_norm_last_dim(ctx, p, x0, n1w, n1b, eps) : x0;
   Value sa = attend(ctx, p, att, x, x, x, /*packed=*/true, /*need_weights=*/false, true).first;
   x = p.round(ctx, g.binary(Op::kAdd, sa, x0));
-  if (!norm_first) x = layer_norm(ctx, p, x, n1w, n1b, eps);
+  if (!norm_first) x = layer_norm_last_dim(ctx, p, x, n1w, n1b, eps);
   Value residual = x;
-  if (norm_first) x = layer_norm(ctx, p, x, n2w, n2b, eps);
+  if (norm_first) x = layer_norm_last_dim(ctx, p, x, n2w, n2b, eps);
   Value h = add_bias(ctx, project(ctx, x, read(ctx, w1, p.acc)), read(ctx, b1, p.acc));
   h = use_gelu ? gelu(ctx, h) : g.binary(Op::kMax, h, full_like(ctx, h, 0));
   x = linear(ctx, p, p.round(ctx, h), w2, b2);
   x = p.round(ctx, g.binary(Op::kAdd, x, residual));
-  if (!norm_first) x = layer_norm(ctx, p, x, n2w, n2b, eps);
+  if (!norm_first) x = layer_norm_last_dim(ctx, p, x, n2w, n2b, eps);
   return {g.convert(x, p.out)};
 }
 

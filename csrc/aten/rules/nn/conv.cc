@@ -51,9 +51,6 @@ ConvParams params_of(const Args& a, size_t first, int64_t spatial) {
   return p;
 }
 
-// Size of `n` elements with `d - 1` holes between neighbours (lax._dilate_shape).
-int64_t dilate(int64_t n, int64_t d) { return n == 0 ? 0 : (n - 1) * d + 1; }
-
 std::vector<int64_t> spatial_dims(LoweringContext& ctx, Value v) {
   const auto& d = dims(ctx, v);
   return {d.begin() + 2, d.end()};

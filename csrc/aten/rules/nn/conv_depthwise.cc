@@ -27,8 +27,6 @@ namespace {
 using ir::Op;
 using ir::Value;
 
-int64_t dilate(int64_t n, int64_t d) { return n == 0 ? 0 : (n - 1) * d + 1; }
-
 int64_t product(const std::vector<int64_t>& v) {
   int64_t p = 1;
   for (int64_t x : v) p *= x;

@@ -15,6 +15,9 @@
 
 namespace ttpu::aten {
 
+// Size of `n` elements with `d - 1` holes between neighbours (lax._dilate_shape).
+inline int64_t dilate(int64_t n, int64_t d) { return n == 0 ? 0 : (n - 1) * d + 1; }
+
 // A forward convolution's stride, padding and dilation (one entry per spatial dim).
 struct DepthwiseParams {
   std::vector<int64_t> stride, padding, dilation;

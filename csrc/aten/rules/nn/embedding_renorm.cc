@@ -104,7 +104,7 @@ std::vector<Value> embedding_renorm(LoweringContext& ctx, const Args& a) {
   return {g.select(g.broadcast_in_dim(apply, {n, d}, {0}), scaled, x)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kEmbeddingRenormRules[] = {
     {"embedding_renorm", embedding_renorm},
 };
 

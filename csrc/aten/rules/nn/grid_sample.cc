@@ -347,7 +347,7 @@ std::vector<Value> grid_sampler_2d_backward(LoweringContext& ctx, const Args& a)
   return {mask[0] ? grad_input : Value(), mask[1] ? grad_grid : Value()};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kGridSampleRules[] = {
     {"grid_sampler_2d", grid_sampler_2d},
     {"grid_sampler_2d_backward", grid_sampler_2d_backward},
 };

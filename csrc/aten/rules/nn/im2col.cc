@@ -113,7 +113,7 @@ std::vector<Value> col2im(LoweringContext& ctx, const Args& a) {
   return {g.reshape(out, out_shape)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kIm2colRules[] = {
     {"im2col", im2col},
     {"col2im", col2im},
 };

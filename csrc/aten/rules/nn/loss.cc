@@ -19,9 +19,6 @@ using ir::Op;
 using ir::Reducer;
 using ValueList = std::vector<ir::Value>;
 
-constexpr int64_t kNone = 0;
-constexpr int64_t kMean = 1;
-
 std::vector<int64_t> all_dims(LoweringContext& ctx, ir::Value v) {
   std::vector<int64_t> r;
   for (size_t d = 0; d < dims(ctx, v).size(); ++d) r.push_back(static_cast<int64_t>(d));
@@ -31,11 +28,11 @@ std::vector<int64_t> all_dims(LoweringContext& ctx, ir::Value v) {
 // A per-element loss reduced as `reduction` asks; the mean divides by the
 // element count (NaN for an empty input, as on CPU).
 ir::Value apply_reduction(LoweringContext& ctx, ir::Value loss, int64_t reduction) {
-  if (reduction == kNone) return loss;
+  if (reduction == at::Reduction::None) return loss;
   auto rdims = all_dims(ctx, loss);
   double n = static_cast<double>(reduced_numel(dims(ctx, loss), rdims));
   ir::Value s = reduce(ctx, loss, rdims, false, Reducer::kAdd);
-  if (reduction == kMean) s = ctx.g().binary(Op::kDiv, s, full_like(ctx, s, n));
+  if (reduction == at::Reduction::Mean) s = ctx.g().binary(Op::kDiv, s, full_like(ctx, s, n));
   return s;
 }
 
@@ -177,12 +174,12 @@ ValueList nll_forward(LoweringContext& ctx, const Args& a, bool spatial) {
   // select, not multiply: an ignored -inf input must give 0, not NaN.
   ir::Value loss =
       g.select(valid, g.binary(Op::kMul, g.unary(Op::kNeg, picked), w), full_like(ctx, w, 0));
-  if (reduction == kNone) return {g.convert(loss, out), g.constant(0, {out, {}})};
+  if (reduction == at::Reduction::None) return {g.convert(loss, out), g.constant(0, {out, {}})};
   auto tdims = all_dims(ctx, loss);
   ir::Value total = reduce(ctx, w, tdims, false, Reducer::kAdd);
   ir::Value r = reduce(ctx, loss, tdims, false, Reducer::kAdd);
   // All targets ignored: 0 / 0 = NaN, as on CPU.
-  if (reduction == kMean) r = g.binary(Op::kDiv, r, total);
+  if (reduction == at::Reduction::Mean) r = g.binary(Op::kDiv, r, total);
   return {g.convert(r, out), g.convert(total, out)};
 }
 
@@ -198,7 +195,7 @@ ValueList nll_backward(LoweringContext& ctx, const Args& a, bool spatial) {
   check_nll_shapes(self, target, spatial);
   check_nll_weight(weight, self.size(self.dim() == 1 ? 0 : 1));
   check_nll_target(target);
-  if (reduction == kNone) {
+  if (reduction == at::Reduction::None) {
     TORCH_CHECK(grad_output.sizes() == target.sizes(), "Expected a tensor of shape ",
                 target.sizes(), " but got: ", grad_output.sizes());
   } else {
@@ -216,9 +213,9 @@ ValueList nll_backward(LoweringContext& ctx, const Args& a, bool spatial) {
   ir::Value valid = g.compare(ir::Cmp::kNE, t, ignore);
   ir::Value w = target_weights(ctx, l, t, mask, valid, weight, acc);
   ir::Value gy = g.convert(ctx.tensor(grad_output), acc);
-  gy = g.reshape(gy, reduction == kNone ? tshape : std::vector<int64_t>{});
+  gy = g.reshape(gy, reduction == at::Reduction::None ? tshape : std::vector<int64_t>{});
   gy = broadcast_to(ctx, gy, tshape);
-  if (reduction == kMean) {
+  if (reduction == at::Reduction::Mean) {
     ir::Value total = g.reshape(g.convert(ctx.tensor(a.tensor(6)), acc), {});
     gy = g.binary(Op::kDiv, gy, broadcast_to(ctx, total, tshape));
   }
@@ -248,7 +245,7 @@ ir::Value grad_scale(LoweringContext& ctx, const at::Tensor& grad_output, int64_
                      const std::vector<int64_t>& shape, DType acc, int64_t numel) {
   auto& g = ctx.g();
   ir::Value gy = broadcast_to(ctx, g.convert(ctx.tensor(grad_output), acc), shape);
-  if (reduction == kMean) {
+  if (reduction == at::Reduction::Mean) {
     gy = g.binary(Op::kDiv, gy, full_like(ctx, gy, static_cast<double>(numel)));
   }
   return gy;

@@ -20,7 +20,6 @@ using ir::Reducer;
 using ir::Value;
 
 // at::Reduction values (the reduction argument).
-constexpr int64_t kNone = 0, kMean = 1;
 
 // The kernels are instantiated for float and double only.
 void check_float(const at::Tensor& t, const char* kernel) {
@@ -66,7 +65,7 @@ Value times_grad_output(LoweringContext& ctx, Value grad, const at::Tensor& grad
                         int64_t reduction) {
   auto& g = ctx.g();
   Value go = g.convert(ctx.tensor(grad_output), dtype(ctx, grad));
-  if (reduction == kNone && grad_output.dim() > 0) {
+  if (reduction == at::Reduction::None && grad_output.dim() > 0) {
     const auto shape = dims(ctx, grad);
     return g.binary(Op::kMul, grad, g.broadcast_in_dim(g.reshape(go, {shape[0]}), shape, {0}));
   }
@@ -136,17 +135,18 @@ std::vector<Value> multi_margin_loss(LoweringContext& ctx, const Args& a) {
       check_multi_margin(ctx, self, target, a.scalar(2), weight, "multi_margin_loss_cpu_kernel");
   const DType dt = to_ir(self.scalar_type());
   std::vector<int64_t> out_shape;
-  if (reduction == kNone && target.dim() > 0) out_shape = {nframe};
-  if (self.numel() == 0) return {g.constant(reduction == kMean ? NAN : 0, {dt, out_shape})};
+  if (reduction == at::Reduction::None && target.dim() > 0) out_shape = {nframe};
+  if (self.numel() == 0)
+    return {g.constant(reduction == at::Reduction::Mean ? NAN : 0, {dt, out_shape})};
   MultiMargin m = multi_margin_terms(ctx, self, target, a.scalar(3), weight, nframe, dim);
   Value h = a.scalar(2).toDouble() == 1 ? m.z : g.binary(Op::kMul, m.z, m.z);
   if (m.weight.valid()) h = g.binary(Op::kMul, h, m.weight);
   h = g.select(m.active, h, g.constant(0, {dt, {nframe, dim}}));
   Value per = reduce(ctx, h, {1}, false, Reducer::kAdd);
   per = g.binary(Op::kDiv, per, g.constant(static_cast<double>(dim), {dt, {nframe}}));
-  if (reduction == kNone) return {g.reshape(per, out_shape)};
+  if (reduction == at::Reduction::None) return {g.reshape(per, out_shape)};
   Value sum = reduce(ctx, per, {0}, false, Reducer::kAdd);
-  if (reduction == kMean)
+  if (reduction == at::Reduction::Mean)
     sum = g.binary(Op::kDiv, sum, ctx.constant(static_cast<double>(nframe), dt));
   return {sum};
 }
@@ -168,8 +168,8 @@ std::vector<Value> multi_margin_loss_backward(LoweringContext& ctx, const Args& 
   if (self.numel() == 0) return {g.constant(0, {dt, self.sizes().vec()})};
   MultiMargin m = multi_margin_terms(ctx, self, target, a.scalar(4), weight, nframe, dim);
   const std::vector<int64_t> shape{nframe, dim};
-  const double gv =
-      reduction == kMean ? 1. / static_cast<double>(nframe * dim) : 1. / static_cast<double>(dim);
+  const double gv = reduction == at::Reduction::Mean ? 1. / static_cast<double>(nframe * dim)
+                                                     : 1. / static_cast<double>(dim);
   Value gs = g.constant(gv, {dt, shape});
   Value h = gs;
   if (a.scalar(3).toDouble() != 1)
@@ -245,9 +245,9 @@ std::vector<Value> multilabel_margin_loss(LoweringContext& ctx, const Args& a) {
       check_multilabel(ctx, self, target, "multilabel_margin_loss_forward_out_frame");
   const DType dt = to_ir(self.scalar_type());
   std::vector<int64_t> out_shape;
-  if (reduction == kNone && self.dim() > 1) out_shape = {nframe};
+  if (reduction == at::Reduction::None && self.dim() > 1) out_shape = {nframe};
   if (self.numel() == 0) {
-    return {g.constant(reduction == kMean ? NAN : 0, {dt, out_shape}),
+    return {g.constant(reduction == at::Reduction::Mean ? NAN : 0, {dt, out_shape}),
             g.constant(0, {dt, target.sizes().vec()})};
   }
   Value x = g.reshape(ctx.tensor(self), {nframe, dim});
@@ -257,9 +257,9 @@ std::vector<Value> multilabel_margin_loss(LoweringContext& ctx, const Args& a) {
   Value per = reduce(ctx, h, {1, 2}, false, Reducer::kAdd);
   per = g.binary(Op::kDiv, per, g.constant(static_cast<double>(dim), {dt, {nframe}}));
   Value is_target = g.reshape(g.convert(m.is_target, dt), target.sizes().vec());
-  if (reduction == kNone) return {g.reshape(per, out_shape), is_target};
+  if (reduction == at::Reduction::None) return {g.reshape(per, out_shape), is_target};
   Value sum = reduce(ctx, per, {0}, false, Reducer::kAdd);
-  if (reduction == kMean)
+  if (reduction == at::Reduction::Mean)
     sum = g.binary(Op::kDiv, sum, ctx.constant(static_cast<double>(nframe), dt));
   return {sum, is_target};
 }
@@ -286,8 +286,8 @@ std::vector<Value> multilabel_margin_loss_backward(LoweringContext& ctx, const A
   Value saved = g.reshape(ctx.tensor(is_target), {nframe, dim});
   saved = g.compare(Cmp::kNE, saved, g.constant(0, {dtype(ctx, saved), {nframe, dim}}));
   Multilabel m = multilabel_terms(ctx, x, t, nframe, dim, saved);
-  const double gv =
-      reduction == kMean ? 1. / static_cast<double>(nframe * dim) : 1. / static_cast<double>(dim);
+  const double gv = reduction == at::Reduction::Mean ? 1. / static_cast<double>(nframe * dim)
+                                                     : 1. / static_cast<double>(dim);
   const std::vector<int64_t> nkc{nframe, dim, dim};
   Value ones = g.select(m.active, g.constant(1, {dt, nkc}), g.constant(0, {dt, nkc}));
   Value plus = reduce(ctx, ones, {1}, false, Reducer::kAdd);  // [N, C]
@@ -301,7 +301,7 @@ std::vector<Value> multilabel_margin_loss_backward(LoweringContext& ctx, const A
   return {g.reshape(grad, self.sizes().vec())};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kLossMarginRules[] = {
     {"multi_margin_loss", multi_margin_loss},
     {"multi_margin_loss_backward", multi_margin_loss_backward},
     {"multilabel_margin_loss_forward", multilabel_margin_loss},

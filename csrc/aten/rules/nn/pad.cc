@@ -97,7 +97,7 @@ std::vector<ir::Value> pad_rule(LoweringContext& ctx, const Args& a) {
   return pad(ctx, a, K, Reflect);
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kPadRules[] = {
     {"reflection_pad1d", pad_rule<1, true>},   {"reflection_pad2d", pad_rule<2, true>},
     {"reflection_pad3d", pad_rule<3, true>},   {"replication_pad1d", pad_rule<1, false>},
     {"replication_pad2d", pad_rule<2, false>}, {"replication_pad3d", pad_rule<3, false>},

@@ -35,20 +35,6 @@ Value pad_matrix(LoweringContext& ctx, int64_t n, int64_t left, int64_t right, b
   return g.select(hit, g.constant(1, {dt, {m, n}}), g.constant(0, {dt, {m, n}}));
 }
 
-// x's dim d (size m) contracted with matrix [m, n]; the n dim stays at d.
-Value contract_dim(LoweringContext& ctx, Value x, int64_t d, Value matrix) {
-  auto& g = ctx.g();
-  const int64_t rank = static_cast<int64_t>(dims(ctx, x).size());
-  Value r = g.dot_general(x, matrix, {}, {}, {d}, {0});
-  std::vector<int64_t> perm;
-  for (int64_t k = 0; k < rank - 1; ++k) {
-    if (k == d) perm.push_back(rank - 1);
-    perm.push_back(k);
-  }
-  if (d == rank - 1) perm.push_back(rank - 1);
-  return g.transpose(r, perm);
-}
-
 // The CPU kernels' grad_output checks, with their (inconsistent) wording:
 // width first, then height, then depth.
 void check_grad(const at::Tensor& grad, const at::Tensor& self, const std::vector<int64_t>& p,
@@ -100,7 +86,7 @@ std::vector<Value> pad_backward(LoweringContext& ctx, const Args& a) {
   return {g.convert(dy, dt)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kPadBackwardRules[] = {
     {"reflection_pad1d_backward", pad_backward<1, true>},
     {"reflection_pad2d_backward", pad_backward<2, true>},
     {"reflection_pad3d_backward", pad_backward<3, true>},

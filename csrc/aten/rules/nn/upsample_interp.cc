@@ -186,20 +186,6 @@ Value taps_matrix(LoweringContext& ctx, const Taps& taps, int64_t m, int64_t n, 
   return acc;
 }
 
-// Contracts x's dim `d` (size m) with `matrix` [m, n], putting the n dim at d.
-Value contract_dim(LoweringContext& ctx, Value x, int64_t d, Value matrix) {
-  auto& g = ctx.g();
-  const int64_t rank = static_cast<int64_t>(dims(ctx, x).size());
-  Value r = g.dot_general(x, matrix, {}, {}, {d}, {0});  // free dims of x, then n
-  std::vector<int64_t> perm;
-  for (int64_t k = 0; k < rank - 1; ++k) {
-    if (k == d) perm.push_back(rank - 1);
-    perm.push_back(k);
-  }
-  if (d == rank - 1) perm.push_back(rank - 1);
-  return g.transpose(r, perm);
-}
-
 // The [m, n] matrix of the antialiased filter along one dim: CPU's
 // HelperInterpBase::_compute_indices_min_size_weights_aa (UpSampleKernel.cpp),
 // interp_size 2 (linear) or 4 (cubic), with its float / double roundings.
@@ -406,7 +392,7 @@ std::vector<Value> backward_rule(LoweringContext& ctx, const Args& a) {
   return upsample_backward(ctx, a, S);
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kUpsampleInterpRules[] = {
     {"upsample_linear1d", forward_rule<kLinear1d>},
     {"upsample_bilinear2d", forward_rule<kBilinear2d>},
     {"upsample_trilinear3d", forward_rule<kTrilinear3d>},

@@ -84,7 +84,7 @@ std::vector<ir::Value> upsample_nearest(LoweringContext& ctx, const Args& a) {
   return {x};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kUpsampleNearestRules[] = {
     {"upsample_nearest1d", upsample_nearest<1>},
     {"upsample_nearest2d", upsample_nearest<2>},
     {"upsample_nearest3d", upsample_nearest<3>},

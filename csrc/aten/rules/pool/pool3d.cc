@@ -284,7 +284,7 @@ std::vector<Value> adaptive_max_pool_backward(LoweringContext& ctx, const Args& 
   return {pool::max_pool_backward(ctx, grad_output, input, indices, K)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kPool3dRules[] = {
     {"max_pool3d_with_indices", max_pool3d},
     {"max_pool3d_with_indices_backward", max_pool3d_backward},
     {"avg_pool3d", avg_pool3d},

@@ -185,7 +185,7 @@ std::vector<Value> fractional_max_pool_backward(LoweringContext& ctx, const Args
   return {pool::max_pool_backward(ctx, grad_output, input, indices, K)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kPoolFractionalRules[] = {
     {"fractional_max_pool2d", fractional_max_pool<2>},
     {"fractional_max_pool3d", fractional_max_pool<3>},
     {"fractional_max_pool2d_backward", fractional_max_pool_backward<2>},

@@ -150,7 +150,7 @@ ValueList max_unpool3d(LoweringContext& ctx, const Args& a) {
   return unpool(ctx, self, a.tensor(1), output_size);
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kPoolUnpoolRules[] = {
     {"max_unpool2d", max_unpool2d},
     {"max_unpool3d", max_unpool3d},
 };

@@ -92,10 +92,6 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
   return n;
 }
 
-// The dtype random values are computed in: f32 for the 16-bit floats (their
-// few significand bits would bias sums like Box-Muller's), else the dtype.
-DType compute_dtype(DType dt) { return dt == DType::kF64 ? DType::kF64 : DType::kF32; }
-
 void check_float(const at::Tensor& self, const char* kernel) {
   // CPU's random kernels take no float8 (its uniform_, normal_ raise).
   TORCH_CHECK_NOT_IMPLEMENTED(

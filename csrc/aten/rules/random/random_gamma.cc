@@ -37,8 +37,6 @@ using ValueList = std::vector<ir::Value>;
 constexpr int64_t kTrials = 16;
 constexpr int64_t kKnuthSteps = 64;
 
-DType compute_dtype(DType dt) { return dt == DType::kF64 ? DType::kF64 : DType::kF32; }
-
 double smallest_normal(DType dt) {
   switch (dt) {
     case DType::kF64: return std::numeric_limits<double>::min();

@@ -9,6 +9,12 @@
 
 namespace ttpu::aten {
 
+// The dtype random values are computed in: f32 for the 16-bit floats (their
+// few significand bits would bias sums like Box-Muller's), else the dtype.
+inline ir::DType compute_dtype(ir::DType dt) {
+  return dt == ir::DType::kF64 ? ir::DType::kF64 : ir::DType::kF32;
+}
+
 // Argument `i` of a random op's schema (`Generator? generator`).
 std::optional<at::Generator> generator(const Args& a, size_t i);
 

@@ -276,7 +276,7 @@ std::vector<Value> histogram(LoweringContext& ctx, const Args& a, bool bin_ct) {
   return {count_bins(ctx, x, w, edges, e, bin_ct, density), edges};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kHistogramRules[] = {
     {"histc", histc},
     {"histogram.bin_ct", [](LoweringContext& c, const Args& a) { return histogram(c, a, true); }},
     {"histogram.bins_tensor",

@@ -81,7 +81,7 @@ ValueList logcumsumexp(LoweringContext& ctx, const Args& a) {
   return {g.convert(x, dt)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kNormTraceLogcumsumexpRules[] = {
     {"norm.ScalarOpt_dim", [](LoweringContext& c, const Args& a) { return norm(c, a, false); }},
     {"norm.ScalarOpt_dim_dtype",
      [](LoweringContext& c, const Args& a) { return norm(c, a, true); }},

@@ -42,7 +42,7 @@ ValueList renorm(LoweringContext& ctx, const Args& a) {
   return {g.convert(g.binary(Op::kMul, x, broadcast_to(ctx, factor, self.sizes())), dt)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kRenormRules[] = {
     {"renorm", renorm},
 };
 

@@ -272,7 +272,7 @@ std::vector<Value> segment_reduce_backward(LoweringContext& ctx, const Args& a) 
   return {g.reshape(grad_x, l.data_shape)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kSegmentReduceRules[] = {
     {"segment_reduce", segment_reduce},
     {"_segment_reduce_backward", segment_reduce_backward},
 };

@@ -35,7 +35,7 @@ ValueList channel_shuffle(LoweringContext& ctx, const Args& a) {
   return {g.reshape(g.transpose(g.reshape(x, split), perm), self.sizes().vec())};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kChannelShuffleRules[] = {
     {"channel_shuffle", channel_shuffle},
 };
 

@@ -164,7 +164,7 @@ ValueList bucketize(LoweringContext& ctx, const Args& a) {
   return {insertion_points(ctx, g.convert(ctx.tensor(boundaries), dt), v, a.boolean(3), out)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kSearchRules[] = {
     {"isin.Tensor_Tensor", isin},          {"isin.Tensor_Scalar", isin},
     {"isin.Scalar_Tensor", isin},          {"searchsorted.Tensor", searchsorted},
     {"searchsorted.Scalar", searchsorted}, {"bucketize.Tensor", bucketize},

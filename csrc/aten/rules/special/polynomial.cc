@@ -131,7 +131,7 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
      return polynomial(c, a, Poly{kernel, Family::family, shifted, trig}); \
    }}
 
-RegisterLowering kRules[] = {
+RegisterLowering kPolynomialRules[] = {
     POLY("special_chebyshev_polynomial_t", "chebyshev_polynomial_t_cpu", kChebT, false, 6),
     POLY("special_chebyshev_polynomial_u", "chebyshev_polynomial_u_cpu", kChebU, false, 8),
     POLY("special_chebyshev_polynomial_v", "chebyshev_polynomial_v_cpu", kChebV, false, 8),

@@ -213,7 +213,7 @@ ValueList angle(LoweringContext& ctx, const Args& a) {
   return {ctx.g().convert(o.sel(o.ne(x, x), x, r), out)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kSpecialRules[] = {
     {"special_zeta", zeta_rule}, {"polygamma", polygamma}, {"sinc", sinc}, {"erfc", erfc},
     {"special_entr", entr},      {"angle", angle},
 };

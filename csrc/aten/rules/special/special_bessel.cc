@@ -227,7 +227,7 @@ ValueList halves_ok(LoweringContext& c, const Args& a) {
 #define TTPU_NO_HALVES(fn, kernel) \
   [](LoweringContext& c, const Args& a) { return special::unary_rule<fn>(c, a, kernel, false); }
 
-RegisterLowering kRules[] = {
+RegisterLowering kSpecialBesselRules[] = {
     {"i0", halves_ok<i0>},
     {"special_i0e", halves_ok<i0e>},
     {"special_i1", halves_ok<i1>},

@@ -179,7 +179,7 @@ ir::Value spherical_j0(Math& m, ir::Value x) {
 #define TTPU_RULE(fn, kernel) \
   [](LoweringContext& c, const Args& a) { return special::unary_rule<fn>(c, a, kernel, false); }
 
-RegisterLowering kRules[] = {
+RegisterLowering kSpecialBesselJRules[] = {
     {"special_bessel_j0", TTPU_RULE(j0, "bessel_j0_cpu")},
     {"special_bessel_j1", TTPU_RULE(j1, "bessel_j1_cpu")},
     {"special_bessel_y0", TTPU_RULE(y0, "bessel_y0_cpu")},

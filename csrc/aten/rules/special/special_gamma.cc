@@ -457,7 +457,7 @@ ValueList binary_rule(LoweringContext& ctx, const Args& args, const char* kernel
   return {ctx.g().convert(Fn(m, a, x), dt)};
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kSpecialGammaRules[] = {
     {"igamma",
      [](LoweringContext& c, const Args& a) { return binary_rule<igamma>(c, a, "igamma_cpu"); }},
     {"igammac",

@@ -162,7 +162,7 @@ ir::Value erfcx(Math& m, ir::Value x) {
   return m.g().convert(erfcx64(m64, wide, x2), m.dt());
 }
 
-RegisterLowering kRules[] = {
+RegisterLowering kSpecialNormalRules[] = {
     {"special_ndtri",
      [](LoweringContext& c, const Args& a) {
        return special::unary_rule<ndtri>(c, a, "ndtri_cpu", false);
