@@ -175,8 +175,8 @@ std::vector<at::Tensor> out_arguments(const c10::FunctionSchema& schema,
 // an out of the result's dtype; structured kernels that allocate their
 // outputs with a dtype (the LAPACK family) take only that dtype; some ops take
 // a fixed out dtype (nonzero: int64; all/any: bool or uint8; isposinf,
-// signbit: bool; complex/polar: the complex dtype of their inputs); abs and
-// nan_to_num compare with `self`, the first input's dtype;
+// signbit: bool; complex/polar: the complex dtype of their inputs); abs,
+// heaviside and nan_to_num compare with `self`, the first input's dtype;
 // cat reports an uncastable out as TypeError; the rest cast safely.
 // Unary ops whose CPU kernel TensorIterator builds with check_all_same_dtype:
 // an out of another dtype is refused before the kernel's own dtype check.
@@ -216,6 +216,11 @@ void check_out_dtype(const std::string& key, c10::ScalarType from, c10::ScalarTy
                 " only supports bool tensor for result, got: ", to);
   } else if (key == "isposinf" || key == "isneginf" || key == "signbit") {
     TORCH_CHECK(to == c10::kBool, key, " does not support non-boolean outputs.");
+  } else if (key == "heaviside") {
+    // heaviside's meta function (BinaryOps.cpp): no complex out, and the
+    // out's dtype is self's.
+    TORCH_CHECK(!c10::isComplexType(to), "heaviside is not yet implemented for complex tensors.");
+    TORCH_CHECK(to == self, "heaviside is not yet implemented for tensors with different dtypes.");
   } else if (key == "nan_to_num") {
     TORCH_CHECK(to == self, "nan_to_num: dtype of out: ", to, " should be same as input: ", self);
   } else if (key == "abs") {

@@ -220,6 +220,12 @@ OUT_DTYPE_CASES = {
     "eigvalsh": lambda d: torch.linalg.eigvalsh(SPD.to(d), out=torch.empty(0, device=d,
                                                                            dtype=torch.int32)),
     "inv": lambda d: torch.linalg.inv(SPD.to(d), out=torch.empty(0, device=d, dtype=torch.int32)),
+    "heaviside_complex_out": lambda d: torch.heaviside(
+        torch.ones(3, device=d), torch.ones(3, device=d),
+        out=torch.empty(3, device=d, dtype=torch.complex64)),
+    "heaviside_float64_out": lambda d: torch.heaviside(
+        torch.ones(3, device=d), torch.ones(3, device=d),
+        out=torch.empty(3, device=d, dtype=torch.float64)),
     "complex": lambda d: torch.complex(torch.ones(2, device=d), torch.ones(2, device=d),
                                        out=torch.empty(2, device=d)),
     "uniform_overflow": lambda d: torch.empty(3, device=d, dtype=torch.float16).uniform_(-1e5, 1),
