@@ -26,7 +26,7 @@ bool tensor_is(const c10::IValue& v, bool (*pred)(c10::ScalarType)) {
   return false;
 }
 
-bool is_dtype_arg(const c10::Argument& a) {
+bool is_dtype_argument(const c10::Argument& a) {
   auto type = a.real_type();
   if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
   return type->kind() == c10::TypeKind::ScalarTypeType;
@@ -36,8 +36,8 @@ bool any_dtype(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> arg
                bool (*pred)(c10::ScalarType)) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (tensor_is(args[i], pred)) return true;
-    if (i < schema.arguments().size() && is_dtype_arg(schema.arguments()[i]) && args[i].isInt() &&
-        pred(static_cast<c10::ScalarType>(args[i].toInt()))) {
+    if (i < schema.arguments().size() && is_dtype_argument(schema.arguments()[i]) &&
+        args[i].isInt() && pred(static_cast<c10::ScalarType>(args[i].toInt()))) {
       return true;
     }
   }

@@ -30,7 +30,7 @@ std::shared_ptr<pjrt::Buffer> donatable(runtime::Slot& slot, const runtime::Capt
   return slot.buffer;
 }
 
-int device_of(const std::vector<at::Tensor>& inputs) {
+int device_of_inputs(const std::vector<at::Tensor>& inputs) {
   if (inputs.empty()) return current_device();
   return inputs[0].device().index();
 }
@@ -66,18 +66,18 @@ bool CompiledCall::View::matches(const at::Tensor& t) const {
 void CompiledCall::begin(const std::vector<at::Tensor>& inputs, bool writes) {
   std::vector<runtime::Slot*> slots;
   for (const at::Tensor& t : inputs) slots.push_back(&slot_of(t));
-  runtime::fusion(device_of(inputs)).begin_capture(slots, writes);
+  runtime::fusion(device_of_inputs(inputs)).begin_capture(slots, writes);
   t_checks_before_capture = deferred_checks().size();
   t_drains_before_capture = deferred_check_drains();
 }
 
 void CompiledCall::abort(const std::vector<at::Tensor>& inputs) {
-  runtime::fusion(device_of(inputs)).abort_capture();
+  runtime::fusion(device_of_inputs(inputs)).abort_capture();
 }
 
 std::shared_ptr<CompiledCall> CompiledCall::end(
     const std::vector<at::Tensor>& inputs, const std::vector<std::optional<at::Tensor>>& outputs) {
-  const int device = device_of(inputs);
+  const int device = device_of_inputs(inputs);
   std::unique_ptr<runtime::Capture> capture;
   try {
     capture = runtime::fusion(device).end_capture();

@@ -27,7 +27,7 @@
 namespace ttpu::aten {
 namespace {
 
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr double kLogZero = -std::numeric_limits<double>::infinity();
 
 struct Ctc {
   int64_t t_max = 0, n = 0, c = 0, l = 0;
@@ -91,27 +91,27 @@ at::Tensor lse3(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
   return safe + ((a - safe).exp() + (b - safe).exp() + (c - safe).exp()).log();
 }
 
-at::Tensor shifted(const at::Tensor& v, int64_t by) {  // v[:, s - by], -inf before
+at::Tensor ctc_shifted(const at::Tensor& v, int64_t by) {  // v[:, s - by], -inf before
   const int64_t l = v.size(1);
-  if (by >= l) return at::full_like(v, kNegInf);
-  return at::cat({at::full({v.size(0), by}, kNegInf, v.options()), v.narrow(1, 0, l - by)}, 1);
+  if (by >= l) return at::full_like(v, kLogZero);
+  return at::cat({at::full({v.size(0), by}, kLogZero, v.options()), v.narrow(1, 0, l - by)}, 1);
 }
 
 at::Tensor unshifted(const at::Tensor& v, int64_t by) {  // v[:, s + by], -inf past the end
   const int64_t l = v.size(1);
-  if (by >= l) return at::full_like(v, kNegInf);
-  return at::cat({v.narrow(1, by, l - by), at::full({v.size(0), by}, kNegInf, v.options())}, 1);
+  if (by >= l) return at::full_like(v, kLogZero);
+  return at::cat({v.narrow(1, by, l - by), at::full({v.size(0), by}, kLogZero, v.options())}, 1);
 }
 
 // log_alpha [N, T, L].
 at::Tensor forward_variables(const Ctc& x) {
   at::Tensor pos = at::arange(x.l, x.ext.options()).unsqueeze(0);
   at::Tensor first = pos.lt(2).logical_and(pos.lt(2 * x.tgt_len.unsqueeze(1) + 1));
-  at::Tensor alpha = at::where(first, x.y[0], kNegInf);
+  at::Tensor alpha = at::where(first, x.y[0], kLogZero);
   std::vector<at::Tensor> all{alpha};
   for (int64_t t = 1; t < x.t_max; ++t) {
-    at::Tensor two = at::where(x.skip, shifted(alpha, 2), kNegInf);
-    at::Tensor next = lse3(alpha, shifted(alpha, 1), two) + x.y[t];
+    at::Tensor two = at::where(x.skip, ctc_shifted(alpha, 2), kLogZero);
+    at::Tensor next = lse3(alpha, ctc_shifted(alpha, 1), two) + x.y[t];
     alpha = at::where(x.in_len[0].gt(t), next, alpha);  // frozen past the input's length
     all.push_back(alpha);
   }
@@ -124,9 +124,9 @@ at::Tensor log_likelihood(const Ctc& x, const at::Tensor& log_alpha) {
   at::Tensor end = log_alpha.index({at::arange(x.n, last_t.options()), last_t});  // [N, L]
   at::Tensor s1 = 2 * x.tgt_len, s2 = (2 * x.tgt_len - 1).clamp_min(0);
   at::Tensor a = end.gather(1, s1.unsqueeze(1)).squeeze(1);
-  at::Tensor b = at::where(x.tgt_len.gt(0), end.gather(1, s2.unsqueeze(1)).squeeze(1), kNegInf);
+  at::Tensor b = at::where(x.tgt_len.gt(0), end.gather(1, s2.unsqueeze(1)).squeeze(1), kLogZero);
   at::Tensor ll = at::logaddexp(a, b);
-  return at::where(x.in_len.view({x.n}).eq(0), at::where(x.tgt_len.eq(0), 0.0, kNegInf), ll);
+  return at::where(x.in_len.view({x.n}).eq(0), at::where(x.tgt_len.eq(0), 0.0, kLogZero), ll);
 }
 
 std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& log_probs, const at::Tensor& targets,
@@ -151,14 +151,14 @@ at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs
   at::Tensor ends =
       pos.eq(2 * x.tgt_len.unsqueeze(1)).logical_or(pos.eq(2 * x.tgt_len.unsqueeze(1) - 1));
   at::Tensor skip_up = unshifted(x.skip.to(log_probs.scalar_type()), 2).gt(0);
-  at::Tensor beta = at::full({x.n, x.l}, kNegInf, log_probs.options());
+  at::Tensor beta = at::full({x.n, x.l}, kLogZero, log_probs.options());
   std::vector<at::Tensor> betas(x.t_max);
   for (int64_t t = x.t_max - 1; t >= 0; --t) {
-    at::Tensor two = at::where(skip_up, unshifted(beta, 2), kNegInf);
+    at::Tensor two = at::where(skip_up, unshifted(beta, 2), kLogZero);
     at::Tensor rec = lse3(beta, unshifted(beta, 1), two) + x.y[t];
-    at::Tensor init = at::where(ends, x.y[t], kNegInf);
+    at::Tensor init = at::where(ends, x.y[t], kLogZero);
     at::Tensor len = x.in_len[0];  // [N, 1]
-    beta = at::where(len.eq(t + 1), init, at::where(len.gt(t + 1), rec, kNegInf));
+    beta = at::where(len.eq(t + 1), init, at::where(len.gt(t + 1), rec, kLogZero));
     betas[t] = beta;
   }
   at::Tensor ab = la + at::stack(betas, 0);  // [T, N, L]

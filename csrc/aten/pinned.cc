@@ -9,12 +9,12 @@
 namespace ttpu::aten {
 namespace {
 
-std::mutex g_mutex;
+std::mutex g_pinned_mutex;
 std::map<const char*, size_t> g_blocks;  // start -> size, for interior pointers
 
 void free_pinned(void* ptr) {
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
     g_blocks.erase(static_cast<const char*>(ptr));
   }
   c10::free_cpu(ptr);
@@ -24,7 +24,7 @@ struct PinnedAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     void* ptr = n ? c10::alloc_cpu(n) : nullptr;
     if (ptr) {
-      std::lock_guard<std::mutex> lock(g_mutex);
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
       g_blocks[static_cast<const char*>(ptr)] = n;
     }
     return {ptr, ptr, &free_pinned, c10::Device(c10::DeviceType::CPU)};
@@ -35,15 +35,15 @@ struct PinnedAllocator final : c10::Allocator {
   }
 };
 
-PinnedAllocator g_allocator;
+PinnedAllocator g_pinned_allocator;
 
 }  // namespace
 
-c10::Allocator* pinned_allocator() { return &g_allocator; }
+c10::Allocator* pinned_allocator() { return &g_pinned_allocator; }
 
 bool is_pinned_ptr(const void* ptr) {
   const char* p = static_cast<const char*>(ptr);
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
   auto it = g_blocks.upper_bound(p);
   if (it == g_blocks.begin()) return false;
   --it;

@@ -122,7 +122,7 @@ void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // ATen's cpu_fallback (dense ops with a sparse out=) writes a CPU result back
 // with _copy_from_and_resize(cpu, tpu); for sparse tensors that is a sparse copy
 // (indices and values move to tpu, sizes follow the source).
-at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+at::Tensor sparse_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   at::Tensor out = dst;
   at::native::copy_sparse_wrapper_(out, self, false);
   return dst;
@@ -150,7 +150,7 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_));
   m.impl("copy_sparse_to_sparse_", TORCH_FN(at::native::copy_sparse_));
   m.impl("clone", TORCH_FN(at::native::clone_sparse));
-  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_copy_from_and_resize", TORCH_FN(sparse_copy_from_and_resize));
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {

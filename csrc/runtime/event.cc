@@ -5,22 +5,15 @@
 #include "pjrt/pjrt.h"
 #include "runtime/fusion.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace ttpu::runtime {
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void DeviceEvent::Point::finish_one() {
   std::lock_guard<std::mutex> lock(mu);
   if (--remaining == 0) {
-    done_ns = now_ns();
+    done_ns = trace::now_ns();
     // Later records need not wait for these buffers again.
     Runtime::get().retire(device, mark);
     cv.notify_all();

@@ -117,7 +117,7 @@ ValueList conj_physical_inplace(LoweringContext& ctx, const Args& a) {
   return {};
 }
 
-ValueList abs_rule(LoweringContext& ctx, const Args& a) {
+ValueList complex_abs_rule(LoweringContext& ctx, const Args& a) {
   return {complex_abs(ctx, ctx.tensor(a.tensor(0)))};
 }
 
@@ -184,7 +184,8 @@ ValueList div_rule(LoweringContext& ctx, const Args& a) {
 
 // ---------------------------------------------------------------- reductions
 
-std::vector<int64_t> reduction_dims(const std::optional<std::vector<int64_t>>& dim, int64_t rank) {
+std::vector<int64_t> complex_reduction_dims(const std::optional<std::vector<int64_t>>& dim,
+                                            int64_t rank) {
   std::vector<int64_t> out;
   if (!dim.has_value() || dim->empty()) {
     for (int64_t d = 0; d < rank; ++d) out.push_back(d);
@@ -205,7 +206,7 @@ ValueList sum_mean(LoweringContext& ctx, const at::Tensor& self,
   DType out = to_ir(dtype_arg.value_or(self.scalar_type()));
   TORCH_CHECK(ir::is_complex(out) || !self.is_complex(), mean ? "mean" : "sum",
               "(): a complex input cannot be reduced into dtype ", to_aten(out));
-  auto rdims = reduction_dims(dim, self.dim());
+  auto rdims = complex_reduction_dims(dim, self.dim());
   auto& g = ctx.g();
   ir::Value v = g.convert(ctx.tensor(self), out);
   ir::Value s = reduce(ctx, v, rdims, keepdim, ir::Reducer::kAdd);
@@ -227,7 +228,7 @@ RegisterOutOnly r_conj_physical_out("conj_physical.out", conj_physical_out);
 RegisterOutOnly r_conj_physical_inplace("conj_physical_", conj_physical_inplace);
 
 // Rules written here for complex calls of ops lowered elsewhere for real dtypes.
-RegisterComplex c_abs("abs", abs_rule);
+RegisterComplex c_abs("abs", complex_abs_rule);
 RegisterComplex c_sgn("sgn", sgn_rule);
 RegisterComplex c_angle("angle", angle_rule);
 RegisterComplex c_reciprocal("reciprocal", reciprocal_rule);

@@ -12,7 +12,7 @@
 // the last dim). XLA's IRFFT divides by n; PyTorch's inverse transforms are
 // unnormalized unless asked, so the result is rescaled once:
 // `normalization` is SpectralOps.cpp's fft_norm_mode (0 none, 1 by 1/sqrt(n),
-// 2 by 1/n), n the product of the signal sizes over `dim` (the output sizes
+// 2 by 1/n), n the fft_size_product of the signal sizes over `dim` (the output sizes
 // for c2r), as _fft_normalization_scale computes it.
 #include <algorithm>
 #include <cmath>
@@ -72,32 +72,32 @@ ir::Value fft_group(LoweringContext& ctx, ir::Value x, const std::vector<int64_t
   return g.transpose(y, inverse);
 }
 
-ir::Value conj(ir::Graph& g, ir::Value z) {
+ir::Value fft_conj(ir::Graph& g, ir::Value z) {
   return g.complex(g.real(z), g.unary(Op::kNeg, g.imag(z)));
 }
 
 // Unnormalized complex DFTs over `dims`, three at a time. The backward one is
-// conj(FFT(conj(x))) rather than XLA's IFFT, whose 1/n would have to be
+// fft_conj(FFT(fft_conj(x))) rather than XLA's IFFT, whose 1/n would have to be
 // multiplied back (two more roundings).
 ir::Value c2c_dims(LoweringContext& ctx, ir::Value x, const std::vector<int64_t>& dims_list,
                    bool forward) {
   if (dims_list.empty()) return x;
   auto& g = ctx.g();
-  if (!forward) x = conj(g, x);
+  if (!forward) x = fft_conj(g, x);
   for (size_t i = 0; i < dims_list.size(); i += 3) {
     const size_t end = std::min(dims_list.size(), i + 3);
     std::vector<int64_t> group(dims_list.begin() + i, dims_list.begin() + end);
     x = fft_group(ctx, x, group, FftType::kFft);
   }
-  return forward ? x : conj(g, x);
+  return forward ? x : fft_conj(g, x);
 }
 
-ir::Value scaled(LoweringContext& ctx, ir::Value x, double factor) {
+ir::Value fft_scaled(LoweringContext& ctx, ir::Value x, double factor) {
   if (factor == 1.0) return x;
   return ctx.g().binary(Op::kMul, x, full_like(ctx, x, factor));
 }
 
-int64_t product(const std::vector<int64_t>& sizes, const std::vector<int64_t>& over) {
+int64_t fft_size_product(const std::vector<int64_t>& sizes, const std::vector<int64_t>& over) {
   int64_t n = 1;
   for (int64_t d : over) n *= sizes[d];
   return n;
@@ -130,7 +130,7 @@ ValueList fft_r2c(LoweringContext& ctx, const Args& a) {
   } else {
     y = c2c_dims(ctx, g.convert(x, ct), d, true);
   }
-  return {scaled(ctx, y, norm_scale(normalization, product(in, d)))};
+  return {fft_scaled(ctx, y, norm_scale(normalization, fft_size_product(in, d)))};
 }
 
 // _fft_c2r: a Hermitian complex input, real output of size last_dim_size along
@@ -166,8 +166,8 @@ ValueList fft_c2r(LoweringContext& ctx, const Args& a) {
   x = c2c_dims(ctx, x, std::vector<int64_t>(d.begin(), d.end() - 1), false);
   ir::Value y = fft_group(ctx, x, {last}, FftType::kIrfft, n);
   // XLA's IRFFT divided by n; undo that and normalize in one multiply.
-  const int64_t total = product(out, d);
-  return {scaled(ctx, y, static_cast<double>(n) * norm_scale(normalization, total))};
+  const int64_t total = fft_size_product(out, d);
+  return {fft_scaled(ctx, y, static_cast<double>(n) * norm_scale(normalization, total))};
 }
 
 // _fft_c2c: complex to complex, forward (FFT) or backward (unnormalized IFFT).
@@ -184,7 +184,7 @@ ValueList fft_c2c(LoweringContext& ctx, const Args& a) {
   ir::Value x = ctx.tensor(self);
   if (d.empty() || has_zero(sizes)) return {x};
   ir::Value y = c2c_dims(ctx, x, d, forward);
-  return {scaled(ctx, y, norm_scale(normalization, product(sizes, d)))};
+  return {fft_scaled(ctx, y, norm_scale(normalization, fft_size_product(sizes, d)))};
 }
 
 RegisterLowering r_r2c("_fft_r2c", fft_r2c);

@@ -285,7 +285,7 @@ ValueList bincount(LoweringContext& ctx, const Args& a) {
 
 // take(Tensor self, Tensor index): self.flatten()[index], negative indices
 // wrapped, in index's shape.
-ValueList take(LoweringContext& ctx, const Args& a) {
+ValueList take_rule(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   const at::Tensor& index = a.tensor(1);
   TORCH_CHECK(index.scalar_type() == at::kLong,
@@ -356,7 +356,7 @@ ValueList index_reduce(LoweringContext& ctx, const Args& a) {
 RegisterLowering kNonzeroMaskedTakePutRules[] = {
     {"nonzero", nonzero},
     {"masked_select", masked_select},
-    {"take", take},
+    {"take", take_rule},
     {"index_reduce", index_reduce},
     {"put", put},
     {"masked_scatter", masked_scatter},

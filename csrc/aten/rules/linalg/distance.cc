@@ -24,7 +24,7 @@ using ir::Op;
 using ir::Reducer;
 using ir::Value;
 
-Value splat(LoweringContext& ctx, double v, const std::vector<int64_t>& shape, DType dt) {
+Value distance_splat(LoweringContext& ctx, double v, const std::vector<int64_t>& shape, DType dt) {
   return ctx.g().constant(v, {dt, shape});
 }
 
@@ -37,8 +37,8 @@ Value pnorm(LoweringContext& ctx, Value diff, double p) {
   const int64_t last = static_cast<int64_t>(shape.size()) - 1;
   Value a = g.unary(Op::kAbs, diff);
   if (p == 0) {
-    Value nz = g.select(g.compare(Cmp::kNE, diff, splat(ctx, 0, shape, dt)),
-                        splat(ctx, 1, shape, dt), splat(ctx, 0, shape, dt));
+    Value nz = g.select(g.compare(Cmp::kNE, diff, distance_splat(ctx, 0, shape, dt)),
+                        distance_splat(ctx, 1, shape, dt), distance_splat(ctx, 0, shape, dt));
     return reduce(ctx, nz, {last}, false, Reducer::kAdd);
   }
   if (p == 1) return reduce(ctx, a, {last}, false, Reducer::kAdd);
@@ -50,8 +50,8 @@ Value pnorm(LoweringContext& ctx, Value diff, double p) {
     Value m = reduce(ctx, a, {last}, false, Reducer::kMax);
     return g.binary(Op::kMax, m, full_like(ctx, m, 0));
   }
-  Value s =
-      reduce(ctx, g.binary(Op::kPow, a, splat(ctx, p, shape, dt)), {last}, false, Reducer::kAdd);
+  Value s = reduce(ctx, g.binary(Op::kPow, a, distance_splat(ctx, p, shape, dt)), {last}, false,
+                   Reducer::kAdd);
   return g.binary(Op::kPow, s, full_like(ctx, s, 1.0 / p));
 }
 
@@ -61,7 +61,7 @@ Value pnorm_grad(LoweringContext& ctx, Value diff, Value dist, Value grad, doubl
   auto& g = ctx.g();
   const auto shape = dims(ctx, diff);
   const DType dt = dtype(ctx, diff);
-  auto c = [&](double v) { return splat(ctx, v, shape, dt); };
+  auto c = [&](double v) { return distance_splat(ctx, v, shape, dt); };
   if (p == 0) return c(0);
   Value sign = g.binary(Op::kSub, g.select(g.compare(Cmp::kGT, diff, c(0)), c(1), c(0)),
                         g.select(g.compare(Cmp::kLT, diff, c(0)), c(1), c(0)));
@@ -140,12 +140,12 @@ std::vector<Value> cdist_forward(LoweringContext& ctx, const Args& a) {
     // _euclidean_dist.
     Value n1 = reduce(ctx, g.binary(Op::kMul, v1, v1), {2}, true, Reducer::kAdd);
     Value n2 = reduce(ctx, g.binary(Op::kMul, v2, v2), {2}, true, Reducer::kAdd);
-    Value a1 = g.concatenate(
-        {g.binary(Op::kMul, v1, splat(ctx, -2, {b, r1, c}, dt)), n1, splat(ctx, 1, {b, r1, 1}, dt)},
-        2);
-    Value a2 = g.concatenate({v2, splat(ctx, 1, {b, r2, 1}, dt), n2}, 2);
+    Value a1 = g.concatenate({g.binary(Op::kMul, v1, distance_splat(ctx, -2, {b, r1, c}, dt)), n1,
+                              distance_splat(ctx, 1, {b, r1, 1}, dt)},
+                             2);
+    Value a2 = g.concatenate({v2, distance_splat(ctx, 1, {b, r2, 1}, dt), n2}, 2);
     Value r = g.dot_general(a1, a2, {0}, {0}, {2}, {2});
-    r = g.unary(Op::kSqrt, g.binary(Op::kMax, r, splat(ctx, 0, {b, r1, r2}, dt)));
+    r = g.unary(Op::kSqrt, g.binary(Op::kMax, r, distance_splat(ctx, 0, {b, r1, r2}, dt)));
     return {g.reshape(r, out_shape)};
   }
   return {g.reshape(pnorm(ctx, pair_diff(ctx, v1, v2), p), out_shape)};

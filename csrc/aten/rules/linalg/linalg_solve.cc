@@ -52,7 +52,7 @@ std::vector<Value> on_cpu(LoweringContext& ctx, const char* name, const char* ov
 }
 
 // x [B, m, n] broadcast from [B, n] (a row repeated) or [B, m] (a column).
-Value rows_of(LoweringContext& ctx, Value v, const std::vector<int64_t>& shape) {
+Value solve_rows_of(LoweringContext& ctx, Value v, const std::vector<int64_t>& shape) {
   return ctx.g().broadcast_in_dim(v, shape, {0, 2});
 }
 Value cols_of(LoweringContext& ctx, Value v, const std::vector<int64_t>& shape) {
@@ -112,7 +112,8 @@ Lu lu_factor(LoweringContext& ctx, Value a) {
     Value is_j = g.compare(Cmp::kEQ, row, constant_i64(j, shape));
     Value row_p = pick_row(ctx, x, is_p);
     Value row_j = g.reshape(block(ctx, x, j, j + 1, 0, n), {bsz, n});
-    x = g.select(is_j, rows_of(ctx, row_p, shape), g.select(is_p, rows_of(ctx, row_j, shape), x));
+    x = g.select(is_j, solve_rows_of(ctx, row_p, shape),
+                 g.select(is_p, solve_rows_of(ctx, row_j, shape), x));
     Value pm = g.compare(Cmp::kEQ, perm_row, g.broadcast_in_dim(p, {bsz, m}, {0}));
     Value pj = g.compare(Cmp::kEQ, perm_row, constant_i64(j, {bsz, m}));
     Value perm_p =
@@ -132,7 +133,7 @@ Lu lu_factor(LoweringContext& ctx, Value a) {
     x = g.select(below, scaled, x);
     // Rank-1 update of the trailing block.
     Value l = g.reshape(block(ctx, x, 0, m, j, j + 1), {bsz, m});
-    Value update = g.binary(Op::kMul, cols_of(ctx, l, shape), rows_of(ctx, row_p, shape));
+    Value update = g.binary(Op::kMul, cols_of(ctx, l, shape), solve_rows_of(ctx, row_p, shape));
     Value trailing = g.binary(Op::kAnd, g.compare(Cmp::kGT, row, constant_i64(j, shape)),
                               g.compare(Cmp::kGT, col, constant_i64(j, shape)));
     x = g.select(trailing, g.binary(Op::kSub, x, update), x);

@@ -65,7 +65,7 @@ Value scaled_sum(LoweringContext& ctx, const at::Tensor& self, Value product,
 // Half-precision products accumulate in float32 and round once at the end, as
 // the CPU kernels do (at::opmath_type); XLA:CPU would accumulate in bf16/f16.
 bool is_half(ir::DType t) { return t == ir::DType::kBF16 || t == ir::DType::kF16; }
-Value opmath(LoweringContext& ctx, Value v) {
+Value matmul_opmath(LoweringContext& ctx, Value v) {
   return is_half(dtype(ctx, v)) ? ctx.g().convert(v, ir::DType::kF32) : v;
 }
 
@@ -79,14 +79,14 @@ Value matmul2d(LoweringContext& ctx, const at::Tensor& mat1, const at::Tensor& m
     return t.dim() == 2 && !t.is_contiguous() && t.t().is_contiguous();
   };
   const bool t1 = transposed(mat1), t2 = transposed(mat2);
-  Value a = opmath(ctx, ctx.tensor(t1 ? mat1.t() : mat1));
-  Value b = opmath(ctx, ctx.tensor(t2 ? mat2.t() : mat2));
+  Value a = matmul_opmath(ctx, ctx.tensor(t1 ? mat1.t() : mat1));
+  Value b = matmul_opmath(ctx, ctx.tensor(t2 ? mat2.t() : mat2));
   return ctx.g().dot_general(a, b, {}, {}, {t1 ? 0 : 1}, {t2 ? 1 : 0});
 }
 
-// [b, n, k] x [b, k, m] -> [b, n, m], in opmath precision.
+// [b, n, k] x [b, k, m] -> [b, n, m], in matmul_opmath precision.
 Value matmul3d(LoweringContext& ctx, Value a, Value b) {
-  return ctx.g().dot_general(opmath(ctx, a), opmath(ctx, b), {0}, {0}, {2}, {1});
+  return ctx.g().dot_general(matmul_opmath(ctx, a), matmul_opmath(ctx, b), {0}, {0}, {2}, {1});
 }
 
 // --------------------------------------------------------------------- mm / addmm

@@ -16,7 +16,7 @@
 //   average_attn_weights ([B, L, L]), else per head ([B, H, L, L]).
 // - the encoder layer: norm_first ? x + SA(LN1(x)), then + FFN(LN2(.))
 //   : LN1(x + SA(x)), then LN2(. + FFN(.)); FFN = W2 act(W1 x + b1) + b2 with
-//   act = gelu (erf form) when use_gelu, else relu.
+//   act = attention_gelu (erf form) when use_gelu, else relu.
 // bf16/f16 compute in f32 and round where ATen's kernels store a tensor, so
 // the roundings match CPU's; the checks repeat ATen's messages in its order.
 #include <ATen/ExpandUtils.h>
@@ -58,7 +58,7 @@ void check_linear(int64_t rows, int64_t in, const at::Tensor& w, const at::Tenso
               " and ", w.size(1), "x", w.size(0), ")");
 }
 
-void check_same_dtype(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+void check_attention_dtypes(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   TORCH_CHECK(x.scalar_type() == w.scalar_type(),
               "mat1 and mat2 must have the same dtype, but got ", x.scalar_type(), " and ",
               w.scalar_type());
@@ -211,7 +211,7 @@ void check_attention(const Attention& att, const at::Tensor& query, const at::Te
   const int64_t rows = query.size(0) * query.size(1);
   TORCH_CHECK(att.proj_weight.dim() == 2, "mat2 must be a matrix, got ", att.proj_weight.dim(),
               "-D tensor");
-  check_same_dtype(query, att.proj_weight, att.proj_bias);
+  check_attention_dtypes(query, att.proj_weight, att.proj_bias);
   check_linear(rows, D, att.proj_weight, att.proj_bias);
 }
 
@@ -335,8 +335,8 @@ void check_norm(const at::Tensor& w, const at::Tensor& b, int64_t D) {
               b.sizes(), " and normalized_shape = [", D, "]");
 }
 
-// gelu, erf form: x/2 (1 + erf(x / sqrt(2))).
-Value gelu(LoweringContext& ctx, Value x) {
+// attention_gelu, erf form: x/2 (1 + erf(x / sqrt(2))).
+Value attention_gelu(LoweringContext& ctx, Value x) {
   auto& g = ctx.g();
   Value e = g.unary(Op::kErf, g.binary(Op::kMul, x, full_like(ctx, x, M_SQRT1_2)));
   Value half_x = g.binary(Op::kMul, x, full_like(ctx, x, 0.5));
@@ -370,9 +370,9 @@ ValueList transformer_encoder_layer(LoweringContext& ctx, const Args& a) {
   TORCH_CHECK(w1.dim() == 2, "2d weights expected");
   TORCH_CHECK(w2.dim() == 2, "2d weights expected");
   const int64_t rows = src.size(0) * src.size(1);
-  check_same_dtype(src, w1, b1);
+  check_attention_dtypes(src, w1, b1);
   check_linear(rows, D, w1, b1);
-  check_same_dtype(src, w2, b2);
+  check_attention_dtypes(src, w2, b2);
   check_linear(rows, w1.size(0), w2, b2);
 
   Value x0 = read(ctx, src, p.acc);
@@ -383,7 +383,7 @@ ValueList transformer_encoder_layer(LoweringContext& ctx, const Args& a) {
   Value residual = x;
   if (norm_first) x = layer_norm_last_dim(ctx, p, x, n2w, n2b, eps);
   Value h = add_bias(ctx, project(ctx, x, read(ctx, w1, p.acc)), read(ctx, b1, p.acc));
-  h = use_gelu ? gelu(ctx, h) : g.binary(Op::kMax, h, full_like(ctx, h, 0));
+  h = use_gelu ? attention_gelu(ctx, h) : g.binary(Op::kMax, h, full_like(ctx, h, 0));
   x = linear(ctx, p, p.round(ctx, h), w2, b2);
   x = p.round(ctx, g.binary(Op::kAdd, x, residual));
   if (!norm_first) x = layer_norm_last_dim(ctx, p, x, n2w, n2b, eps);

@@ -169,7 +169,7 @@ Value crop_spatial(LoweringContext& ctx, Value v, const std::vector<int64_t>& si
 }
 
 // The CPU kernels dispatch on the input's dtype and read the weight with it.
-void check_same_dtype(const at::Tensor& input, const at::Tensor& other) {
+void check_conv_dtypes(const at::Tensor& input, const at::Tensor& other) {
   TORCH_CHECK(input.scalar_type() == other.scalar_type(), "expected scalar type ",
               input.scalar_type(), " but found ", other.scalar_type());
   TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool,
@@ -215,8 +215,8 @@ std::vector<Value> convolution(LoweringContext& ctx, const Args& a) {
   const at::Tensor& weight = a.tensor(1);
   const auto bias = a.opt_tensor(2);
   check_ranks(input, weight);
-  check_same_dtype(input, weight);
-  if (bias && bias->defined()) check_same_dtype(input, *bias);
+  check_conv_dtypes(input, weight);
+  if (bias && bias->defined()) check_conv_dtypes(input, *bias);
   const ConvParams p = params_of(a, 3, weight.dim() - 2);
   if (p.transposed) check_output_padding(p);
   Value x = ctx.tensor(input);
@@ -260,8 +260,8 @@ std::vector<Value> convolution_backward(LoweringContext& ctx, const Args& a) {
   const at::Tensor& input = a.tensor(1);
   const at::Tensor& weight = a.tensor(2);
   check_ranks(input, weight);
-  check_same_dtype(input, weight);
-  check_same_dtype(input, grad_output);
+  check_conv_dtypes(input, weight);
+  check_conv_dtypes(input, grad_output);
   const ConvParams p = params_of(a, 3, weight.dim() - 2);
   const auto mask = a[9].to<std::array<bool, 3>>();
   Value dy = ctx.tensor(grad_output);

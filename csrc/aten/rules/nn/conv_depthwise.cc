@@ -27,7 +27,7 @@ namespace {
 using ir::Op;
 using ir::Value;
 
-int64_t product(const std::vector<int64_t>& v) {
+int64_t taps_product(const std::vector<int64_t>& v) {
   int64_t p = 1;
   for (int64_t x : v) p *= x;
   return p;
@@ -54,7 +54,7 @@ std::vector<Value> weight_columns(LoweringContext& ctx, Value w) {
   auto& g = ctx.g();
   const auto wd = dims(ctx, w);
   const int64_t o = wd[0];
-  const int64_t taps = product(std::vector<int64_t>(wd.begin() + 2, wd.end()));
+  const int64_t taps = taps_product(std::vector<int64_t>(wd.begin() + 2, wd.end()));
   const Value flat = g.reshape(w, {o, taps});
   std::vector<Value> cols;
   for (int64_t t = 0; t < taps; ++t) {
@@ -278,9 +278,9 @@ bool use_depthwise_taps(const std::vector<int64_t>& input_dims,
   }
   if (input_dims[1] != groups || weight_dims[1] != 1 || weight_dims[0] % groups != 0) return false;
   if (!ir::is_float(dtype)) return false;
-  if (product(input_dims) == 0 || product(weight_dims) == 0) return false;
+  if (taps_product(input_dims) == 0 || taps_product(weight_dims) == 0) return false;
   const std::vector<int64_t> kernel(weight_dims.begin() + 2, weight_dims.end());
-  if (product(kernel) > kMaxDepthwiseTaps) return false;
+  if (taps_product(kernel) > kMaxDepthwiseTaps) return false;
   return depthwise_taps_enabled();
 }
 
@@ -353,7 +353,7 @@ Value depthwise_weight_grad(LoweringContext& ctx, Value x, Value dy, const Depth
   // dy (T separate reduces re-read them T times, compile T kernels and were
   // 5-20x slower and 4x longer to compile at efficientnet_b0's shapes).
   std::vector<Value> products, inits;
-  for (int64_t t = 0; t < product(k); ++t) {
+  for (int64_t t = 0; t < taps_product(k); ++t) {
     const Value s = spread(ctx, tap_slice(ctx, xp, tap_index(t, k), p.dilation, out, p.stride), m);
     products.push_back(g.binary(Op::kMul, s, dym));
     inits.push_back(g.constant(0, {acc_t, {}}));

@@ -183,7 +183,7 @@ ValueList backward_elemt(LoweringContext& ctx, const Args& a) {
 }
 
 RegisterLowering r_stats("batch_norm_stats", batch_norm_stats);
-RegisterLowering r_gather("batch_norm_gather_stats_with_counts", gather_stats);
+RegisterLowering r_gather_stats("batch_norm_gather_stats_with_counts", gather_stats);
 RegisterLowering r_elemt("batch_norm_elemt", batch_norm_elemt);
 RegisterLowering r_bwd_reduce("batch_norm_backward_reduce", backward_reduce);
 RegisterLowering r_bwd_elemt("batch_norm_backward_elemt", backward_elemt);

@@ -54,7 +54,7 @@ bool plain(const at::Tensor& t) {
   return is_tpu(t) && !t.is_nested() && t.layout() == at::kStrided;
 }
 
-// Sizes are read as SymInts here and in supported() / lowerable(): under
+// Sizes are read as SymInts here and in sdpa_supported() / lowerable(): under
 // torch.compile with dynamic shapes (a growing sequence recompiled as
 // dynamic) the choice runs on fake tensors with symbolic sizes, where
 // size() and numel() raise; a comparison of SymInts guards instead.
@@ -81,8 +81,8 @@ std::vector<c10::SymInt> score_shape(const at::Tensor& q, const at::Tensor& k) {
 // one float dtype, equal batch and head dims (no matmul broadcasting, no GQA
 // expansion), nothing empty, and a mask (bool only where ATen converts it
 // before the op) that broadcasts into the scores.
-bool supported(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-               const std::optional<at::Tensor>& mask, bool bool_mask) {
+bool sdpa_supported(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                    const std::optional<at::Tensor>& mask, bool bool_mask) {
   if (!plain(q) || !plain(k) || !plain(v)) return false;
   if (k.device() != q.device() || v.device() != q.device()) return false;
   if ((q.dim() != 3 && q.dim() != 4) || k.dim() != q.dim() || v.dim() != q.dim()) return false;
@@ -107,11 +107,11 @@ bool supported(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   return true;
 }
 
-// Whether at::scaled_dot_product_attention should call the op: supported,
+// Whether at::scaled_dot_product_attention should call the op: sdpa_supported,
 // and where the math path would decide differently, we leave it the call.
 bool lowerable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal) {
-  if (!supported(q, k, v, mask, /*bool_mask=*/true) || dropout_p != 0.0) return false;
+  if (!sdpa_supported(q, k, v, mask, /*bool_mask=*/true) || dropout_p != 0.0) return false;
   const auto dt = q.scalar_type();
   if ((dt == at::kHalf || dt == at::kBFloat16) &&
       at::globalContext().allowFP16BF16ReductionMathSDP()) {
@@ -258,7 +258,7 @@ void check_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               "_scaled_dot_product_fused_attention_overrideable: dropout_p > 0 is "
                               "not supported on tpu (scaled_dot_product_attention uses the math "
                               "path for it)");
-  TORCH_CHECK(supported(q, k, v, bias, /*bool_mask=*/false),
+  TORCH_CHECK(sdpa_supported(q, k, v, bias, /*bool_mask=*/false),
               "_scaled_dot_product_fused_attention_overrideable: expected tpu query, key and "
               "value on one device, of one float dtype, 3-D or 4-D with equal batch and head "
               "dims, query/key of one head size, key/value of one length, none empty, and a "

@@ -48,7 +48,7 @@ struct Taps {
 };
 
 // 16-bit floats are interpolated in f32 (the kernels' opmath_t); f64 stays f64.
-DType compute_dtype(DType dt) { return dt == DType::kF64 ? DType::kF64 : DType::kF32; }
+DType interp_compute_dtype(DType dt) { return dt == DType::kF64 ? DType::kF64 : DType::kF32; }
 
 // area_pixel_compute_scale in the kernel's opmath type.
 double pixel_scale(int64_t n, int64_t m, bool align_corners, std::optional<double> scale,
@@ -295,7 +295,7 @@ std::vector<Value> upsample_forward(LoweringContext& ctx, const Args& a, const S
                               s.kernel, "\" not implemented for '", st, "'");
   const DType dt = to_ir(st);
   if (self.numel() == 0) return {g.constant(0, {dt, full})};
-  const DType ct = compute_dtype(dt);
+  const DType ct = interp_compute_dtype(dt);
   const bool align = has_align(s.mode) && a.boolean(2);
   const size_t scales = has_align(s.mode) ? 3 : 2;
   Value x = ctx.tensor(self);
@@ -341,7 +341,7 @@ std::vector<Value> upsample_backward(LoweringContext& ctx, const Args& a, const 
                               "\" not implemented for '", st, "'");
   const DType dt = to_ir(st);
   if (grad.numel() == 0) return {g.constant(0, {dt, in})};
-  const DType ct = compute_dtype(dt);
+  const DType ct = interp_compute_dtype(dt);
   const bool align = has_align(s.mode) && a.boolean(3);
   const size_t scales = has_align(s.mode) ? 4 : 3;
   Value dy = g.convert(ctx.tensor(grad), ct);

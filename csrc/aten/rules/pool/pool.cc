@@ -121,7 +121,7 @@ Value lowest(LoweringContext& ctx, DType dt) {
 
 // The dtypes the CPU kernel is instantiated for: floats, plus int64 for the
 // average pool ones; others raise its NotImplementedError.
-void check_kernel_dtype(const at::Tensor& t, const char* kernel, bool allow_long) {
+void check_pool_kernel_dtype(const at::Tensor& t, const char* kernel, bool allow_long) {
   const auto st = t.scalar_type();
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st) || (allow_long && st == at::kLong), "\"",
                               kernel, "\" not implemented for '", st, "'");
@@ -251,7 +251,7 @@ std::vector<Value> max_pool2d_backward(LoweringContext& ctx, const Args& a) {
       input, grad_output, indices, w.kernel[0], w.kernel[1], w.stride[0], w.stride[1], w.padding[0],
       w.padding[1], w.dilation[0], w.dilation[1], input.size(-3), w.in[0], w.in[1], w.out[0],
       w.out[1], input.suggest_memory_format());
-  check_kernel_dtype(input, "max_pool2d_backward", false);
+  check_pool_kernel_dtype(input, "max_pool2d_backward", false);
   return {max_pool_scatter(ctx, grad_output, input, indices, 2)};
 }
 
@@ -340,7 +340,7 @@ std::vector<Value> avg_pool2d(LoweringContext& ctx, const Args& a) {
   const auto divisor_override = a.opt_integer(6);
   const Window w = check_avg_pool2d(input, a, 1, a.boolean(4), divisor_override);
   check_pool2d(input, w);
-  check_kernel_dtype(input, "avg_pool2d", true);
+  check_pool_kernel_dtype(input, "avg_pool2d", true);
   return {avg_pool_values(ctx, input, w, a.boolean(5), divisor_override)};
 }
 
@@ -389,7 +389,7 @@ std::vector<Value> avg_pool2d_backward(LoweringContext& ctx, const Args& a) {
                                               input.suggest_memory_format());
   TORCH_CHECK(input.dtype() == grad_output.dtype(), "expected dtype ", input.dtype(),
               " for `gradOutput` but got dtype ", grad_output.dtype());
-  check_kernel_dtype(input, "avg_pool2d_backward", true);
+  check_pool_kernel_dtype(input, "avg_pool2d_backward", true);
   return {avg_pool_grad(ctx, grad_output, input, w, a.boolean(6), divisor_override)};
 }
 
@@ -419,7 +419,7 @@ Value avg_pool_backward(LoweringContext& ctx, const at::Tensor& grad_output,
   return avg_pool_grad(ctx, grad_output, input, w, count_include_pad, divisor_override);
 }
 void check_kernel_dtype(const at::Tensor& t, const char* kernel, bool allow_long) {
-  ::ttpu::aten::check_kernel_dtype(t, kernel, allow_long);
+  check_pool_kernel_dtype(t, kernel, allow_long);
 }
 
 }  // namespace pool

@@ -19,7 +19,9 @@ using ir::Op;
 using ir::Value;
 
 // 16-bit floats are averaged in f32, as CPU's kernels accumulate them (acc_type).
-DType compute_dtype(DType dt) { return dt == DType::kF16 || dt == DType::kBF16 ? DType::kF32 : dt; }
+DType adaptive_compute_dtype(DType dt) {
+  return dt == DType::kF16 || dt == DType::kBF16 ? DType::kF32 : dt;
+}
 
 // [out, in] averaging matrix of one dim: A[o, i] = 1 / (end - start) for i in the
 // window [start, end) of output o, else 0.
@@ -40,7 +42,7 @@ Value averaging_matrix(LoweringContext& ctx, int64_t out, int64_t in, DType dt) 
 
 // Contracts x's dim `d` (of size in) with `m` [out, in] (or [in, out] when
 // `transposed`), keeping the other dims in order and putting the new one at d.
-Value contract_dim(LoweringContext& ctx, Value x, int64_t d, Value m, bool transposed) {
+Value adaptive_contract_dim(LoweringContext& ctx, Value x, int64_t d, Value m, bool transposed) {
   auto& g = ctx.g();
   const int64_t rank = static_cast<int64_t>(dims(ctx, x).size());
   // dot_general puts the free lhs dims first, then m's free dim last.
@@ -82,7 +84,7 @@ std::vector<Value> adaptive_avg_pool2d(LoweringContext& ctx, const Args& a) {
   const at::Tensor& input = a.tensor(0);
   const auto output_size = a.ints(1);
   check_adaptive(input, output_size);
-  const DType dt = to_ir(input.scalar_type()), acc = compute_dtype(dt);
+  const DType dt = to_ir(input.scalar_type()), acc = adaptive_compute_dtype(dt);
   Value x = g.convert(ctx.tensor(input), acc);
   const auto full = dims(ctx, x);
   const int64_t rank = static_cast<int64_t>(full.size());
@@ -106,8 +108,8 @@ std::vector<Value> adaptive_avg_pool2d(LoweringContext& ctx, const Args& a) {
     mean = g.binary(Op::kDiv, mean, g.constant(static_cast<double>(kw), {acc, out_shape}));
     return {g.convert(mean, dt)};
   }
-  Value y = contract_dim(ctx, x, rank - 2, averaging_matrix(ctx, oh, h, acc), false);
-  y = contract_dim(ctx, y, rank - 1, averaging_matrix(ctx, ow, w, acc), false);
+  Value y = adaptive_contract_dim(ctx, x, rank - 2, averaging_matrix(ctx, oh, h, acc), false);
+  y = adaptive_contract_dim(ctx, y, rank - 1, averaging_matrix(ctx, ow, w, acc), false);
   return {g.convert(y, dt)};
 }
 
@@ -134,12 +136,12 @@ std::vector<Value> adaptive_avg_pool2d_backward(LoweringContext& ctx, const Args
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
                               "\"adaptive_avg_pool2d_backward\" not implemented for '",
                               input.scalar_type(), "'");
-  const DType dt = to_ir(input.scalar_type()), acc = compute_dtype(dt);
+  const DType dt = to_ir(input.scalar_type()), acc = adaptive_compute_dtype(dt);
   const int64_t h = input.size(-2), w = input.size(-1);
   const int64_t oh = grad_output.size(-2), ow = grad_output.size(-1);
   Value dy = g.convert(ctx.tensor(grad_output), acc);
-  Value dx = contract_dim(ctx, dy, ndim - 2, averaging_matrix(ctx, oh, h, acc), true);
-  dx = contract_dim(ctx, dx, ndim - 1, averaging_matrix(ctx, ow, w, acc), true);
+  Value dx = adaptive_contract_dim(ctx, dy, ndim - 2, averaging_matrix(ctx, oh, h, acc), true);
+  dx = adaptive_contract_dim(ctx, dx, ndim - 1, averaging_matrix(ctx, ow, w, acc), true);
   return {g.convert(dx, dt)};
 }
 
@@ -162,7 +164,7 @@ std::vector<Value> adaptive_avg_pool3d(LoweringContext& ctx, const Args& a) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
                               "\"adaptive_avg_pool3d_cpu\" not implemented for '",
                               input.scalar_type(), "'");
-  const DType dt = to_ir(input.scalar_type()), acc = compute_dtype(dt);
+  const DType dt = to_ir(input.scalar_type()), acc = adaptive_compute_dtype(dt);
   const int64_t rank = input.dim();
   std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end() - 3);
   shape.insert(shape.end(), output_size.begin(), output_size.end());
@@ -171,7 +173,8 @@ std::vector<Value> adaptive_avg_pool3d(LoweringContext& ctx, const Args& a) {
   Value y = g.convert(ctx.tensor(input), acc);
   for (int64_t j = 0; j < 3; ++j) {
     const int64_t d = rank - 3 + j;
-    y = contract_dim(ctx, y, d, averaging_matrix(ctx, output_size[j], input.size(d), acc), false);
+    y = adaptive_contract_dim(ctx, y, d, averaging_matrix(ctx, output_size[j], input.size(d), acc),
+                              false);
   }
   return {g.convert(y, dt)};
 }
@@ -193,14 +196,14 @@ std::vector<Value> adaptive_avg_pool3d_backward(LoweringContext& ctx, const Args
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
                               "\"adaptive_avg_pool3d_backward_cpu\" not implemented for '",
                               input.scalar_type(), "'");
-  const DType dt = to_ir(input.scalar_type()), acc = compute_dtype(dt);
+  const DType dt = to_ir(input.scalar_type()), acc = adaptive_compute_dtype(dt);
   if (input.numel() == 0) return {g.constant(0, {dt, input.sizes().vec()})};
   const int64_t rank = input.dim();
   Value dx = g.convert(ctx.tensor(grad_output), acc);
   for (int64_t j = 0; j < 3; ++j) {
     const int64_t d = rank - 3 + j;
-    dx = contract_dim(ctx, dx, d, averaging_matrix(ctx, grad_output.size(d), input.size(d), acc),
-                      true);
+    dx = adaptive_contract_dim(
+        ctx, dx, d, averaging_matrix(ctx, grad_output.size(d), input.size(d), acc), true);
   }
   return {g.convert(dx, dt)};
 }

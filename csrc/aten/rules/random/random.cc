@@ -86,13 +86,13 @@ ir::Value standard_normal(LoweringContext& ctx, ir::Value state, const std::vect
 
 namespace {
 
-int64_t numel_of(const std::vector<int64_t>& sizes) {
+int64_t random_numel(const std::vector<int64_t>& sizes) {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   return n;
 }
 
-void check_float(const at::Tensor& self, const char* kernel) {
+void check_random_float(const at::Tensor& self, const char* kernel) {
   // CPU's random kernels take no float8 (its uniform_, normal_ raise).
   TORCH_CHECK_NOT_IMPLEMENTED(
       at::isFloatingType(self.scalar_type()) && !c10::isFloat8Type(self.scalar_type()), "\"",
@@ -127,7 +127,7 @@ Bounds bounds_of(const at::Tensor& self) {
 // from + (to - from) * u, the values of self.uniform_(from, to).
 ir::Value uniform_values(LoweringContext& ctx, const at::Tensor& self, double from, double to,
                          const std::optional<at::Generator>& gen) {
-  check_float(self, "check_uniform_bounds");
+  check_random_float(self, "check_uniform_bounds");
   const Bounds b = bounds_of(self);  // ATen's check_uniform_bounds, with its messages
   TORCH_CHECK(from >= b.lo && from <= b.hi, "from is out of bounds for ", self.dtype());
   TORCH_CHECK(to >= b.lo && to <= b.hi, "to is out of bounds for ", self.dtype());
@@ -140,7 +140,7 @@ ir::Value uniform_values(LoweringContext& ctx, const at::Tensor& self, double fr
   const DType dt = to_ir(self.scalar_type());
   const std::vector<int64_t> shape = self.sizes().vec();
   if (self.numel() == 0) return g.constant(0, {dt, shape});
-  const DType ct = compute_dtype(dt);
+  const DType ct = random_compute_dtype(dt);
   // dt's digits, so that u stays below 1 once converted to a 16-bit float.
   ir::Value u = uniform01(ctx, three_fry_state(ctx, gen), shape, ct, digits_of(dt));
   ir::Value scaled = g.binary(Op::kMul, u, broadcast_to(ctx, ctx.scalar(to - from, ct), shape));
@@ -151,8 +151,8 @@ ir::Value uniform_values(LoweringContext& ctx, const at::Tensor& self, double fr
 ir::Value normal_values(LoweringContext& ctx, const std::vector<int64_t>& shape, DType dt,
                         ir::Value mean, ir::Value std, const std::optional<at::Generator>& gen) {
   auto& g = ctx.g();
-  if (numel_of(shape) == 0) return g.constant(0, {dt, shape});
-  const DType ct = compute_dtype(dt);
+  if (random_numel(shape) == 0) return g.constant(0, {dt, shape});
+  const DType ct = random_compute_dtype(dt);
   ir::Value z = standard_normal(ctx, three_fry_state(ctx, gen), shape, ct);
   ir::Value v = g.binary(Op::kMul, z, broadcast_to(ctx, g.convert(std, ct), shape));
   return g.convert(g.binary(Op::kAdd, v, broadcast_to(ctx, g.convert(mean, ct), shape)), dt);
@@ -341,9 +341,9 @@ RegisterLowering r_normal_functional("normal_functional", [](LoweringContext& c,
   // ATen's normal_impl_: the std check, then an empty self is returned (any
   // dtype: randn(0, dtype=torch.int64) is fine), then the kernel's dtypes.
   check_std(a.real(2));
-  if (a.tensor(0).numel() > 0) check_float(a.tensor(0), "normal_kernel_cpu");
+  if (a.tensor(0).numel() > 0) check_random_float(a.tensor(0), "normal_kernel_cpu");
   const DType dt = to_ir(a.tensor(0).scalar_type());
-  const DType ct = compute_dtype(dt);
+  const DType ct = random_compute_dtype(dt);
   return std::vector<ir::Value>{normal_values(c, a.tensor(0).sizes().vec(), dt,
                                               c.scalar(a.scalar(1), ct), c.scalar(a.scalar(2), ct),
                                               generator(a, 3))};
@@ -387,7 +387,7 @@ ir::Value complex_normal(LoweringContext& ctx, const std::vector<int64_t>& shape
                          double mean, double std, const std::optional<at::Generator>& gen) {
   auto& g = ctx.g();
   const DType pt = ir::complex_part(dt);
-  const DType ct = compute_dtype(pt);
+  const DType ct = random_compute_dtype(pt);
   std::vector<int64_t> both = shape;
   both.insert(both.begin(), 2);
   ir::Value v =
@@ -404,7 +404,7 @@ ir::Value complex_normal(LoweringContext& ctx, const std::vector<int64_t>& shape
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   check_std(std);
   if (self.numel() == 0) return self;  // before the dtype check, as normal_impl_
-  if (!self.is_complex()) check_float(self, "normal_kernel_cpu");
+  if (!self.is_complex()) check_random_float(self, "normal_kernel_cpu");
   LoweringContext ctx("aten::normal_", self.device().index());
   const DType dt = to_ir(self.scalar_type());
   if (self.is_complex()) {
@@ -412,7 +412,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
     ctx.run({});
     return self;
   }
-  const DType ct = compute_dtype(dt);
+  const DType ct = random_compute_dtype(dt);
   ctx.write(self, normal_values(ctx, self.sizes().vec(), dt, ctx.scalar(mean, ct),
                                 ctx.scalar(std, ct), gen));
   ctx.run({});

@@ -113,7 +113,7 @@ ValueList standard_gamma(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
   const DType out = to_ir(alpha.scalar_type());
   if (alpha.numel() == 0) return {g.constant(0, {out, alpha.sizes().vec()})};
-  Flat f{ctx, alpha.numel(), compute_dtype(out)};
+  Flat f{ctx, alpha.numel(), random_compute_dtype(out)};
   ir::Value al = g.reshape(g.convert(ctx.tensor(alpha), f.dt), {f.n});
   ir::Value s = f.bin(Op::kMax, gamma_samples(f, al, generator(a, 1)), f.c(smallest_normal(out)));
   return {g.convert(g.reshape(s, alpha.sizes().vec()), out)};
@@ -127,7 +127,7 @@ ValueList sample_dirichlet(LoweringContext& ctx, const Args& a) {
   const DType out = to_ir(alpha.scalar_type());
   const std::vector<int64_t> shape = alpha.sizes().vec();
   if (alpha.numel() == 0) return {g.constant(0, {out, shape})};
-  Flat f{ctx, alpha.numel(), compute_dtype(out)};
+  Flat f{ctx, alpha.numel(), random_compute_dtype(out)};
   ir::Value al = g.reshape(g.convert(ctx.tensor(alpha), f.dt), {f.n});
   ir::Value tiny = f.c(smallest_normal(out));
   ir::Value gam = g.reshape(f.bin(Op::kMax, gamma_samples(f, al, generator(a, 1)), tiny), shape);
@@ -193,7 +193,7 @@ ValueList poisson(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
   const DType out = to_ir(rates.scalar_type());
   if (rates.numel() == 0) return {g.constant(0, {out, rates.sizes().vec()})};
-  Flat f{ctx, rates.numel(), compute_dtype(out)};
+  Flat f{ctx, rates.numel(), random_compute_dtype(out)};
   ir::Value r = g.reshape(g.convert(ctx.tensor(rates), f.dt), {f.n});
   return {g.convert(g.reshape(poisson_samples(f, r, generator(a, 1)), rates.sizes().vec()), out)};
 }
@@ -286,7 +286,7 @@ ValueList binomial(LoweringContext& ctx, const Args& a) {
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
   if (total == 0) return {g.constant(0, {out, shape})};
-  Flat f{ctx, total, compute_dtype(out)};
+  Flat f{ctx, total, random_compute_dtype(out)};
   ir::Value n = g.reshape(broadcast_to(ctx, g.convert(cv, f.dt), shape), {f.n});
   ir::Value p = g.reshape(broadcast_to(ctx, g.convert(pv, f.dt), shape), {f.n});
   ir::Value flip = f.cmp(ir::Cmp::kGT, p, f.c(0.5));

@@ -11,7 +11,7 @@ namespace ttpu::aten {
 
 // The dtype random values are computed in: f32 for the 16-bit floats (their
 // few significand bits would bias sums like Box-Muller's), else the dtype.
-inline ir::DType compute_dtype(ir::DType dt) {
+inline ir::DType random_compute_dtype(ir::DType dt) {
   return dt == ir::DType::kF64 ? ir::DType::kF64 : ir::DType::kF32;
 }
 

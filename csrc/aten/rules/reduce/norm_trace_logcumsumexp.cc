@@ -27,7 +27,7 @@ ValueList norm(LoweringContext& ctx, const Args& a, bool with_dtype) {
 // trace(Tensor self): the diagonal of a matrix read as a strided slice of the
 // flattened matrix (elements 0, m + 1, 2(m + 1), ...), summed; integral and
 // bool-free inputs sum to int64 as sum() does.
-ValueList trace(LoweringContext& ctx, const Args& a) {
+ValueList trace_rule(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
   DType dt = to_ir(self.scalar_type());
@@ -85,7 +85,7 @@ RegisterLowering kNormTraceLogcumsumexpRules[] = {
     {"norm.ScalarOpt_dim", [](LoweringContext& c, const Args& a) { return norm(c, a, false); }},
     {"norm.ScalarOpt_dim_dtype",
      [](LoweringContext& c, const Args& a) { return norm(c, a, true); }},
-    {"trace", trace},
+    {"trace", trace_rule},
     {"_logcumsumexp", logcumsumexp},
 };
 

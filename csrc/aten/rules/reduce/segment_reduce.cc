@@ -42,14 +42,14 @@ std::optional<at::Tensor> opt_tensor(const Args& a, size_t i) {
   return t;
 }
 
-// The layout: data viewed as [outer, L, inner], segments as [outer, S].
-struct Layout {
+// The segment_layout: data viewed as [outer, L, inner], segments as [outer, S].
+struct SegmentLayout {
   int64_t outer = 1, length = 0, inner = 1, segments = 0;
   std::vector<int64_t> data_shape, out_shape;
 };
 
-Layout layout(const at::Tensor& data, int64_t axis, int64_t segments) {
-  Layout l;
+SegmentLayout segment_layout(const at::Tensor& data, int64_t axis, int64_t segments) {
+  SegmentLayout l;
   l.data_shape = data.sizes().vec();
   for (int64_t d = 0; d < axis; ++d) l.outer *= data.size(d);
   for (int64_t d = axis + 1; d < data.dim(); ++d) l.inner *= data.size(d);
@@ -61,7 +61,7 @@ Layout layout(const at::Tensor& data, int64_t axis, int64_t segments) {
 }
 
 // {start, end} i64 [outer, S] of every segment, ends clipped to L.
-std::pair<Value, Value> bounds(LoweringContext& ctx, const Layout& l,
+std::pair<Value, Value> bounds(LoweringContext& ctx, const SegmentLayout& l,
                                const std::optional<at::Tensor>& lengths,
                                const std::optional<at::Tensor>& offsets) {
   auto& g = ctx.g();
@@ -83,7 +83,7 @@ std::pair<Value, Value> bounds(LoweringContext& ctx, const Layout& l,
 }
 
 // [outer, S, L] bool: position j lies in segment s.
-Value membership(LoweringContext& ctx, const Layout& l, Value start, Value end) {
+Value membership(LoweringContext& ctx, const SegmentLayout& l, Value start, Value end) {
   auto& g = ctx.g();
   const std::vector<int64_t> sh{l.outer, l.segments, l.length};
   Value j = g.iota({DType::kI64, sh}, 2);
@@ -115,7 +115,7 @@ int64_t check_args(const at::Tensor& data, const std::optional<at::Tensor>& leng
 // The !unsafe checks on lengths: none negative, every row summing to L. The
 // values live on the device: reported at the next host read
 // (aten/deferred_check.h).
-void check_lengths(LoweringContext& ctx, const at::Tensor& lengths, const Layout& l) {
+void check_lengths(LoweringContext& ctx, const at::Tensor& lengths, const SegmentLayout& l) {
   if (lengths.numel() == 0) return;
   LoweringContext probe(ctx.op() + " (lengths check)", ctx.device());
   auto& g = probe.g();
@@ -150,7 +150,7 @@ std::vector<Value> segment_reduce(LoweringContext& ctx, const Args& a) {
   const Kind kind = parse_reduce(a[1].toStringRef());
   axis = check_args(data, lengths, offsets, axis);
   const int64_t segments = offsets ? offsets->size(-1) - 1 : lengths->size(-1);
-  const Layout l = layout(data, axis, segments);
+  const SegmentLayout l = segment_layout(data, axis, segments);
   if (!offsets && !unsafe) check_lengths(ctx, *lengths, l);
   const DType dt = to_ir(data.scalar_type());
   const std::vector<int64_t> big{l.outer, l.segments, l.length, l.inner},
@@ -211,7 +211,7 @@ std::vector<Value> segment_reduce_backward(LoweringContext& ctx, const Args& a) 
   const auto lengths = opt_tensor(a, 4), offsets = opt_tensor(a, 5);
   const int64_t axis = check_args(data, lengths, offsets, a.integer(6));
   const int64_t segments = offsets ? offsets->size(-1) - 1 : lengths->size(-1);
-  const Layout l = layout(data, axis, segments);
+  const SegmentLayout l = segment_layout(data, axis, segments);
   const DType dt = to_ir(data.scalar_type());
   const std::vector<int64_t> big{l.outer, l.segments, l.length, l.inner},
       os{l.outer, l.segments, l.inner};

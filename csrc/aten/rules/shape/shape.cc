@@ -14,7 +14,7 @@ namespace {
 
 using ir::DType;
 
-int64_t numel_of(const std::vector<int64_t>& sizes) {
+int64_t shape_numel(const std::vector<int64_t>& sizes) {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   return n;
@@ -62,7 +62,7 @@ std::vector<ir::Value> cat(LoweringContext& ctx, const Args& a) {
     out[dim] += t.size(dim);
     if (t.numel() > 0) nonempty.push_back(t);
   }
-  if (numel_of(out) == 0) return {g.constant(0, {dt, out})};
+  if (shape_numel(out) == 0) return {g.constant(0, {dt, out})};
   // A bucketed result is contiguous: only where CPU's is (a channels-last
   // result keeps its layout, result_layout.h).
   if (cat_memory_format(ts) == c10::MemoryFormat::Contiguous) {
@@ -147,7 +147,7 @@ std::vector<ir::Value> repeat(LoweringContext& ctx, const Args& a) {
   }
   auto& g = ctx.g();
   ir::Value x = ctx.tensor(self);
-  if (numel_of(target) == 0) return {g.constant(0, {dtype(ctx, x), target})};
+  if (shape_numel(target) == 0) return {g.constant(0, {dtype(ctx, x), target})};
   for (size_t i = 0; i < n; ++i) {
     interleaved.push_back(reps[i]);
     interleaved.push_back(padded[i]);
@@ -185,7 +185,7 @@ std::vector<ir::Value> constant_pad_nd(LoweringContext& ctx, const Args& a) {
   auto& g = ctx.g();
   ir::Value x = ctx.tensor(self);
   const DType dt = dtype(ctx, x);
-  if (numel_of(out) == 0) return {g.constant(0, {dt, out})};
+  if (shape_numel(out) == 0) return {g.constant(0, {dt, out})};
   ir::Value value = ctx.scalar(a.scalar(2), dt);
   if (self.numel() == 0) return {broadcast_to(ctx, value, out)};
   return {g.pad(x, value, low, high, interior)};
@@ -193,7 +193,7 @@ std::vector<ir::Value> constant_pad_nd(LoweringContext& ctx, const Args& a) {
 
 // tril / triu: keep the elements on and below (above) the `diagonal`-th
 // diagonal of the last two dims, zero the rest.
-std::vector<ir::Value> triangle(LoweringContext& ctx, const Args& a, bool lower) {
+std::vector<ir::Value> shape_triangle(LoweringContext& ctx, const Args& a, bool lower) {
   const at::Tensor& self = a.tensor(0);
   TORCH_CHECK(self.dim() >= 2, lower ? "tril" : "triu",
               ": input tensor must have at least 2 dimensions");
@@ -217,10 +217,10 @@ RegisterLowering r_roll("roll", roll);
 RegisterLowering r_repeat("repeat", repeat);
 RegisterLowering r_constant_pad_nd("constant_pad_nd", constant_pad_nd);
 RegisterLowering r_tril("tril", [](LoweringContext& c, const Args& a) {
-  return triangle(c, a, /*lower=*/true);
+  return shape_triangle(c, a, /*lower=*/true);
 });
 RegisterLowering r_triu("triu", [](LoweringContext& c, const Args& a) {
-  return triangle(c, a, /*lower=*/false);
+  return shape_triangle(c, a, /*lower=*/false);
 });
 
 }  // namespace

@@ -19,7 +19,7 @@ using ir::DType;
 using ValueList = std::vector<ir::Value>;
 
 // Inclusive prefix sum of a 1-d i64 value (a reduce_window over the prefix).
-ir::Value prefix_sum(LoweringContext& ctx, ir::Value v) {
+ir::Value unique_prefix_sum(LoweringContext& ctx, ir::Value v) {
   int64_t n = dims(ctx, v)[0];
   return ctx.g().reduce_window(v, ctx.g().constant_int(0, {DType::kI64, {}}), {n}, {1}, {1}, {1},
                                {n - 1}, {0}, ir::Reducer::kAdd);
@@ -94,7 +94,7 @@ ValueList runs(LoweringContext& ctx, ir::Value x, std::optional<ir::Value> perm,
   ir::Value inv = g.constant_int(0, {DType::kI64, {0}});
   ir::Value cnt = g.constant_int(0, {DType::kI64, {0}});
   if (inverse || counts) {
-    ir::Value run = g.binary(ir::Op::kSub, prefix_sum(ctx, g.convert(starts, DType::kI64)),
+    ir::Value run = g.binary(ir::Op::kSub, unique_prefix_sum(ctx, g.convert(starts, DType::kI64)),
                              g.constant_int(1, {DType::kI64, {n}}));
     if (inverse) {
       // run numbers back in input order: sort (perm, run) by perm.
