@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The C++ test programs (setup.sh builds only the extension).
+CCACHE_SLOPPINESS=pch_defines,time_macros cmake --build build -j "${TORCHTPU_BUILD_JOBS:-2}"
 (cd build && ctest --output-on-failure)
 # The whole suite runs its files on two worker processes (pytest-xdist, a file
 # per worker at a time), except those marked `alone` (they time a wait, launch
