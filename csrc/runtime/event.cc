@@ -8,7 +8,6 @@
 #include "runtime/trace.h"
 
 namespace ttpu::runtime {
-namespace {}  // namespace
 
 void DeviceEvent::Point::finish_one() {
   std::lock_guard<std::mutex> lock(mu);

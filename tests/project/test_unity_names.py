@@ -35,7 +35,7 @@ def anonymous_names(text):
     "Name = type;" (a name and what it stands for, namespaces left out)."""
     names, inside = set(), False
     for line in text.splitlines():
-        if re.match(r"^namespace\s*\{", line):
+        if re.match(r"^namespace\s*\{(?!\s*\})", line):
             inside = True
         elif inside and re.match(r"^\}\s*//\s*namespace\s*$", line):
             inside = False
