@@ -107,10 +107,11 @@ double init_value(ir::Reducer r, ir::DType dt) {
 
 }  // namespace
 
-ir::Value contract_dim(LoweringContext& ctx, ir::Value x, int64_t d, ir::Value matrix) {
+ir::Value contract_dim(LoweringContext& ctx, ir::Value x, int64_t d, ir::Value matrix,
+                       int64_t matrix_dim) {
   auto& g = ctx.g();
   const int64_t rank = static_cast<int64_t>(dims(ctx, x).size());
-  ir::Value r = g.dot_general(x, matrix, {}, {}, {d}, {0});  // free dims of x, then n
+  ir::Value r = g.dot_general(x, matrix, {}, {}, {d}, {matrix_dim});  // free dims of x, then n
   std::vector<int64_t> perm;
   for (int64_t k = 0; k < rank - 1; ++k) {
     if (k == d) perm.push_back(rank - 1);

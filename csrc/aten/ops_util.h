@@ -36,9 +36,11 @@ ir::DType dtype(LoweringContext& ctx, ir::Value v);
 // x's slices at positions `index` (i64 [m]) along `dim`: x's shape with dim
 // replaced by m (a gather; the positions must be in range).
 ir::Value take_along_dim(LoweringContext& ctx, ir::Value x, int64_t dim, ir::Value index);
-// x's dim `d` (size m) contracted with `matrix` [m, n]: x's shape with dim d
-// replaced by n (a dot_general, then the n dim moved back to d).
-ir::Value contract_dim(LoweringContext& ctx, ir::Value x, int64_t d, ir::Value matrix);
+// x's dim `d` (size m) contracted with `matrix`'s dim `matrix_dim` (size m;
+// the matrix is [m, n] for 0, [n, m] for 1): x's shape with dim d replaced by
+// n (a dot_general, then the n dim moved back to d).
+ir::Value contract_dim(LoweringContext& ctx, ir::Value x, int64_t d, ir::Value matrix,
+                       int64_t matrix_dim = 0);
 // The out= of a 1-D range factory (arange, linspace, logspace): resized to [n]
 // only when its element count differs, as ATen's CPU kernels do, so a
 // same-count out of another shape (a [2, 2] narrow view of 4 elements) keeps

@@ -43,17 +43,7 @@ Value averaging_matrix(LoweringContext& ctx, int64_t out, int64_t in, DType dt) 
 // Contracts x's dim `d` (of size in) with `m` [out, in] (or [in, out] when
 // `transposed`), keeping the other dims in order and putting the new one at d.
 Value adaptive_contract_dim(LoweringContext& ctx, Value x, int64_t d, Value m, bool transposed) {
-  auto& g = ctx.g();
-  const int64_t rank = static_cast<int64_t>(dims(ctx, x).size());
-  // dot_general puts the free lhs dims first, then m's free dim last.
-  Value r = g.dot_general(x, m, {}, {}, {d}, {transposed ? 0 : 1});
-  std::vector<int64_t> perm;
-  for (int64_t k = 0; k < rank - 1; ++k) {
-    if (k == d) perm.push_back(rank - 1);
-    perm.push_back(k);
-  }
-  if (d == rank - 1) perm.push_back(rank - 1);
-  return g.transpose(r, perm);
+  return contract_dim(ctx, x, d, m, transposed ? 0 : 1);
 }
 
 // _adaptive_avg_pool2d's checks (adaptive_avg_pool2d_out_cpu_template).
