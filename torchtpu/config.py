@@ -34,9 +34,10 @@ programs are shared only across repeated layers of a large model.
 such as ``64,128,256``, or ``none`` for off): bounded dynamism for tensors that
 grow a few elements per step (Hugging Face ``generate``'s token ids and
 attention mask, its default dynamic KV cache). When set, a new result of
-``torch.cat`` (not its ``out=`` form) that appends (its last part at most half
-as long as the others together: a token, a KV entry; not a cat of similar parts
-such as autograd's backward of ``split``) or extends such a result, and that
+``torch.cat`` (not its ``out=`` form) of at most four parts that appends (its
+last part at most half as long as the longest other part: a token, a KV entry;
+not a cat of similar parts such as autograd's backward of ``split`` or a
+``torch.stack`` of a list) or extends such a result, and that
 CPU lays out contiguously, gets a storage whose length along the cat dim is the
 result's rounded up to a bucket: the next power of two, or the smallest listed
 size at least as large (a length past the largest listed size is not rounded).

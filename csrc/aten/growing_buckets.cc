@@ -14,6 +14,10 @@ struct Setting {
   std::vector<int64_t> sizes;  // sorted, positive
 };
 
+// The most parts a bucketed cat writes (an append has two: the tensor and
+// the new rows).
+constexpr size_t kMaxBucketedParts = 4;
+
 std::mutex g_buckets_mu;
 Setting g_setting;
 
@@ -107,17 +111,25 @@ LoweringContext::InBucket LoweringContext::read_in_bucket(const at::Tensor& t, i
 
 ir::Value cat_in_bucket(LoweringContext& ctx, const std::vector<at::Tensor>& parts, int64_t dim,
                         ir::DType dt, const std::vector<int64_t>& sizes) {
-  if (!ctx.makes_new_results() || ir::is_complex(dt) || parts.empty()) return {};
+  // Each part is one dynamic_update_slice, which XLA:CPU compiles as a
+  // kernel of its own (about 12 ms each): a cat of many parts (torch.stack
+  // of a list) is never bucketed.
+  if (!ctx.makes_new_results() || ir::is_complex(dt) || parts.empty() ||
+      parts.size() > kMaxBucketedParts) {
+    return {};
+  }
   const std::optional<int64_t> rows = bucket_rows(sizes[dim]);
   if (!rows) return {};
   const int64_t cap = *rows;
   const bool any_bucketed = std::any_of(
       parts.begin(), parts.end(), [&](const at::Tensor& t) { return bucket_capacity(t, dim) > 0; });
   // A new bucket only for an append: the last part at most half as long as
-  // the others together (a token, a KV entry), not for a cat of similar
+  // the longest other part (a token, a KV entry), not for a cat of similar
   // parts (autograd's backward of split and chunk, torch.stack).
   const int64_t last = parts.back().size(dim);
-  const bool appends = 2 * last <= sizes[dim] - last;
+  int64_t longest = 0;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) longest = std::max(longest, parts[i].size(dim));
+  const bool appends = 2 * last <= longest;
   if (!any_bucketed && (cap == sizes[dim] || !appends)) return {};
   auto& g = ctx.g();
   const int64_t p = product(sizes, 0, dim), q = product(sizes, dim + 1, sizes.size());

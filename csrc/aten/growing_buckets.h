@@ -2,10 +2,11 @@
 // token ids and attention mask, a dynamic KV cache) reuse a handful of
 // programs instead of compiling new ones at every length.
 //
-// Off by default; torchtpu.config.growing_buckets turns it on ("pow2" or a
-// list of sizes). Then the functional torch.cat that appends (its last part
-// at most half as long as the others together) or extends a bucketed tensor,
-// with a contiguous result, gives its result a storage
+// On by default ("pow2"); torchtpu.config.growing_buckets sets it ("pow2", a
+// list of sizes, or None). Then the functional torch.cat of at most four
+// parts that appends (its last part at most half as long as the longest
+// other part) or extends a bucketed tensor, with a contiguous result, gives
+// its result a storage
 // whose rows along the cat dim are the result's size rounded up to a bucket
 // (the smallest power of two, or listed size, at least as large; a size
 // past the largest listed one is not rounded). The result is the contiguous
