@@ -198,6 +198,19 @@ def test_adaptive_max_pool1d_3d():
     run_both(lambda t: F.adaptive_max_pool2d(t, 2, return_indices=True), nan, **TOL)
 
 
+def test_adaptive_max_pool_picks_cpus_first_maximum_and_last_nan():
+    # CPU scans a window in order and takes `val > max || isnan(val)`: the
+    # first of equal maxima, the last of several NaNs; windows overlap when
+    # the sizes do not divide (13 -> 5, 5 -> 7) and are whole for a global pool.
+    ties = torch.randint(0, 3, (2, 3, 13, 5)).float()
+    nans = torch.randn(2, 3, 13, 5)
+    nans[torch.rand(nans.shape) < 0.3] = float("nan")
+    for x in (ties, nans):
+        for out in [(5, 7), (1, 1), (13, 5)]:
+            run_both(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True), x, **TOL)
+    run_both(lambda t: F.adaptive_max_pool3d(t, 1, return_indices=True), nans[:, :, :, :4].reshape(2, 3, 13, 2, 2), **TOL)
+
+
 def test_adaptive_avg_pool3d():
     x = torch.randn(2, 3, 5, 6, 7)
     for out in [(2, 3, 4), (5, 6, 7), (1, 1, 1), (3, 4, 7)]:
