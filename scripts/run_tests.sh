@@ -20,7 +20,9 @@ if [ $# -ne 0 ]; then
   .venv/bin/python -m pytest tests -q -p no:cacheprovider "$@"
   exit 0
 fi
-PYTEST=(.venv/bin/python -m pytest tests -q -p no:cacheprovider)
+# Each pass ends with its 15 slowest tests: where the suite's time goes (a
+# lowering that compiles for seconds shows there first).
+PYTEST=(.venv/bin/python -m pytest tests -q -p no:cacheprovider --durations=15)
 PARALLEL=(-n 2 --dist loadfile)
 "${PYTEST[@]}" "${PARALLEL[@]}" -m "not alone"
 "${PYTEST[@]}" -m alone
