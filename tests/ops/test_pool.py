@@ -208,7 +208,8 @@ def test_adaptive_max_pool_picks_cpus_first_maximum_and_last_nan():
     for x in (ties, nans):
         for out in [(5, 7), (1, 1), (13, 5)]:
             run_both(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True), x, **TOL)
-    run_both(lambda t: F.adaptive_max_pool3d(t, 1, return_indices=True), nans[:, :, :, :4].reshape(2, 3, 13, 2, 2), **TOL)
+    volume = nans[:, :, :, :4].reshape(2, 3, 13, 2, 2)
+    run_both(lambda t: F.adaptive_max_pool3d(t, 1, return_indices=True), volume, **TOL)
 
 
 def test_adaptive_avg_pool3d():
