@@ -50,3 +50,23 @@ def test_lstsq_accepted_shapes_as_cpu(a_shape, b_shape):
 def test_householder_dtype_checks_as_cpu(fn):
     with no_fallback():
         same_error(fn, torch.randn(3, 3), torch.randn(3))
+
+
+# test_ormqr_errors_and_warnings: ormqr's shape checks in CPU's order and
+# words. A tau whose batch dims differ from input's raised nothing at the
+# call: its program failed to compile in the background and the error
+# surfaced at the next test's sync.
+@pytest.mark.parametrize("shapes,left", [
+    (((10, 6), (20,), (10, 6)), True),         # tau.shape[-1] != min(...)
+    (((6, 6), (2,), (5, 5)), True),            # other.shape[-2] checked first
+    (((6, 6), (2,), (6, 5)), False),           # other.shape[-1] when left=False
+    (((2, 6, 6), (7,), (2, 6, 6)), True),      # tau's length before its ndim
+    (((2, 6, 6), (2, 6), (6, 6)), True),       # other's ndim
+    (((1, 2, 2), (2, 2), (1, 2, 2)), True),    # tau's batch dims
+    (((1, 2, 2), (1, 2), (2, 2, 2)), True),    # other's batch dims
+    (((3, 1, 2, 2), (3, 2, 2), (3, 1, 2, 2)), True),
+])
+def test_ormqr_shape_checks_as_cpu(shapes, left):
+    a, tau, c = (torch.randn(*s) for s in shapes)
+    with no_fallback():
+        same_error(lambda x, t, y: torch.ormqr(x, t, y, left=left), a, tau, c)

@@ -302,13 +302,12 @@ std::vector<Value> ormqr(LoweringContext& ctx, const Args& a) {
   const char* fn = "torch.ormqr";
   TORCH_CHECK(input.dim() >= 2, fn, ": input must have at least 2 dimensions.");
   TORCH_CHECK(other.dim() >= 2, fn, ": other must have at least 2 dimensions.");
+  // CPU's checks (PyTorch 2.13), in its order and words.
   const int64_t side = left ? -2 : -1;
-  TORCH_CHECK(other.size(side) >= tau.size(-1), fn, ": other.shape[", side,
-              "] must be greater than or equal to tau.shape[-1]");
   TORCH_CHECK(other.size(side) == input.size(-2), fn, ": other.shape[", side,
               "] must be equal to input.shape[-2]");
-  TORCH_CHECK(tau.size(-1) <= input.size(-1), fn,
-              ": tau.shape[-1] must be less than or equal to input.shape[-1]");
+  TORCH_CHECK(tau.size(-1) == std::min(other.size(side), input.size(-1)), fn,
+              ": tau.shape[-1] must be equal to min(other.shape[", side, "], input.shape[-1])");
   TORCH_CHECK(input.dim() - tau.dim() == 1, fn,
               ": Expected tau to have one dimension less than input, but got tau.ndim equal to ",
               tau.dim(), " and input.ndim is equal to ", input.dim());
@@ -316,6 +315,13 @@ std::vector<Value> ormqr(LoweringContext& ctx, const Args& a) {
               ": Expected other to have the same number of dimensions as input, but got "
               "other.ndim equal to ",
               other.dim(), " and input.ndim is equal to ", input.dim());
+  const auto batch = input.sizes().slice(0, input.dim() - 2);
+  TORCH_CHECK(tau.sizes().slice(0, tau.dim() - 1) == batch, fn,
+              ": Expected batch dimensions of tau to be equal to input.shape[:-2], but got ",
+              tau.sizes().slice(0, tau.dim() - 1));
+  TORCH_CHECK(other.sizes().slice(0, other.dim() - 2) == batch, fn,
+              ": Expected batch dimensions of other to be equal to input.shape[:-2], but got ",
+              other.sizes().slice(0, other.dim() - 2));
   // CPU's wording, its missing space after "dtype" included.
   for (const auto& [t, name] : {std::pair<const at::Tensor*, const char*>{&tau, "tau"},
                                 std::pair<const at::Tensor*, const char*>{&other, "other"}}) {
