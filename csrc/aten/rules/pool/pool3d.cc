@@ -202,12 +202,9 @@ std::pair<Value, Value> adaptive_max(LoweringContext& ctx, Value x, const std::v
   // Gather dim by dim: [lead..., o0, w0, o1, w1, ...], then the window axes
   // moved last and flattened: [lead..., o0, o1, ..., W].
   Value v = x;
-  std::vector<int64_t> shape(full.begin(), full.begin() + lead);
   for (int64_t d = 0; d < k; ++d) {
     const int64_t axis = lead + 2 * d;
     v = take_along_dim(ctx, v, axis, g.reshape(position[d], {out[d] * window[d]}));
-    shape.push_back(out[d]);
-    shape.push_back(window[d]);
     std::vector<int64_t> split = dims(ctx, v);
     split[axis] = out[d];
     split.insert(split.begin() + axis + 1, window[d]);
