@@ -274,6 +274,39 @@ def run_checks_subprocess(path, devices, extra_env=None, names=(), timeout=600):
     return json.loads(lines[-1][len("RESULTS "):])
 
 
+# Source for a subprocess that needs one compile of seconds: defines `parts`
+# (1,000 tpu tensors [4], part i full of i, synced) and `slow_op`, a
+# hand-written StableHLO kernel (torchtpu.kernels) that concatenates them and
+# sums: XLA:CPU compiles an N-operand concatenate as one kernel with a branch
+# per operand and fuses it into the sum, so slow_op's first call compiles for
+# seconds (6.5 s on 2 cores; its registration compiled another program, 4.5 s).
+# torchtpu's own concatenates are split into groups (stablehlo/emit.cc), so a
+# user's kernel is where such a program comes from. slow_op(*parts) == SLOW_SUM.
+SLOW_KERNEL = """
+import torch, torchtpu
+from torchtpu.kernels import stablehlo_op
+_n, _t = 1000, "tensor<4xf32>"
+_args = ", ".join(f"%a{i}" for i in range(_n))
+_params = ", ".join(f"%a{i}: {_t}" for i in range(_n))
+slow_op = stablehlo_op(
+    "module { func.func @main(" + _params + ") -> tensor<f32> {\\n"
+    f'    %c = "stablehlo.concatenate"({_args}) {{dimension = 0 : i64}} : '
+    f"({', '.join([_t] * _n)}) -> tensor<{4 * _n}xf32>\\n"
+    "    %z = stablehlo.constant dense<0.0> : tensor<f32>\\n"
+    "    %s = stablehlo.reduce(%c init: %z) applies stablehlo.add across dimensions = [0] : "
+    f"(tensor<{4 * _n}xf32>, tensor<f32>) -> tensor<f32>\\n"
+    "    return %s : tensor<f32>\\n  }\\n}\\n", name="slow_concatenate")
+parts = [torch.full((4,), float(i), device="tpu") for i in range(_n)]
+SLOW_SUM = 4.0 * sum(range(_n))
+# A kernel's first call imports what torch.library needs (sympy, seconds):
+# done here, with a small kernel, so that an interrupt lands in the compile.
+_small = stablehlo_op("module { func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\\n"
+                      "    return %x : tensor<4xf32>\\n  }\\n}\\n", name="small")
+assert _small(parts[1]).cpu().tolist() == [1.0] * 4
+torchtpu.sync()
+"""
+
+
 NAN = float("nan")
 INF = float("inf")
 

@@ -334,10 +334,13 @@ void Emitter::emit_node(int32_t id) {
            "start_indices = " + i64_array(ints[0]) + ", limit_indices = " + i64_array(ints[1]) +
                ", strides = " + i64_array(ints[2]));
       return;
-    case Op::kConcatenate:
-      line(id, "stablehlo.concatenate", n.operands,
-           "dimension = " + std::to_string(a.dim) + " : i64");
+    case Op::kConcatenate: {
+      std::vector<std::pair<std::string, TensorType>> parts;
+      for (Value v : n.operands) parts.emplace_back(ref(v), g_.type(v));
+      names_[id] = "%" + std::to_string(id);
+      body_ += concatenate_lines(parts, a.dim, names_[id], n.results[0], &temp_);
       return;
+    }
     case Op::kPad:
       need_ints(3);
       line(id, "stablehlo.pad", n.operands,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -64,6 +65,17 @@ class Region {
   std::vector<Val> args_;
   std::vector<std::string> lines_;
 };
+
+// The lines of `name = concatenate(parts)` along `dim` (result `out`): more
+// than 64 parts go in groups, each behind an optimization_barrier
+// (emit_regions.cc says why). Temporaries are "%t<*temp>", counting up.
+std::string concatenate_lines(std::vector<std::pair<std::string, ir::TensorType>> parts,
+                              int64_t dim, const std::string& name, const ir::TensorType& out,
+                              int* temp);
+
+// A loop lowering's module text (loop_kernels.h) ready for Graph::call, its
+// symbols named from a hash of the text. Throws KernelTextError.
+ir::UserFunction loop_function(const std::string& text, const std::string& name);
 
 // Region bodies. `dtypes` are the operands' element types.
 // reduce / reduce_window / scatter combiner (2N args: N accumulators, then N

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "stablehlo/emit_util.h"
 #include "stablehlo/kernel_module.h"
 
 namespace ttpu::stablehlo {
@@ -91,6 +92,12 @@ std::string integer_pow_text(const ir::TensorType& type) {
 
 }  // namespace
 
+namespace detail {
+ir::UserFunction loop_function(const std::string& text, const std::string& name) {
+  return prepare_kernel(text, name, content_key(text));
+}
+}  // namespace detail
+
 std::shared_ptr<const ir::UserFunction> integer_pow_loop(const ir::TensorType& type) {
   if (!ir::is_integral(type.dtype) || type.dtype == ir::DType::kBool) {
     throw ir::IrError("integer_pow_loop: " + type.mlir() + " is not an integer type");
@@ -101,8 +108,7 @@ std::shared_ptr<const ir::UserFunction> integer_pow_loop(const ir::TensorType& t
   auto& fn = cache[type.mlir()];
   if (!fn) {
     const std::string text = integer_pow_text(type);
-    fn = std::make_shared<const ir::UserFunction>(
-        prepare_kernel(text, "integer_pow", content_key(text)));
+    fn = std::make_shared<const ir::UserFunction>(detail::loop_function(text, "integer_pow"));
   }
   return fn;
 }

@@ -8,6 +8,7 @@
 // 20-71 s each compiling). The loop's body is compiled once. No torch, no PJRT.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "ir/graph.h"
@@ -26,5 +27,21 @@ constexpr int kIntegerPowBitsPerIteration = 4;
 // base -1, else 0). Cached per type; thread-safe. Throws ir::IrError for a
 // type that is not an integer.
 std::shared_ptr<const ir::UserFunction> integer_pow_loop(const ir::TensorType& type);
+
+// LU with partial pivoting (LAPACK getf2: the first row of largest |a| in the
+// column, swap, scale, rank-1 update) of a batch x [B, m, n], f32 or f64,
+// B >= 1, k = min(m, n) >= 1, a column an iteration (unrolled, a 64x64 solve
+// compiled for 8.5 s on XLA:CPU; lu_loops.cc). The function returns
+// (LU [B, m, n]; perm i64 [B, m]: row i of P^T x is row perm[i] of x;
+// pivots i64 [B, k]: the 0-based row swapped with row j; zero pivot i1
+// [B, k]: U[j, j] == 0, its column left unscaled). Cached per type;
+// thread-safe. Throws ir::IrError for another type.
+std::shared_ptr<const ir::UserFunction> lu_factor_loop(const ir::TensorType& x);
+
+// The row order i64 [B, m] that 0-based pivots i64 [B, k] (k <= m) make of
+// 0..m-1: the swaps (j, pivots[j]) applied in order, an iteration each.
+// Throws ir::IrError for an empty batch or k < 1.
+std::shared_ptr<const ir::UserFunction> pivots_to_permutation_loop(int64_t bsz, int64_t m,
+                                                                   int64_t k);
 
 }  // namespace ttpu::stablehlo

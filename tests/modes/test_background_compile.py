@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+from _util import SLOW_KERNEL
 
 # Forward, backward and SGD steps of a small MLP, then a tensor built in
 # place from slices and an int64 cumsum: distinct programs whose values feed
@@ -156,15 +157,14 @@ def test_on_by_default_and_the_variable_turns_it_off(value, on):
 
 
 def test_interrupted_wait_keeps_the_values_of_the_ops_that_ran(tmp_path):
-    # Ctrl-C while the recorded ops wait for a slow compile (det, see
-    # test_lifecycle; its graph is past the node limit, so recording it runs
-    # what was recorded): the ops before it have run and keep their values,
-    # w's in-place update included; det's value is lost; the device works on.
-    p = run_py("""
-        import os, signal, threading, torch, torchtpu
+    # Ctrl-C while the recorded ops wait for a slow compile (_util.SLOW_KERNEL;
+    # its graph of 1,000 parameters is past the node limit, set to 500, so
+    # recording it runs what was recorded): the ops before it have run and
+    # keep their values, w's in-place update included; slow_op's value is
+    # lost; the device works on.
+    p = run_py(SLOW_KERNEL + textwrap.dedent("""
+        import os, signal, threading
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        torch.manual_seed(0)
-        at = (torch.eye(64) + 0.05 * torch.randn(64, 64)).to("tpu")
         w = torch.arange(4.0, device="tpu")
         torchtpu.sync()
         s = torch.full((4,), 2.0, device="tpu")   # new program: recorded
@@ -172,15 +172,15 @@ def test_interrupted_wait_keeps_the_values_of_the_ops_that_ran(tmp_path):
         assert torchtpu.metrics.metrics()["deferred_ops"] >= 2
         threading.Timer(1.2, os.kill, (os.getpid(), signal.SIGINT)).start()
         try:
-            torch.linalg.det(at)                  # compiles for seconds
-            raise SystemExit("det compiled before the interrupt")
+            slow_op(*parts)                       # compiles for seconds
+            raise SystemExit("slow_op compiled before the interrupt")
         except KeyboardInterrupt:
             pass
         assert w.cpu().tolist() == [0.0, 2.0, 4.0, 6.0], w.cpu()
         assert s.cpu().tolist() == [2.0] * 4
         assert (w + 1).sum().item() == 16.0
         print("ok")
-    """, cache_dir=tmp_path)
+    """), cache_dir=tmp_path, env={"TORCHTPU_FUSION_MAX_NODES": "500"})
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.stdout, p.stderr[-3000:])
 
 
@@ -240,18 +240,17 @@ def test_exit_by_an_exception_drops_the_queued_compiles(tmp_path):
     assert len(cached) < 40, len(cached)
 
 
-# With one compile thread: t's programs loaded, then det's compile running
-# on the pool's only thread while the compile queue is closed (as the exit
-# hook closes it), so that any op recorded next has its compile dropped.
-# The metrics reset waits for the compiles so far, so the peak shows det's.
-QUEUE_CLOSED = """
-import time, torch, torchtpu
-torch.manual_seed(0)
-at = (torch.eye(64) + 0.05 * torch.randn(64, 64)).to("tpu")
+# With one compile thread: t's programs loaded, then slow_op's compile
+# (seconds, _util.SLOW_KERNEL) running on the pool's only thread while the
+# compile queue is closed (as the exit hook closes it), so that any op recorded
+# next has its compile dropped. The metrics reset waits for the compiles so
+# far, so the peak shows slow_op's.
+QUEUE_CLOSED = SLOW_KERNEL + """
+import time
 t = torch.arange(4.0, device="tpu")
 assert (t + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
 torchtpu.metrics.reset()
-d = torch.linalg.det(at)
+d = slow_op(*parts)
 while torchtpu.metrics.metrics()["background_compiles_peak"] < 1:
     time.sleep(0.01)
 torchtpu._C._drop_background_work()
@@ -260,7 +259,7 @@ torchtpu._C._drop_background_work()
 
 def test_reader_of_a_failed_recorded_op_fails_without_running():
     # y's compile fails (dropped by the queue the exit hook closes, here
-    # closed early while det's compile holds the only pool thread); z reads
+    # closed early while slow_op's compile holds the only pool thread); z reads
     # y: both raise the compile's error at their reads, nothing crashes, and
     # the device works on.
     p = run_py(QUEUE_CLOSED + textwrap.dedent("""
@@ -285,7 +284,7 @@ def test_input_failed_by_another_threads_read_is_refused():
     # instead of reading an input with no buffer (it crashed the process).
     p = run_py(QUEUE_CLOSED + textwrap.dedent("""
         import threading
-        x = t * 3                           # queued, dropped when det is done
+        x = t * 3                           # queued, dropped when slow_op is done
         errors = []
         def reader():
             try:

@@ -209,8 +209,9 @@ def test_singular_matrices():
 
 
 def test_large_lu_falls_back_counted():
-    # Above 64 columns the unrolled LU would be too large a program: these ops
-    # run through the counted CPU fallback instead (kMaxUnrolled).
+    # Above 64 columns the LU loop touches the whole matrix each column and
+    # runs slower than the fallback's copies: these ops run through the counted
+    # CPU fallback instead (kMaxOnDevice).
     a = torch.randn(80, 80) + 10 * torch.eye(80)
     b = torch.randn(80, 2)
     torchtpu.metrics.reset()
