@@ -8,6 +8,7 @@
 #include <string>
 
 #include "stablehlo/emit_util.h"
+#include "stablehlo/loop_body.h"
 #include "stablehlo/kernel_module.h"
 
 namespace ttpu::stablehlo {
@@ -95,6 +96,15 @@ std::string integer_pow_text(const ir::TensorType& type) {
 namespace detail {
 ir::UserFunction loop_function(const std::string& text, const std::string& name) {
   return prepare_kernel(text, name, content_key(text));
+}
+
+std::shared_ptr<const ir::UserFunction> cached_loop(const std::string& text, const char* name) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const ir::UserFunction>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& fn = cache[text];
+  if (!fn) fn = std::make_shared<const ir::UserFunction>(loop_function(text, name));
+  return fn;
 }
 }  // namespace detail
 
