@@ -44,4 +44,18 @@ std::shared_ptr<const ir::UserFunction> lu_factor_loop(const ir::TensorType& x);
 std::shared_ptr<const ir::UserFunction> pivots_to_permutation_loop(int64_t bsz, int64_t m,
                                                                    int64_t k);
 
+// The three-term recurrences of torch.special's orthogonal polynomials
+// (ATen's Math.h): Chebyshev T/U/V/W share one (they differ in p1), Hermite
+// H and He, Laguerre L, Legendre P.
+enum class PolynomialRecurrence { kChebyshev, kHermiteH, kHermiteHe, kLaguerre, kLegendre };
+
+// A function (x, y, n, p0, p1, r0, count) -> result, all `t` (f32 or f64)
+// but n (i64, t's shape) and count (i64 scalar): runs the recurrence from the
+// terms of degrees 0 and 1 (p0, p1; y is Chebyshev's argument) for degrees
+// 2 .. count - 1, each element taking the term of the largest degree <= its
+// n; r0 is the result for n < 2. Cached per (recurrence, type); thread-safe.
+// Throws ir::IrError for another dtype.
+std::shared_ptr<const ir::UserFunction> polynomial_loop(PolynomialRecurrence r,
+                                                        const ir::TensorType& t);
+
 }  // namespace ttpu::stablehlo

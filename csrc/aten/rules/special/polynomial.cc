@@ -5,15 +5,15 @@
 // ATen's scalar code (aten/src/ATen/native/Math.h, *_polynomial_*_forward)
 // runs the three-term recurrence n times per element, and for Chebyshev with
 // |x| < 1 and a large n uses the trigonometric form instead. Here the
-// recurrence is unrolled to the largest degree present, which is read on the
-// host first (a sync; the count is rounded up to a multiple of 8 so nearby
-// degrees share one program), and each element keeps the term of its own
-// degree. Degrees above kMaxDegree are evaluated as kMaxDegree would be for
-// the non-Chebyshev families: a documented limit of this lowering.
+// recurrence is a stablehlo.while (stablehlo/loop_kernels.h) up to the
+// largest degree that needs it, found on the device, and each element keeps
+// the term of its own degree. Degrees above kMaxDegree (2^20: about a second
+// of loop on 2 cores; CPU would loop n times per element) take the term of
+// degree kMaxDegree: a documented limit of this lowering.
 #include <cmath>
 
-#include "aten/copy.h"
 #include "aten/rules/elementwise/unary_util.h"
+#include "stablehlo/loop_kernels.h"
 
 namespace ttpu::aten {
 namespace {
@@ -23,7 +23,7 @@ using ir::DType;
 using ir::Op;
 using ValueList = std::vector<ir::Value>;
 
-constexpr int64_t kMaxDegree = 256;
+constexpr int64_t kMaxDegree = int64_t{1} << 20;
 
 enum class Family { kChebT, kChebU, kChebV, kChebW, kHermiteH, kHermiteHe, kLaguerre, kLegendre };
 
@@ -34,20 +34,6 @@ struct Poly {
   int64_t trig_above;  // Chebyshev: trigonometric form for n > this and |y| < 1
 };
 
-// The largest degree of `n`, read on the host.
-int64_t max_degree(LoweringContext& ctx, const at::Tensor& n) {
-  if (n.numel() == 0) return 0;
-  double m;
-  if (n.device().is_cpu()) {
-    m = n.max().to(at::kDouble).item<double>();
-  } else {
-    LoweringContext probe(ctx.op() + " (max degree)", ctx.device());
-    ir::Value v = probe.g().reshape(probe.g().convert(probe.tensor(n), DType::kF64), {n.numel()});
-    m = to_host(probe.run({reduce(probe, v, {0}, false, ir::Reducer::kMax)})[0]).item<double>();
-  }
-  return std::isnan(m) ? 0 : static_cast<int64_t>(std::max(0.0, std::min<double>(m, kMaxDegree)));
-}
-
 ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
   DType dt = pointwise::float_result(to_ir(result_type(a[0], a[1])));
   if (dt != DType::kF32 && dt != DType::kF64) pointwise::not_implemented(p.kernel, dt);
@@ -55,8 +41,6 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
   auto [x, nf] = broadcast_pair(ctx, operand(ctx, a[0], dt), operand(ctx, a[1], dt));
   // n as an integer, truncated as ATen's static_cast<int64_t>(n) does.
   ir::Value n = g.convert(nf, DType::kI64);
-  int64_t top = std::max<int64_t>(max_degree(ctx, a[1].toTensor()), 1);
-  top = (top + 7) / 8 * 8;
   auto k = [&](double v) { return full_like(ctx, x, v); };
   auto nk = [&](int64_t v) { return full_like(ctx, n, static_cast<double>(v)); };
   auto add = [&](ir::Value l, ir::Value r) { return g.binary(Op::kAdd, l, r); };
@@ -67,39 +51,49 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
   ir::Value y = p.shifted ? sub(add(x, x), k(1)) : x;
   ir::Value p0 = k(1);
   ir::Value p1;
+  stablehlo::PolynomialRecurrence rec = stablehlo::PolynomialRecurrence::kChebyshev;
   switch (p.family) {
     case Family::kChebT: p1 = y; break;
     case Family::kChebU: p1 = add(y, y); break;
     case Family::kChebV: p1 = sub(add(y, y), k(1)); break;
     case Family::kChebW: p1 = add(add(y, y), k(1)); break;
-    case Family::kHermiteH: p1 = add(x, x); break;
-    case Family::kHermiteHe: p1 = x; break;
-    case Family::kLaguerre: p1 = sub(k(1), x); break;
-    case Family::kLegendre: p1 = x; break;
+    case Family::kHermiteH:
+      p1 = add(x, x);
+      rec = stablehlo::PolynomialRecurrence::kHermiteH;
+      break;
+    case Family::kHermiteHe:
+      p1 = x;
+      rec = stablehlo::PolynomialRecurrence::kHermiteHe;
+      break;
+    case Family::kLaguerre:
+      p1 = sub(k(1), x);
+      rec = stablehlo::PolynomialRecurrence::kLaguerre;
+      break;
+    case Family::kLegendre:
+      p1 = x;
+      rec = stablehlo::PolynomialRecurrence::kLegendre;
+      break;
   }
   ir::Value result = g.select(g.compare(Cmp::kEQ, n, nk(1)), p1, p0);
-  ir::Value prev = p0, cur = p1;
-  for (int64_t m = 2; m <= top; ++m) {
-    // The term of degree m from those of degrees m - 1 (cur) and m - 2 (prev).
-    double j = static_cast<double>(m - 1);
-    ir::Value next;
-    switch (p.family) {
-      case Family::kChebT:
-      case Family::kChebU:
-      case Family::kChebV:
-      case Family::kChebW: next = sub(mul(add(y, y), cur), prev); break;
-      case Family::kHermiteH: next = sub(mul(add(x, x), cur), mul(k(2 * j), prev)); break;
-      case Family::kHermiteHe: next = sub(mul(x, cur), mul(k(j), prev)); break;
-      case Family::kLaguerre:
-        next = div(sub(mul(add(k(2 * j), sub(k(1), x)), cur), mul(k(j), prev)), k(j + 1));
-        break;
-      case Family::kLegendre:
-        next = div(sub(mul(mul(k(2 * j + 1), x), cur), mul(k(j), prev)), k(j + 1));
-        break;
-    }
-    result = g.select(g.compare(Cmp::kEQ, n, nk(m)), next, result);
-    prev = cur;
-    cur = next;
+  // Elements the trigonometric form serves need no recurrence.
+  ir::Value trig_use;
+  if (p.trig_above > 0) {
+    trig_use = g.binary(Op::kAnd, g.compare(Cmp::kGT, n, nk(p.trig_above)),
+                        g.compare(Cmp::kLT, g.unary(Op::kAbs, y), k(1)));
+  }
+  const ir::TensorType t = g.type(x);
+  if (t.numel() > 0) {
+    ir::Value degree = g.select(g.compare(Cmp::kLT, n, nk(0)), nk(0), n);
+    if (p.trig_above > 0) degree = g.select(trig_use, nk(0), degree);
+    const int64_t rank = static_cast<int64_t>(t.dims.size());
+    std::vector<int64_t> all(static_cast<size_t>(rank));
+    for (int64_t i = 0; i < rank; ++i) all[static_cast<size_t>(i)] = i;
+    ir::Value top = reduce(ctx, degree, all, false, ir::Reducer::kMax);
+    const ir::TensorType scalar{DType::kI64, {}};
+    ir::Value count =
+        g.binary(Op::kAdd, g.binary(Op::kMin, top, g.constant_int(kMaxDegree, scalar)),
+                 g.constant_int(1, scalar));
+    result = g.call(stablehlo::polynomial_loop(rec, t), {x, y, n, p0, p1, result, count})[0];
   }
   if (p.trig_above > 0) {
     // The trigonometric forms with theta = acos(y) (Math.h), where CPU uses them.
@@ -119,9 +113,7 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
         trig = div(g.unary(Op::kSin, mul(add(nn, k(0.5)), theta)), g.unary(Op::kSin, half));
         break;
     }
-    ir::Value use = g.binary(Op::kAnd, g.compare(Cmp::kGT, n, nk(p.trig_above)),
-                             g.compare(Cmp::kLT, g.unary(Op::kAbs, y), k(1)));
-    result = g.select(use, trig, result);
+    result = g.select(trig_use, trig, result);
   }
   return {g.select(g.compare(Cmp::kLT, n, nk(0)), k(0), result)};
 }
