@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -169,7 +170,10 @@ std::string counted_loop(const std::string& params, const std::string& result_ty
   return x + " : " + types + "\n  }\n}\n";
 }
 
-// The function of `text` (a loop_function), made once per text; thread-safe.
-std::shared_ptr<const ir::UserFunction> cached_loop(const std::string& text, const char* name);
+// The loop function `name` for `key` (what its text depends on): `text()`
+// runs only the first time, so a lowering that finds it made builds no text.
+// Thread-safe.
+std::shared_ptr<const ir::UserFunction> cached_loop(const std::string& key, const char* name,
+                                                    const std::function<std::string()>& text);
 
 }  // namespace ttpu::stablehlo::detail

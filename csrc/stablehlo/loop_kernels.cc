@@ -3,6 +3,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -98,12 +99,13 @@ ir::UserFunction loop_function(const std::string& text, const std::string& name)
   return prepare_kernel(text, name, content_key(text));
 }
 
-std::shared_ptr<const ir::UserFunction> cached_loop(const std::string& text, const char* name) {
+std::shared_ptr<const ir::UserFunction> cached_loop(const std::string& key, const char* name,
+                                                    const std::function<std::string()>& text) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const ir::UserFunction>> cache;
   std::lock_guard<std::mutex> lock(mu);
-  auto& fn = cache[text];
-  if (!fn) fn = std::make_shared<const ir::UserFunction>(loop_function(text, name));
+  auto& fn = cache[std::string(name) + ' ' + key];
+  if (!fn) fn = std::make_shared<const ir::UserFunction>(loop_function(text(), name));
   return fn;
 }
 }  // namespace detail
@@ -112,15 +114,7 @@ std::shared_ptr<const ir::UserFunction> integer_pow_loop(const ir::TensorType& t
   if (!ir::is_integral(type.dtype) || type.dtype == ir::DType::kBool) {
     throw ir::IrError("integer_pow_loop: " + type.mlir() + " is not an integer type");
   }
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const ir::UserFunction>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& fn = cache[type.mlir()];
-  if (!fn) {
-    const std::string text = integer_pow_text(type);
-    fn = std::make_shared<const ir::UserFunction>(detail::loop_function(text, "integer_pow"));
-  }
-  return fn;
+  return detail::cached_loop(type.mlir(), "integer_pow", [&] { return integer_pow_text(type); });
 }
 
 }  // namespace ttpu::stablehlo

@@ -115,7 +115,7 @@ std::shared_ptr<const ir::UserFunction> lu_factor_loop(const TensorType& x) {
   if (x.dims[0] == 0 || std::min(x.dims[1], x.dims[2]) == 0) {
     throw ir::IrError("lu_factor_loop: " + x.mlir() + " has no column to factor");
   }
-  return detail::cached_loop(lu_text(x), "lu_factor");
+  return detail::cached_loop(x.mlir(), "lu_factor", [&] { return lu_text(x); });
 }
 
 std::shared_ptr<const ir::UserFunction> pivots_to_permutation_loop(int64_t bsz, int64_t m,
@@ -125,7 +125,9 @@ std::shared_ptr<const ir::UserFunction> pivots_to_permutation_loop(int64_t bsz, 
                       std::to_string(bsz) + " with m " + std::to_string(m) + ", k " +
                       std::to_string(k));
   }
-  return detail::cached_loop(permutation_text(bsz, m, k), "pivots_to_permutation");
+  const std::string key = std::to_string(bsz) + "x" + std::to_string(m) + "x" + std::to_string(k);
+  return detail::cached_loop(key, "pivots_to_permutation",
+                             [&] { return permutation_text(bsz, m, k); });
 }
 
 }  // namespace ttpu::stablehlo

@@ -66,7 +66,8 @@ std::shared_ptr<const ir::UserFunction> polynomial_loop(PolynomialRecurrence r,
   if (t.dtype != DType::kF32 && t.dtype != DType::kF64) {
     throw ir::IrError("polynomial_loop: " + t.mlir() + " is not f32 or f64");
   }
-  return detail::cached_loop(polynomial_text(r, t), "polynomial");
+  const std::string key = std::to_string(static_cast<int>(r)) + " " + t.mlir();
+  return detail::cached_loop(key, "polynomial", [&] { return polynomial_text(r, t); });
 }
 
 }  // namespace ttpu::stablehlo

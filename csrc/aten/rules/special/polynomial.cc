@@ -34,6 +34,17 @@ struct Poly {
   int64_t trig_above;  // Chebyshev: trigonometric form for n > this and |y| < 1
 };
 
+stablehlo::PolynomialRecurrence recurrence(Family f) {
+  using R = stablehlo::PolynomialRecurrence;
+  switch (f) {
+    case Family::kHermiteH: return R::kHermiteH;
+    case Family::kHermiteHe: return R::kHermiteHe;
+    case Family::kLaguerre: return R::kLaguerre;
+    case Family::kLegendre: return R::kLegendre;
+    default: return R::kChebyshev;  // T, U, V, W differ in p1 only
+  }
+}
+
 ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
   DType dt = pointwise::float_result(to_ir(result_type(a[0], a[1])));
   if (dt != DType::kF32 && dt != DType::kF64) pointwise::not_implemented(p.kernel, dt);
@@ -51,28 +62,15 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
   ir::Value y = p.shifted ? sub(add(x, x), k(1)) : x;
   ir::Value p0 = k(1);
   ir::Value p1;
-  stablehlo::PolynomialRecurrence rec = stablehlo::PolynomialRecurrence::kChebyshev;
   switch (p.family) {
     case Family::kChebT: p1 = y; break;
     case Family::kChebU: p1 = add(y, y); break;
     case Family::kChebV: p1 = sub(add(y, y), k(1)); break;
     case Family::kChebW: p1 = add(add(y, y), k(1)); break;
-    case Family::kHermiteH:
-      p1 = add(x, x);
-      rec = stablehlo::PolynomialRecurrence::kHermiteH;
-      break;
-    case Family::kHermiteHe:
-      p1 = x;
-      rec = stablehlo::PolynomialRecurrence::kHermiteHe;
-      break;
-    case Family::kLaguerre:
-      p1 = sub(k(1), x);
-      rec = stablehlo::PolynomialRecurrence::kLaguerre;
-      break;
-    case Family::kLegendre:
-      p1 = x;
-      rec = stablehlo::PolynomialRecurrence::kLegendre;
-      break;
+    case Family::kHermiteH: p1 = add(x, x); break;
+    case Family::kHermiteHe: p1 = x; break;
+    case Family::kLaguerre: p1 = sub(k(1), x); break;
+    case Family::kLegendre: p1 = x; break;
   }
   ir::Value result = g.select(g.compare(Cmp::kEQ, n, nk(1)), p1, p0);
   // Elements the trigonometric form serves need no recurrence.
@@ -93,7 +91,8 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
     ir::Value count =
         g.binary(Op::kAdd, g.binary(Op::kMin, top, g.constant_int(kMaxDegree, scalar)),
                  g.constant_int(1, scalar));
-    result = g.call(stablehlo::polynomial_loop(rec, t), {x, y, n, p0, p1, result, count})[0];
+    result = g.call(stablehlo::polynomial_loop(recurrence(p.family), t),
+                    {x, y, n, p0, p1, result, count})[0];
   }
   if (p.trig_above > 0) {
     // The trigonometric forms with theta = acos(y) (Math.h), where CPU uses them.
