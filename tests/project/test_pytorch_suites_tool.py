@@ -59,6 +59,12 @@ class TestSynthetic(TestCase):
     def test_h_fails_on_both(self, device):
         raise ValueError("broken test")
 
+    def test_j_fails_on_both_not_alike(self, device):
+        # CPU's failure (say, a 2.4 expectation) must not hide tpu's own bug
+        if is_tpu(device):
+            raise RuntimeError("a tpu bug")
+        raise ValueError("broken test")
+
     def test_i_after_the_crashes(self, device):
         self.assertEqual(torch.arange(4, device=device).sum().item(), 6)
 
@@ -93,6 +99,7 @@ def test_runner_classifies_each_outcome(tmp_path, capsys):
         "test_f_listed_tpu": ("expected", "not_implemented"),
         "test_g_skipped_tpu": ("skipped", ""),
         "test_h_fails_on_both_tpu": ("both_fail", "error:ValueError"),
+        "test_j_fails_on_both_not_alike_tpu": ("both_fail_differ", "error:RuntimeError"),
         "test_i_after_the_crashes_tpu": ("passed", ""),
     }
     lines = SYNTHETIC.splitlines()
@@ -108,6 +115,7 @@ def test_runner_classifies_each_outcome(tmp_path, capsys):
     assert {r["cpu_outcome"] for r in data["tests"] if r["category"] == "tpu_fail"} == {"passed"}
     printed = capsys.readouterr().out
     assert "tpu-only failures by kind" in printed and "test_c_aborts_on_tpu_tpu" in printed
+    assert "on CPU: ValueError: broken test" in printed
 
 
 def test_shared_ids_and_dtype_filter():
@@ -143,3 +151,15 @@ def test_expected_file_is_well_formed(tmp_path):
     """))  # no reason
     with pytest.raises(ValueError):
         report.read_expected(str(bad))
+
+
+def test_failures_alike_across_devices():
+    def rec(exc, message):
+        return {"outcome": "failed", "exc_type": exc, "message": message}
+    # values drawn by each device's generator differ, and so do device names
+    assert report.failure_key(rec("AssertionError", "Mismatched elements: 3 / 10 on tpu:0")) \
+        == report.failure_key(rec("AssertionError", "Mismatched elements: 5 / 10 on cpu"))
+    assert report.failure_key(rec("AssertionError", "RuntimeError not raised")) \
+        != report.failure_key(rec("AssertionError", '"bad" does not match "other"'))
+    assert report.failure_key(rec("RuntimeError", "boom")) \
+        != report.failure_key(rec("ValueError", "boom"))

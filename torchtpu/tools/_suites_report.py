@@ -7,7 +7,11 @@ is read from its tpu result, with its CPU result as the reference:
 - passed: passed (or an expected failure that failed) on tpu, not failed on CPU;
 - tpu_fail: failed on tpu, passed or skipped on CPU: the interesting ones;
 - expected: a tpu_fail listed in the expected file (an intended difference);
-- both_fail: failed on both (a test that does not run on this torch, or a CPU bug);
+- both_fail: failed on both for the same reason (a test that does not run on this
+  torch, or a CPU bug);
+- both_fail_differ: failed on both, but not alike (another exception type, or
+  another message once device names and numbers are set aside): the CPU failure
+  can hide a tpu bug behind it, so these are listed as tpu_fail is;
 - skipped: skipped on tpu (the reason is in the report);
 - tpu_only_pass: passed on tpu, failed on CPU;
 - not_run: not reached on tpu within ``--budget``.
@@ -24,8 +28,8 @@ import json
 import re
 from torchtpu.tools._expected_file import entry_lines
 
-CATEGORIES = ["passed", "tpu_fail", "expected", "both_fail", "skipped", "tpu_only_pass",
-              "not_run"]
+CATEGORIES = ["passed", "tpu_fail", "expected", "both_fail", "both_fail_differ", "skipped",
+              "tpu_only_pass", "not_run"]
 KINDS = ["crash", "timeout", "wrong_value", "missing_check", "missing_warning", "message",
          "not_implemented", "unexpected_success"]  # and error:<type>
 _FAILED = {"failed", "error", "xpassed", "crash", "timeout"}
@@ -33,6 +37,8 @@ _PASSED = {"passed", "xfailed"}
 _NOT_RAISED = re.compile(r"not raised|DID NOT RAISE|did not raise")
 _NOT_WARNED = re.compile(r"not triggered|DID NOT WARN")
 _NO_MATCH = re.compile(r"does not match|did not match|Regex didn't match")
+_DEVICE = re.compile(r"\b(tpu|cpu|cuda|privateuseone)(:\d+)?\b", re.IGNORECASE)
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
 
 
 def kind_of(rec):
@@ -53,6 +59,16 @@ def kind_of(rec):
     if exc == "NotImplementedError":
         return "not_implemented"
     return "error:" + (exc or "unknown")
+
+
+def failure_key(rec):
+    """What two failures of one test must share to be the same failure: the
+    kind, the exception type and the message's first line with device names,
+    numbers and addresses replaced (values drawn by each device's generator
+    differ, so a mismatch's numbers do too)."""
+    first = (rec.get("message") or "").split("\n")[0]
+    return (kind_of(rec), rec.get("exc_type", ""),
+            _NUMBER.sub("N", _DEVICE.sub("DEV", first))[:200])
 
 
 def read_expected(path):
@@ -93,7 +109,8 @@ def compare(file, tpu, cpu, entries):
         elif t["outcome"] in _PASSED:
             cat = "tpu_only_pass" if c and c["outcome"] in _FAILED else "passed"
         elif c and c["outcome"] in _FAILED:
-            cat, kind = "both_fail", kind_of(t)
+            kind = kind_of(t)
+            cat = "both_fail" if failure_key(t) == failure_key(c) else "both_fail_differ"
         else:
             kind = kind_of(t)
             reason = _expected_reason(test, kind, entries)
@@ -159,15 +176,22 @@ def print_tables(rows, units, elapsed, entries, console=None):
                         str(sum(r["category"] == "expected" for r in mine)), per_file)
     console.print(by_kind)
 
-    for kind in kinds:
-        mine = [r for r in failing if r["kind"] == kind and r["category"] == "tpu_fail"]
+    def listing(title, mine, cpu_too=False):
         if mine:
-            console.print(f"[bold]{kind}[/bold] ({len(mine)})")
+            console.print(f"[bold]{title}[/bold] ({len(mine)})")
         for r in mine:
             # escape: messages hold brackets (shapes, indices) that rich reads as markup
             where = f" ({r['tpu_where']})" if r["tpu_where"] else ""
             console.print(f"  {escape(r['test'])}{where}: {escape(r['tpu_message'][:160])}",
                           soft_wrap=True)
+            if cpu_too:
+                console.print(f"    on CPU: {escape(r['cpu_exc_type'])}: "
+                              f"{escape(r['cpu_message'][:160])}", soft_wrap=True)
+
+    for kind in kinds:
+        listing(kind, [r for r in failing if r["kind"] == kind and r["category"] == "tpu_fail"])
+    listing("failed on both, not alike", [r for r in rows
+                                          if r["category"] == "both_fail_differ"], True)
     for u in units:
         for err in u["errors"]:
             console.print(f"[bold]worker error[/bold] {u['file']} on {u['device']}: "
