@@ -28,7 +28,7 @@ import os
 
 import torch
 
-_BACKEND = "tpu"
+BACKEND = "tpu"  # the c10d backend's name
 
 
 def create_backend(store, rank, size, timeout):
@@ -78,7 +78,7 @@ def _default_config_with_cpu(original_init):
         from torch.distributed.distributed_c10d import Backend
 
         mapping = self.device_backend_map
-        if str(backend) == Backend.UNDEFINED and mapping.get("tpu") == _BACKEND:
+        if str(backend) == Backend.UNDEFINED and mapping.get("tpu") == BACKEND:
             if "cpu" not in mapping:
                 self.device_backend_map = {"cpu": Backend(Backend.GLOO), **mapping}
         elif str(backend) == Backend.GLOO and "tpu" not in mapping:
@@ -86,7 +86,7 @@ def _default_config_with_cpu(original_init):
             # whose defaults follow the accelerator (FSDP2's and DeviceMesh's
             # default device) keep working there; the tpu backend (gloo,
             # host-staged) does the same for tpu tensors.
-            self.device_backend_map = {**mapping, "tpu": Backend(_BACKEND)}
+            self.device_backend_map = {**mapping, "tpu": Backend(BACKEND)}
 
     __init__._torchtpu_wrapped = True
     return __init__
@@ -100,7 +100,7 @@ def _refuse_data_parallel(original_init):
     def __init__(self, module, device_ids=None, output_device=None, dim=0):
         from torch._utils import _get_available_device_type
 
-        if _get_available_device_type() == _BACKEND:
+        if _get_available_device_type() == BACKEND:
             raise NotImplementedError(
                 "nn.DataParallel is not supported on tpu: it needs torch._C._scatter, "
                 "_broadcast_coalesced and _gather, which only CUDA builds of torch have. "
@@ -118,9 +118,9 @@ def _register():
         return
     from torch.distributed import distributed_c10d as c10d
 
-    if _BACKEND.upper() in c10d.Backend._plugins:
+    if BACKEND.upper() in c10d.Backend._plugins:
         return
-    c10d.Backend.register_backend(_BACKEND, create_backend, devices=[_BACKEND])
+    c10d.Backend.register_backend(BACKEND, create_backend, devices=[BACKEND])
     dp = torch.nn.DataParallel
     if not getattr(dp.__init__, "_torchtpu_wrapped", False):
         dp.__init__ = _refuse_data_parallel(dp.__init__)

@@ -213,11 +213,37 @@ def group_local_ranks(rank, world):
     report("tpu_rank_device_per_local_rank", run)
 
 
+def group_tp_plan(rank, world):
+    # transformers' own tensor parallelism under torchrun: from_pretrained
+    # starts torch.distributed itself (no process group yet) with the backend
+    # its map names for the accelerator, then shards by the model's tp plan.
+    def run():
+        from torch.distributed.tensor import DTensor
+        from transformers import AutoModelForCausalLM
+
+        os.environ["LOCAL_RANK"] = str(rank)
+        path = os.environ["TP_MODEL_DIR"]
+        ref = torch.load(os.path.join(path, "reference.pt"))
+        model = AutoModelForCausalLM.from_pretrained(path, tp_plan="auto", dtype=torch.float32)
+        assert dist.get_backend() == "tpu", dist.get_backend()
+        weight = model.model.layers[0].mlp.down_proj.weight
+        assert isinstance(weight, DTensor) and weight.device.type == "tpu", type(weight)
+        ids = ref["input_ids"].to(model.device)
+        out = model(ids, labels=ids)
+        out.loss.backward()
+        torch.testing.assert_close(out.logits.detach().cpu(), ref["logits"], atol=1e-5, rtol=1e-5)
+        grad = weight.grad.full_tensor().cpu()
+        torch.testing.assert_close(grad, ref["grad"], atol=1e-6, rtol=1e-5)
+        dist.destroy_process_group()
+    report("transformers_tp_plan_auto", run)
+
+
 def main():
     group, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
                       WORLD_SIZE=str(world))
-    {"recipes": group_recipes, "local_ranks": group_local_ranks}[group](rank, world)
+    {"recipes": group_recipes, "local_ranks": group_local_ranks,
+     "tp_plan": group_tp_plan}[group](rank, world)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ SyncBatchNorm, which has no CPU form, to batch norm over the ranks' batches in
 one process): every DDP comm hook (PowerSGD's hook waits inside its callbacks
 for collectives it issues: it used to hang), SyncBatchNorm, a GPT-2 with a tied
 LM head under DDP, and FSDP2's fully_shard of a model still on CPU with a tpu
-mesh; and tpu:{rank} in a per-rank process with no TORCHTPU_CPU_DEVICES. One launch of 2 processes
+mesh; tpu:{rank} in a per-rank process with no TORCHTPU_CPU_DEVICES; and
+transformers' from_pretrained(tp_plan="auto") against the model on CPU. One launch of 2 processes
 (tests/distributed/_dist_recipes.py), bounded by a timeout.
 """
 
@@ -34,6 +35,28 @@ def test_tpu_rank_device_per_local_rank():
     # TORCHTPU_CPU_DEVICES empty: as if unset (launch() sets 1 otherwise).
     results = launch("local_ranks", worker="_dist_recipes.py", TORCHTPU_CPU_DEVICES="")
     _assert_check(results, "tpu_rank_device_per_local_rank")
+
+
+def test_transformers_tp_plan_auto(tmp_path):
+    # A tiny Llama with random weights (its config has a tp plan: q/k/v/gate/up
+    # colwise, o/down rowwise); each rank loads it with tp_plan="auto" and no
+    # process group of its own, as under torchrun.
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
+    model.save_pretrained(tmp_path)
+    ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(1))
+    out = model(ids, labels=ids)
+    out.loss.backward()
+    torch.save({"input_ids": ids, "logits": out.logits.detach(),
+                "grad": model.model.layers[0].mlp.down_proj.weight.grad},
+               tmp_path / "reference.pt")
+    results = launch("tp_plan", worker="_dist_recipes.py", TP_MODEL_DIR=str(tmp_path))
+    _assert_check(results, "transformers_tp_plan_auto")
 
 
 def _values(results_logs):

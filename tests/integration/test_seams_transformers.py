@@ -74,13 +74,18 @@ _PROBE = textwrap.dedent("""
     def block_mask():  # the name masking_utils chose at its import
         return sys.modules["transformers.masking_utils"].BlockMask.__name__
 
-    out = {"flex": flex_on_cpu(), "pipeline": pipeline_devices(), "block_mask": block_mask()}
+    def tp_backend():  # what tp_plan="auto" starts torch.distributed with
+        from transformers.distributed import utils
+        return utils.DISTRIBUTED_BACKEND_MAP["tpu"]
+
+    out = {"flex": flex_on_cpu(), "pipeline": pipeline_devices(), "block_mask": block_mask(),
+           "tp_backend": tp_backend()}
     if sys.argv[2] == "enable":
         import torchtpu.integrations.transformers as tpu_transformers
         tpu_transformers.enable()
         tpu_transformers.enable()  # idempotent
         out["enabled"] = {"flex": flex_on_cpu(), "pipeline": pipeline_devices(),
-                          "block_mask": block_mask()}
+                          "block_mask": block_mask(), "tp_backend": tp_backend()}
     print(json.dumps(out))
 """)
 
@@ -99,11 +104,13 @@ def test_fixes_apply_without_enable(tmp_path):
     """A fresh process that imports transformers and never calls enable():
     flex attention on a CPU model gives SDPA's logits (transformers refused it
     for every model once the accelerator is "tpu"), and a pipeline keeps a tpu
-    model on tpu (as cuda:0 on a CUDA host)."""
+    model on tpu (as cuda:0 on a CUDA host), and tp_plan="auto" starts
+    torch.distributed with torchtpu's backend."""
     out = _probe(tmp_path, fixes=True)
     assert isinstance(out["flex"], float) and out["flex"] < 1e-5, out
     assert out["pipeline"] == ["tpu:0", "tpu:0"]
     assert out["block_mask"] == "BlockMask"
+    assert out["tp_backend"] == "tpu"  # torchtpu's c10d backend
 
 
 def test_flex_and_pipeline_still_need_the_fixes(tmp_path):
@@ -111,17 +118,20 @@ def test_flex_and_pipeline_still_need_the_fixes(tmp_path):
     is_torch_flex_attn_available() is False whenever the accelerator is "tpu",
     so attn_implementation="flex_attention" raises ImportError for a CPU
     model; a pipeline without device means index 0, an index means
-    cuda/mlu/npu/xpu/mps, else CPU, so a tpu model is moved back to CPU.
+    cuda/mlu/npu/xpu/mps, else CPU, so a tpu model is moved back to CPU;
+    tp_plan="auto" names torch_tpu's backend "tpu_dist".
     enable() then (twice) applies the same fixes by hand, including to
     masking_utils, which had read the old answer at its import."""
     out = _probe(tmp_path, fixes=False, then="enable")
     assert "PyTorch Flex Attention is not supported on TPU" in out["flex"], out
     assert out["pipeline"] == ["cpu", "cpu"]
     assert out["block_mask"] == "Tensor"  # masking_utils' stand-in without flex
+    assert out["tp_backend"] == "tpu_dist"  # torch_tpu's, not registered here
     enabled = out["enabled"]
     assert isinstance(enabled["flex"], float) and enabled["flex"] < 1e-5, out
     assert enabled["pipeline"] == ["tpu:0", "tpu:0"]
     assert enabled["block_mask"] == "BlockMask"
+    assert enabled["tp_backend"] == "tpu"
 
 
 def test_fixes_apply_to_libraries_imported_before_torchtpu():

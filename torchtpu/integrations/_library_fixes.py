@@ -42,6 +42,7 @@ __all__ = ["enabled", "install"]
 _FIXES = {
     "transformers.utils.import_utils": ("transformers", "_fix_import_utils"),
     "transformers.pipelines.base": ("transformers", "_fix_pipelines"),
+    "transformers.distributed.utils": ("transformers", "_fix_distributed_utils"),
     "accelerate.state": ("accelerate", "_fix_state"),
     "accelerate.utils.modeling": ("accelerate", "_fix_modeling"),
     "accelerate.utils.dataclasses": ("accelerate", "_fix_dataclasses"),

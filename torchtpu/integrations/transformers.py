@@ -1,4 +1,4 @@
-"""transformers on tpu: two places where transformers 5.x decides by device
+"""transformers on tpu: three places where transformers 5.x decides by device
 type and takes, for torchtpu's "tpu", a path CUDA would not take, and (through
 :mod:`torchtpu.integrations.accelerate`) the places where accelerate, which
 the Trainer and ``device_map="auto"`` go through, does.
@@ -39,7 +39,16 @@ that turn red the day transformers changes them):
    accelerator; ``device="cpu"``/``-1``/``"tpu:N"`` and ``torch.device``
    values are left as they are. For a model loaded with a ``device_map`` (not
    moved by the pipeline) an int first entry of the map means that tpu too.
-3. accelerate (its own fixes, :mod:`torchtpu.integrations.accelerate`, which
+3. ``from_pretrained(..., tp_plan="auto")`` (and ``distributed_config``)
+   under torchrun with no process group yet: transformers initializes
+   torch.distributed itself with the backend its ``DISTRIBUTED_BACKEND_MAP``
+   (distributed/utils.py) names for the accelerator, ``"tpu_dist"`` for "tpu"
+   (torch_tpu's backend), which torchtpu does not register, so loading raised
+   ``OSError: We tried to initialize torch.distributed for you, but it
+   failed``. Fixed, the map names torchtpu's c10d backend ``"tpu"``
+   (torchtpu/distributed.py); a process group the script made first is kept,
+   as before. The map is left alone if it names anything else for "tpu".
+4. accelerate (its own fixes, :mod:`torchtpu.integrations.accelerate`, which
    ``enable()`` applies when accelerate is installed): accelerate's default
    device is tpu (so a ``Trainer`` needs no ``ACCELERATE_TORCH_DEVICE``, and
    ``use_cpu=True`` still means CPU) and ``device_map="auto"`` fills tpu
@@ -65,6 +74,9 @@ _DEVICE_POSITION = 7
 # A fixed function keeps transformers' own under this attribute; it also marks
 # the fix as applied.
 _ORIGINAL = "_torchtpu_original"
+
+# The c10d backend transformers names for device "tpu": Google's torch_tpu's.
+_TORCH_TPU_BACKEND = "tpu_dist"
 
 
 def _fix_import_utils(import_utils):
@@ -155,6 +167,16 @@ def _fix_pipelines(base):
     base.Pipeline.__init__ = __init__
 
 
+def _fix_distributed_utils(utils):
+    """``DISTRIBUTED_BACKEND_MAP["tpu"]`` names torchtpu's c10d backend
+    (module docstring, 3.)."""
+    backends = getattr(utils, "DISTRIBUTED_BACKEND_MAP", None)
+    if backends is not None and backends.get("tpu") == _TORCH_TPU_BACKEND:
+        from torchtpu import distributed
+
+        backends["tpu"] = distributed.BACKEND
+
+
 def _enable_loaded():
     """The fixes, on the transformers modules already imported (the import
     hook, installed after transformers was imported, and ``enable()``)."""
@@ -165,17 +187,26 @@ def _enable_loaded():
     base = sys.modules.get("transformers.pipelines.base")
     if base is not None:
         _fix_pipelines(base)
+    utils = sys.modules.get("transformers.distributed.utils")
+    if utils is not None:
+        _fix_distributed_utils(utils)
 
 
 def enable():
     """Lets transformers use flex attention with torchtpu installed, makes
-    ``pipeline`` device indices mean tpu, and enables
+    ``pipeline`` device indices mean tpu, lets ``tp_plan="auto"`` start
+    torch.distributed with torchtpu's backend, and enables
     :mod:`torchtpu.integrations.accelerate` when accelerate is installed
     (module docstring). Needed only with ``TORCHTPU_LIBRARY_FIXES=0``; call it
     before the first ``TrainingArguments`` and before loading models. Calling
     it again does nothing more."""
     import transformers.pipelines.base  # noqa: F401
     import transformers.utils.import_utils  # noqa: F401
+
+    try:  # transformers 5.x; older versions had no such map
+        import transformers.distributed.utils  # noqa: F401
+    except ImportError:
+        pass
 
     _enable_loaded()
     try:
