@@ -234,8 +234,29 @@ def group_tp_plan(rank, world):
         torch.testing.assert_close(out.logits.detach().cpu(), ref["logits"], atol=1e-5, rtol=1e-5)
         grad = weight.grad.full_tensor().cpu()
         torch.testing.assert_close(grad, ref["grad"], atol=1e-6, rtol=1e-5)
-        dist.destroy_process_group()
     report("transformers_tp_plan_auto", run)
+
+    # diffusers' tensor parallelism on the process group transformers made: a
+    # tiny Flux transformer sharded after loading (enable_parallelism) and
+    # while loading (each rank streams its own slices).
+    def diffusers_tp():
+        from diffusers import FluxTransformer2DModel, TensorParallelConfig
+        from torch.distributed.tensor import DTensor
+
+        path = os.path.join(os.environ["TP_MODEL_DIR"], "flux")
+        ref = torch.load(os.path.join(path, "reference.pt"))
+        inputs = {k: v.to("tpu") for k, v in ref["inputs"].items()}
+        after = FluxTransformer2DModel.from_pretrained(path).to("tpu")
+        after.enable_parallelism(config=TensorParallelConfig(tp_degree=world))
+        loaded = FluxTransformer2DModel.from_pretrained(
+            path, parallel_config=TensorParallelConfig(tp_degree=world))
+        for model in (after, loaded):
+            weight = model.transformer_blocks[0].attn.to_q.weight
+            assert isinstance(weight, DTensor) and weight.device.type == "tpu", type(weight)
+            out = model(**inputs).sample.detach().cpu()
+            torch.testing.assert_close(out, ref["sample"], atol=1e-5, rtol=1e-5)
+        dist.destroy_process_group()
+    report("diffusers_tensor_parallel", diffusers_tp)
 
 
 def main():

@@ -4,7 +4,8 @@ one process): every DDP comm hook (PowerSGD's hook waits inside its callbacks
 for collectives it issues: it used to hang), SyncBatchNorm, a GPT-2 with a tied
 LM head under DDP, and FSDP2's fully_shard of a model still on CPU with a tpu
 mesh; tpu:{rank} in a per-rank process with no TORCHTPU_CPU_DEVICES; and
-transformers' from_pretrained(tp_plan="auto") against the model on CPU. One launch of 2 processes
+transformers' from_pretrained(tp_plan="auto") and diffusers' TensorParallelConfig
+against the models on CPU. One launch of 2 processes
 (tests/distributed/_dist_recipes.py), bounded by a timeout.
 """
 
@@ -37,12 +38,17 @@ def test_tpu_rank_device_per_local_rank():
     _assert_check(results, "tpu_rank_device_per_local_rank")
 
 
-def test_transformers_tp_plan_auto(tmp_path):
+@pytest.fixture(scope="module")
+def tensor_parallel_libraries(tmp_path_factory):
     # A tiny Llama with random weights (its config has a tp plan: q/k/v/gate/up
     # colwise, o/down rowwise); each rank loads it with tp_plan="auto" and no
-    # process group of its own, as under torchrun.
+    # process group of its own, as under torchrun. Then a tiny Flux
+    # transformer (diffusers' _tp_plan), sharded by diffusers.
     import torch
+    from diffusers import FluxTransformer2DModel
     from transformers import LlamaConfig, LlamaForCausalLM
+
+    tmp_path = tmp_path_factory.mktemp("tp")
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(
@@ -55,8 +61,28 @@ def test_transformers_tp_plan_auto(tmp_path):
     torch.save({"input_ids": ids, "logits": out.logits.detach(),
                 "grad": model.model.layers[0].mlp.down_proj.weight.grad},
                tmp_path / "reference.pt")
-    results = launch("tp_plan", worker="_dist_recipes.py", TP_MODEL_DIR=str(tmp_path))
-    _assert_check(results, "transformers_tp_plan_auto")
+
+    torch.manual_seed(0)
+    flux = FluxTransformer2DModel(
+        patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16,
+        num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32,
+        axes_dims_rope=(4, 4, 8))
+    flux.save_pretrained(tmp_path / "flux")
+    g = torch.Generator().manual_seed(1)
+    inputs = {"hidden_states": torch.randn(1, 16, 4, generator=g),
+              "encoder_hidden_states": torch.randn(1, 8, 32, generator=g),
+              "pooled_projections": torch.randn(1, 32, generator=g),
+              "timestep": torch.tensor([0.5]), "img_ids": torch.randn(16, 3, generator=g),
+              "txt_ids": torch.zeros(8, 3)}
+    with torch.no_grad():
+        sample = flux(**inputs).sample
+    torch.save({"inputs": inputs, "sample": sample}, tmp_path / "flux" / "reference.pt")
+    return launch("tp_plan", worker="_dist_recipes.py", TP_MODEL_DIR=str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["transformers_tp_plan_auto", "diffusers_tensor_parallel"])
+def test_tensor_parallel_libraries(tensor_parallel_libraries, name):
+    _assert_check(tensor_parallel_libraries, name)
 
 
 def _values(results_logs):
