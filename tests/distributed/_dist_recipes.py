@@ -219,7 +219,7 @@ def group_tp_plan(rank, world):
     # its map names for the accelerator, then shards by the model's tp plan.
     def run():
         from torch.distributed.tensor import DTensor
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM, DistributedConfig
 
         os.environ["LOCAL_RANK"] = str(rank)
         path = os.environ["TP_MODEL_DIR"]
@@ -233,6 +233,15 @@ def group_tp_plan(rank, world):
         out.loss.backward()
         torch.testing.assert_close(out.logits.detach().cpu(), ref["logits"], atol=1e-5, rtol=1e-5)
         grad = weight.grad.full_tensor().cpu()
+        torch.testing.assert_close(grad, ref["grad"], atol=1e-6, rtol=1e-5)
+        # FSDP2 through transformers' DistributedConfig, on that process group:
+        # every rank has the whole batch, so the averaged gradient is CPU's.
+        model = AutoModelForCausalLM.from_pretrained(
+            path, distributed_config=DistributedConfig(fsdp_size=world), dtype=torch.float32)
+        out = model(ids, labels=ids)
+        out.loss.backward()
+        torch.testing.assert_close(out.logits.detach().cpu(), ref["logits"], atol=1e-5, rtol=1e-5)
+        grad = model.model.layers[0].mlp.down_proj.weight.grad.full_tensor().cpu()
         torch.testing.assert_close(grad, ref["grad"], atol=1e-6, rtol=1e-5)
     report("transformers_tp_plan_auto", run)
 
