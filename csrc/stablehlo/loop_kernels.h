@@ -58,4 +58,16 @@ enum class PolynomialRecurrence { kChebyshev, kHermiteH, kHermiteHe, kLaguerre, 
 std::shared_ptr<const ir::UserFunction> polynomial_loop(PolynomialRecurrence r,
                                                         const ir::TensorType& t);
 
+// The degree of linalg.matrix_exp's Taylor polynomial (Bader, Blanes and
+// Casas' T18).
+constexpr int kMatrixExpTaylorDegree = 18;
+
+// A function (x, s, count) -> exp, all `t` (f64 [..., n, n]) but count (i64
+// scalar): T18(x) = sum x^k / k! by Horner's rule (kMatrixExpTaylorDegree
+// iterations), then squared while the iteration is below each matrix's s (s
+// holds that matrix's count in every entry, a whole number in f64), for
+// count - kMatrixExpTaylorDegree more iterations; an iteration is one matrix
+// product. Cached per type; thread-safe. Throws ir::IrError for another type.
+std::shared_ptr<const ir::UserFunction> matrix_exp_loop(const ir::TensorType& t);
+
 }  // namespace ttpu::stablehlo

@@ -174,6 +174,24 @@ TEST(RunLinalg, LuLoopTextDoesNotGrowWithColumns) {
   EXPECT_THROW(stablehlo::lu_factor_loop({DType::kF32, {1, 0, 4}}), ir::IrError);
 }
 
+// matrix_exp's loop on a batch of two: a rotation generator [[0, 8], [-8, 0]]
+// scaled by 2^-4 and squared 4 times (exp is the rotation by 8 radians), and
+// diag(1, 2), s = 0, never squared while the loop runs on for the first.
+TEST(RunLinalg, MatrixExpLoop) {
+  Graph g;
+  const TensorType t{DType::kF64, {2, 2, 2}};
+  Value x = g.parameter(t), s = g.parameter(t), count = g.parameter({DType::kI64, {}});
+  g.set_outputs(g.call(stablehlo::matrix_exp_loop(t), {x, s, count}));
+  auto out =
+      run(g, {array_of(DType::kF64, {2, 2, 2}, {0, 0.5, -0.5, 0, 1, 0, 0, 2}),
+              array_of(DType::kF64, {2, 2, 2}, {4, 4, 4, 4, 0, 0, 0, 0}),
+              array(DType::kI64, {}, std::vector<int64_t>{stablehlo::kMatrixExpTaylorDegree + 4})});
+  const double c = std::cos(8.0), sn = std::sin(8.0), e = std::exp(1.0);
+  expect_near(out[0].doubles(), {c, sn, -sn, c, e, 0, 0, e * e}, 1e-12, 1e-12, "exp");
+  EXPECT_THROW(stablehlo::matrix_exp_loop({DType::kF32, {2, 2}}), ir::IrError);
+  EXPECT_THROW(stablehlo::matrix_exp_loop({DType::kF64, {2, 3}}), ir::IrError);
+}
+
 // Pivots (0-based, one per column) to the row order: the swaps in order.
 TEST(RunLinalg, PivotsToPermutationLoop) {
   Graph g;

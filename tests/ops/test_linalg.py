@@ -339,3 +339,21 @@ def test_matrix_exp(shape, scale):
         actual = torch.linalg.matrix_exp(a.to("tpu")).cpu()
     expected = torch.linalg.matrix_exp(a.double()).float()
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_matrix_exp_of_large_norm_squares_as_often_as_cpu():
+    # Rotation generators [[0, v], [-v, 0]]: v = 1e13 needs 44 squarings of
+    # the Taylor polynomial; capped at 40, tpu returned another rotation
+    # (cos -0.917 where CPU gives 0.957). Each squaring doubles the rounding
+    # error, so CPU's own result is only ~2^44 eps = 2e-3 from the true one.
+    # A batch mixes it with a matrix that needs no squaring.
+    v = 1e13
+    a = torch.tensor([[[0.0, v], [-v, 0.0]], [[0.1, 0.2], [0.3, 0.4]]], dtype=torch.float64)
+    with no_fallback():
+        actual = torch.linalg.matrix_exp(a.to("tpu")).cpu()
+    expected = torch.linalg.matrix_exp(a)
+    torch.testing.assert_close(actual[0], expected[0], rtol=0, atol=1e-2)
+    torch.testing.assert_close(actual[1], expected[1], rtol=1e-12, atol=1e-12)
+    # still a rotation: Q^T Q = I
+    torch.testing.assert_close(actual[0].T @ actual[0], torch.eye(2, dtype=torch.float64),
+                               rtol=0, atol=1e-2)

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "aten/rules/linalg/linalg_decomp.h"
+#include "stablehlo/loop_kernels.h"
 
 namespace ttpu::aten {
 namespace {
@@ -349,11 +350,11 @@ std::vector<Value> ormqr(LoweringContext& ctx, const Args& a) {
 // ceil(log2(|A|_1 / theta_18))) with theta_18 = 3.010066362817634 (float32;
 // 1.090863719290036 for float64), exp(A) = T18(A / 2^s)^(2^s). The degree-18
 // Taylor polynomial is evaluated by Horner's rule in float64 (its truncation
-// error at norm theta_18 is below float32 rounding); s varies per matrix, so
-// kMaxSquarings squarings are unrolled and each is kept only while i < s.
-// (CPU picks a lower degree for small norms, accurate to the same rounding.)
-constexpr int kMaxSquarings = 40;
-
+// error at norm theta_18 is below float32 rounding), then each matrix squared
+// s times, in one loop (stablehlo::matrix_exp_loop) that runs to the largest s
+// of the batch. A finite float64 norm gives s <= 1025; a norm that is not
+// finite gives s = 0 (the result is NaN or inf either way). (CPU picks a lower
+// degree for small norms, accurate to the same rounding.)
 std::vector<Value> linalg_matrix_exp(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   check_square(self, "linalg.matrix_exp");
@@ -376,22 +377,17 @@ std::vector<Value> linalg_matrix_exp(LoweringContext& ctx, const Args& a) {
       g.unary(Op::kCeil,
               g.binary(Op::kDiv, g.unary(Op::kLog, g.binary(Op::kDiv, norm, g.constant(theta, tb))),
                        g.constant(std::log(2.0), tb)));
-  s = g.binary(Op::kMax, g.constant(0, tb), s);                       // log(0) = -inf gives 0
-  s = g.select(g.compare(ir::Cmp::kEQ, s, s), s, g.constant(0, tb));  // NaN input: no squaring
+  s = g.binary(Op::kMax, g.constant(0, tb), s);                      // log(0) = -inf gives 0
+  s = g.select(g.unary(Op::kIsFinite, norm), s, g.constant(0, tb));  // NaN, inf: no squaring
   std::vector<int64_t> bd;
   for (int64_t i = 0; i < r - 2; ++i) bd.push_back(i);
   Value scale = g.binary(Op::kPow, g.constant(2, tb), s);
   x = g.binary(Op::kDiv, x, g.broadcast_in_dim(scale, d, bd));
-  Value id = eye(ctx, DType::kF64, batch, n, n);
-  Value p = id;
-  for (int k = 18; k >= 1; --k) {
-    Value ap = matmul(ctx, x, p);
-    p = g.binary(Op::kAdd, id, g.binary(Op::kDiv, ap, g.constant(k, {DType::kF64, d})));
-  }
-  for (int i = 0; i < kMaxSquarings; ++i) {
-    Value more = g.compare(ir::Cmp::kLT, g.constant(i, tb), s);
-    p = g.select(g.broadcast_in_dim(more, d, bd), matmul(ctx, p, p), p);
-  }
+  Value most = bd.empty() ? s : reduce(ctx, s, bd, false, ir::Reducer::kMax);
+  Value count = g.binary(Op::kAdd, g.convert(most, DType::kI64),
+                         g.constant_int(stablehlo::kMatrixExpTaylorDegree, {DType::kI64, {}}));
+  Value p = g.call(stablehlo::matrix_exp_loop({DType::kF64, d}),
+                   {x, g.broadcast_in_dim(s, d, bd), count})[0];
   return {g.convert(p, dt)};
 }
 
