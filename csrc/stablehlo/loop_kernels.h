@@ -70,4 +70,12 @@ constexpr int kMatrixExpTaylorDegree = 18;
 // product. Cached per type; thread-safe. Throws ir::IrError for another type.
 std::shared_ptr<const ir::UserFunction> matrix_exp_loop(const ir::TensorType& t);
 
+// A function (x, q, count) -> (a, b, s, done), all `t` (f64) but count (i64
+// scalar) and done (i1): the direct sum of Cephes' Hurwitz zeta (ATen's
+// Math.h), s = q^-x + (q + 1)^-x + ..., a step an iteration for count
+// iterations, each element stopping where Cephes' loop returns (converged:
+// done) or ends (9 steps taken and a > 9); a is the last abscissa, b the last
+// term. Cached per type; thread-safe. Throws ir::IrError for another dtype.
+std::shared_ptr<const ir::UserFunction> zeta_direct_sum_loop(const ir::TensorType& t);
+
 }  // namespace ttpu::stablehlo

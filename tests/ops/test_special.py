@@ -318,6 +318,17 @@ def test_zeta():
     same_error(torch.special.zeta, x.bfloat16(), q.bfloat16())
 
 
+def test_zeta_of_very_negative_q():
+    # Cephes sums q^-x + (q + 1)^-x + ... until q + i > 9: 50 terms for
+    # q = -40.5, 10,010 for q = -1e4 - 0.5. The sum stopped after 41 terms and
+    # took the asymptotic tail at a negative abscissa: zeta(2, -40.5) was
+    # 2.9e12 (CPU 9.85), zeta(4, -100.25) -3.3e-7 (CPU 259.76).
+    x = torch.tensor([2.0, 3.0, 4.0, 2.0, 4.0, 2.0], dtype=torch.float64)
+    q = torch.tensor([-40.5, -35.3, -100.25, -31.5, -1e4 - 0.5, 5.0], dtype=torch.float64)
+    run_both(torch.special.zeta, x, q, rtol=1e-14, atol=0)
+    run_both(torch.special.zeta, x.float(), q.float())
+
+
 @pytest.mark.parametrize("fn", POLYNOMIALS)
 def test_polynomials(fn):
     # No NaN: CPU's results for a NaN x are not reproducible (they vary with the

@@ -4,18 +4,20 @@
 // zeta and polygamma follow ATen's scalar code (aten/src/ATen/native/Math.h,
 // itself Cephes' zeta.c): a direct sum of (q + i)^-x until the terms are
 // negligible, then the Euler-Maclaurin tail with Bernoulli numbers. Its loops
-// stop per element, so here they are unrolled to a fixed count with a
-// per-element "done" mask that freezes an element exactly where Cephes would
-// return: the result is the same sum. The direct-sum loop runs at most
-// kMaxDirectTerms times; Cephes runs it until q + i > 9, so q below
-// 9 - kMaxDirectTerms (only reachable for negative non-integral q) gets the
-// tail at a smaller abscissa, with lower accuracy.
+// stop per element, so here they run to a count with a per-element "done"
+// mask that freezes an element exactly where Cephes would return: the result
+// is the same sum (the tail's 12 steps are unrolled). The direct sum is a loop
+// (stablehlo::zeta_direct_sum_loop) that runs as long as the element that
+// needs the most steps: Cephes sums until q + i > 9, so a negative,
+// non-integral q takes about 9 - q steps. Past kMaxDirectSteps (q below
+// about -1.7e7, where CPU sums that many terms per element) the result is NaN.
 // ATen evaluates zeta in double for float inputs (acc_type<float, false>);
 // so does this lowering (f64 inside, rounded once).
 #include <cmath>
 #include <limits>
 
 #include "aten/rules/elementwise/unary_util.h"
+#include "stablehlo/loop_kernels.h"
 
 namespace ttpu::aten {
 namespace {
@@ -27,7 +29,7 @@ using pointwise::float_result;
 using pointwise::opmath;
 using ValueList = std::vector<ir::Value>;
 
-constexpr int kMaxDirectTerms = 40;
+constexpr int64_t kMaxDirectSteps = int64_t{1} << 24;
 constexpr double kMachEp = 1.11022302462515654042E-16;  // Cephes MACHEP (2^-53)
 
 struct Ops {
@@ -49,73 +51,30 @@ struct Ops {
   ir::Value abs(ir::Value a) { return ctx.g().unary(Op::kAbs, a); }
 };
 
-// The direct-sum loop of Cephes' zeta: a = q, s = q^-x, then while the loop
-// runs, a += 1, b = a^-x, s += b, stopping when b is below MACHEP * s
-// (converged, `done`) or when a passes 9 after the first 9 terms. Unrolled,
-// its kMaxDirectTerms pow calls make one fused loop that XLA:CPU took 3 s to
-// compile; here every term is computed at once along a new trailing axis of
-// kMaxDirectTerms + 1 positions and the loop's state is read at the position
-// where it stops. The running sums are sequential (a reduce_window over the
-// whole prefix adds left to right, as the loop does), so a and s are the
-// loop's values bit for bit.
+// The direct-sum loop of Cephes' zeta, step for step (stablehlo::
+// zeta_direct_sum_loop): the loop runs to the largest step count any element
+// needs (9, or until q + i > 9 for negative q), at most kMaxDirectSteps.
 struct DirectSum {
   ir::Value a, b, s, done;
 };
 
 DirectSum direct_sum(LoweringContext& ctx, ir::Value x, ir::Value q) {
   auto& g = ctx.g();
-  constexpr int64_t n = kMaxDirectTerms + 1;
-  std::vector<int64_t> shape = dims(ctx, x), keep(shape.size());
-  for (size_t i = 0; i < keep.size(); ++i) keep[i] = static_cast<int64_t>(i);
-  const int64_t axis = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> wide = shape;
-  wide.push_back(n);
-  auto spread = [&](ir::Value v) { return g.broadcast_in_dim(v, wide, keep); };
-  auto prefix_sum = [&](ir::Value v) {  // sequential inclusive sums along `axis`
-    std::vector<int64_t> window(wide.size(), 1), pad_low(wide.size(), 0);
-    window[axis] = n;
-    pad_low[axis] = n - 1;
-    return g.reduce_window(v, ctx.constant(0, DType::kF64), window, {}, {}, {}, pad_low, {},
-                           ir::Reducer::kAdd);
-  };
-  auto part = [&](ir::Value v, int64_t from, int64_t to) {
-    std::vector<int64_t> start(wide.size(), 0), limit = wide;
-    start[axis] = from;
-    limit[axis] = to;
-    return g.slice(v, start, limit, std::vector<int64_t>(wide.size(), 1));
-  };
-  ir::Value pos = g.iota({DType::kI64, wide}, axis);
-  ir::Value first = g.compare(Cmp::kEQ, pos, g.constant_int(0, {DType::kI64, wide}));
-  ir::Value xs = spread(x);
-  Ops o{ctx, xs};
-  ir::Value a = prefix_sum(o.sel(first, spread(q), o.k(1)));   // q, q + 1, (q + 1) + 1, ...
-  ir::Value p = g.binary(Op::kPow, a, g.unary(Op::kNeg, xs));  // s's first term, then each b
-  ir::Value s = prefix_sum(p);
-  ir::Value b = o.sel(first, o.k(0), p);
-  // Step i (0 <= i < kMaxDirectTerms) reads a_i and makes a_{i+1}, b_{i+1}, s_{i+1}.
-  constexpr int64_t steps = kMaxDirectTerms;
-  ir::Value step = part(pos, 0, steps);
-  ir::Value a_i = part(a, 0, steps), b_next = part(b, 1, n), s_next = part(s, 1, n);
-  Ops os{ctx, a_i};
-  ir::Value past_nine =
-      os.and_(g.compare(Cmp::kGE, step, g.constant_int(9, {DType::kI64, dims(ctx, step)})),
-              os.not_(os.le(a_i, os.k(9.0))));
-  ir::Value eps_s = os.mul(os.k(kMachEp), s_next);
-  ir::Value converged = os.and_(os.lt(g.unary(Op::kNeg, eps_s), b_next), os.lt(b_next, eps_s));
-  ir::Value never = g.constant_int(steps, {DType::kI64, dims(ctx, step)});
-  auto first_step = [&](ir::Value when) {  // the first step where `when` holds, else steps
-    return reduce(ctx, g.select(when, step, never), {axis}, false, ir::Reducer::kMin);
-  };
-  ir::Value stop_nine = first_step(past_nine), stop_converged = first_step(converged);
-  // A step checks a against 9 before it adds its term, so a tie stops unconverged.
-  ir::Value done = g.compare(Cmp::kLT, stop_converged, stop_nine);
-  ir::Value one = g.constant_int(1, {DType::kI64, shape});
-  ir::Value end = g.select(done, g.binary(Op::kAdd, stop_converged, one), stop_nine);
-  ir::Value at_end = g.compare(Cmp::kEQ, pos, g.broadcast_in_dim(end, wide, keep));
-  auto read = [&](ir::Value v) {  // v at position `end` (the others add exact zeros)
-    return reduce(ctx, o.sel(at_end, v, o.k(0)), {axis}, false, ir::Reducer::kAdd);
-  };
-  return {read(a), read(b), read(s), done};
+  const std::vector<int64_t> shape = dims(ctx, x);
+  Ops o{ctx, q};
+  // Steps until a = q + i passes 9, with a margin for the rounding of the
+  // repeated a += 1 (extra steps change nothing: a finished element is frozen).
+  ir::Value finite_q = o.sel(g.unary(Op::kIsFinite, q), q, o.k(0));
+  ir::Value need =
+      g.convert(o.add(g.unary(Op::kFloor, o.sub(o.k(9), finite_q)), o.k(2)), DType::kI64);
+  std::vector<int64_t> all(shape.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  ir::Value most = all.empty() ? need : reduce(ctx, need, all, false, ir::Reducer::kMax);
+  const ir::TensorType ts{DType::kI64, {}};
+  ir::Value count = g.binary(Op::kMin, g.binary(Op::kMax, most, g.constant_int(9, ts)),
+                             g.constant_int(kMaxDirectSteps, ts));
+  auto r = g.call(stablehlo::zeta_direct_sum_loop({DType::kF64, shape}), {x, q, count});
+  return {r[0], r[1], r[2], r[3]};
 }
 
 // Hurwitz zeta(x, q) = sum_{i >= 0} (q + i)^-x, x and q of one float shape.
@@ -139,6 +98,8 @@ ir::Value zeta(LoweringContext& ctx, ir::Value x, ir::Value q) {
   ir::Value one = o.k(1), zero = o.k(0);
   DirectSum d = direct_sum(ctx, x, q);
   ir::Value a = d.a, b = d.b, s = d.s, done = d.done;
+  // Cut off by kMaxDirectSteps (Cephes would still be summing): NaN.
+  ir::Value cut = o.and_(o.not_(done), o.le(a, o.k(9.0)));
   // Euler-Maclaurin tail at w = a for the elements that did not converge.
   ir::Value w = a;
   ir::Value tail = o.sub(o.div(o.mul(b, w), o.sub(x, one)), o.mul(o.k(0.5), b));
@@ -162,6 +123,7 @@ ir::Value zeta(LoweringContext& ctx, ir::Value x, ir::Value q) {
   ir::Value q_floor = g.unary(Op::kFloor, q);
   ir::Value q_pole = o.and_(o.le(q, zero), o.eq(q, q_floor));
   ir::Value q_nan = o.and_(o.le(q, zero), o.ne(x, g.unary(Op::kFloor, x)));
+  s = o.sel(cut, nan, s);
   s = o.sel(q_nan, nan, s);
   s = o.sel(q_pole, inf, s);
   s = o.sel(o.lt(x, one), nan, s);
