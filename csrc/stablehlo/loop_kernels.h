@@ -78,4 +78,11 @@ std::shared_ptr<const ir::UserFunction> matrix_exp_loop(const ir::TensorType& t)
 // term. Cached per type; thread-safe. Throws ir::IrError for another dtype.
 std::shared_ptr<const ir::UserFunction> zeta_direct_sum_loop(const ir::TensorType& t);
 
+// A function (a, b, count) -> gcd, a and b of integer type `t` (their
+// absolute values: the caller takes them), count an i64 scalar: count steps
+// of Euclid's algorithm (ATen's calc_gcd), each element frozen once a is 0.
+// Enough steps: the Fibonacci bound (Lame's theorem). Cached per type;
+// thread-safe. Throws ir::IrError for a type that is not an integer.
+std::shared_ptr<const ir::UserFunction> gcd_loop(const ir::TensorType& t);
+
 }  // namespace ttpu::stablehlo

@@ -89,6 +89,22 @@ def test_gcd_large():
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8])
+def test_gcd_takes_euclids_worst_case(dtype):
+    # Consecutive Fibonacci numbers take the most steps (Lame); the loop's step
+    # count comes from the largest operand. Then the extremes: abs(min) stays
+    # negative, as in C++. (CPU's lcm of min and max divides min by -1: SIGFPE.)
+    info = torch.iinfo(dtype)
+    fib = [1, 2]
+    while fib[-1] + fib[-2] <= info.max:
+        fib.append(fib[-1] + fib[-2])
+    a = torch.tensor(fib[1:] + [0, 0, info.min, info.min, info.max], dtype=dtype)
+    b = torch.tensor(fib[:-1] + [0, 5, info.min, 3, info.min], dtype=dtype)
+    run_both(torch.gcd, a, b)
+    run_both(torch.gcd, b, a)
+    run_both(torch.lcm, a[:len(fib) - 1], b[:len(fib) - 1])
+
+
 @pytest.mark.parametrize("a,b", [
     (torch.tensor([1, 2]), torch.tensor([1.0, 2.0])),  # promoted, as on CPU
     (torch.ones(2, 3), torch.ones(3, 2)),

@@ -1,5 +1,8 @@
-// Lowerings of the integer gcd / lcm (Euclid's algorithm, unrolled).
+// Lowerings of the integer gcd / lcm (Euclid's algorithm, a loop).
+#include <cmath>
+
 #include "aten/rules/elementwise/unary_util.h"
+#include "stablehlo/loop_kernels.h"
 
 namespace ttpu::aten {
 namespace {
@@ -9,10 +12,12 @@ using ir::DType;
 using ir::Op;
 using ValueList = std::vector<ir::Value>;
 
-// gcd(|a|, |b|) by Euclid's algorithm (ATen's calc_gcd), unrolled: the
-// number of steps is bounded by the Fibonacci numbers (the worst case of
-// Euclid, Lame's theorem), so 93 steps cover int64. Finished lanes keep
-// their values.
+// gcd(|a|, |b|) by Euclid's algorithm (ATen's calc_gcd) as a loop
+// (stablehlo::gcd_loop) for as many steps as the largest operand can need:
+// by Lame's theorem the steps for b >= a are at most the n with
+// F(n + 2) > a, under log_phi(max) + 2; the loop takes log_phi(max + 1) + 3,
+// at most the static bound for the type (93 steps cover int64). Finished
+// lanes keep their values.
 ir::Value gcd_values(LoweringContext& ctx, ir::Value a, ir::Value b) {
   auto& g = ctx.g();
   DType dt = dtype(ctx, a);
@@ -22,15 +27,23 @@ ir::Value gcd_values(LoweringContext& ctx, ir::Value a, ir::Value b) {
     a = g.unary(Op::kAbs, a);
     b = g.unary(Op::kAbs, b);
   }
-  ir::Value zero = full_like(ctx, a, 0);
-  ir::Value one = full_like(ctx, a, 1);
-  for (int64_t i = 0; i < steps; ++i) {
-    ir::Value live = g.compare(Cmp::kNE, a, zero);
-    ir::Value r = g.binary(Op::kRem, b, g.select(live, a, one));
-    b = g.select(live, a, b);
-    a = g.select(live, r, a);
-  }
-  return b;
+  const std::vector<int64_t> shape = dims(ctx, a);
+  // abs(INT_MIN) stays negative: the magnitude is taken again in float.
+  ir::Value big = g.unary(Op::kAbs, g.convert(g.binary(Op::kMax, a, b), DType::kF64));
+  if (ir::is_unsigned(dt)) big = g.convert(g.binary(Op::kMax, a, b), DType::kF64);
+  std::vector<int64_t> all(shape.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  if (!all.empty()) big = reduce(ctx, big, all, false, ir::Reducer::kMax);
+  const ir::TensorType tf{DType::kF64, {}}, ti{DType::kI64, {}};
+  const double log_phi = std::log((1 + std::sqrt(5.0)) / 2);
+  ir::Value need = g.binary(
+      Op::kAdd,
+      g.unary(Op::kFloor,
+              g.binary(Op::kDiv, g.unary(Op::kLog, g.binary(Op::kAdd, big, g.constant(1, tf))),
+                       g.constant(log_phi, tf))),
+      g.constant(3, tf));
+  ir::Value count = g.binary(Op::kMin, g.convert(need, DType::kI64), g.constant_int(steps, ti));
+  return g.call(stablehlo::gcd_loop({dt, shape}), {a, b, count})[0];
 }
 
 ValueList gcd_lcm(LoweringContext& ctx, const Args& a, bool is_lcm) {
