@@ -10,11 +10,7 @@
 namespace ttpu::stablehlo {
 namespace {
 
-using detail::Body;
-using ir::Cmp;
-using ir::DType;
-using ir::TensorType;
-using V = Body::V;
+using namespace loop_names;  // NOLINT(google-build-using-namespace): loop_body.h
 
 std::string gcd_text(const TensorType& t) {
   const TensorType index{DType::kI64, {}};

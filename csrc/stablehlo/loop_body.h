@@ -177,3 +177,13 @@ std::shared_ptr<const ir::UserFunction> cached_loop(const std::string& key, cons
                                                     const std::function<std::string()>& text);
 
 }  // namespace ttpu::stablehlo::detail
+
+// The names every loop lowering's file uses (`using namespace loop_names;`
+// inside its anonymous namespace).
+namespace ttpu::stablehlo::loop_names {
+using Body = detail::Body;
+using V = detail::LoopValue;
+using ir::Cmp;
+using ir::DType;
+using ir::TensorType;
+}  // namespace ttpu::stablehlo::loop_names

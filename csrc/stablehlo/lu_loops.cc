@@ -14,11 +14,7 @@
 namespace ttpu::stablehlo {
 namespace {
 
-using detail::Body;
-using ir::Cmp;
-using ir::DType;
-using ir::TensorType;
-using V = Body::V;
+using namespace loop_names;  // NOLINT(google-build-using-namespace): loop_body.h
 
 // Swaps entries j and p[b] of each row b of `perm` (i64 [B, m]); `pos` is iota
 // along dimension 1, `jm` the column index j broadcast to [B, m], `p` i64 [B].

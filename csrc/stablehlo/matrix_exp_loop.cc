@@ -13,11 +13,7 @@
 namespace ttpu::stablehlo {
 namespace {
 
-using detail::Body;
-using ir::Cmp;
-using ir::DType;
-using ir::TensorType;
-using V = Body::V;
+using namespace loop_names;  // NOLINT(google-build-using-namespace): loop_body.h
 
 // a @ b over matrices [..., n, n], the leading dims a batch.
 V batched_matmul(Body& b, const V& x, const V& y) {

@@ -11,11 +11,7 @@
 namespace ttpu::stablehlo {
 namespace {
 
-using detail::Body;
-using ir::Cmp;
-using ir::DType;
-using ir::TensorType;
-using V = Body::V;
+using namespace loop_names;  // NOLINT(google-build-using-namespace): loop_body.h
 
 // The term of degree j + 1 from those of degrees j (cur) and j - 1 (prev), as
 // ATen's Math.h writes each recurrence; jf is j as a float (exact below 2^53).

@@ -12,11 +12,7 @@
 namespace ttpu::stablehlo {
 namespace {
 
-using detail::Body;
-using ir::Cmp;
-using ir::DType;
-using ir::TensorType;
-using V = Body::V;
+using namespace loop_names;  // NOLINT(google-build-using-namespace): loop_body.h
 
 constexpr double kMachEp = 1.11022302462515654042E-16;  // Cephes MACHEP (2^-53)
 
