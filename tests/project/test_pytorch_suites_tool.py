@@ -65,6 +65,9 @@ class TestSynthetic(TestCase):
             raise RuntimeError("a tpu bug")
         raise ValueError("broken test")
 
+    def test_k_fails_on_both_explained(self, device):
+        raise KeyError("tpu") if is_tpu(device) else ValueError("broken test")
+
     def test_i_after_the_crashes(self, device):
         self.assertEqual(torch.arange(4, device=device).sum().item(), 6)
 
@@ -82,7 +85,9 @@ def test_runner_classifies_each_outcome(tmp_path, capsys):
     (tmp_path / "test_synthetic.py").write_text(SYNTHETIC)
     expected = tmp_path / "expected.txt"
     expected.write_text("test_synthetic.py::TestSynthetic::test_f_listed_tpu "
-                        "not_implemented  # the test's intended gap\n")
+                        "not_implemented  # the test's intended gap\n"
+                        "test_synthetic.py::TestSynthetic::test_k_fails_on_both_explained_tpu "
+                        "error:KeyError  # a tpu failure the file explains\n")
     out = tmp_path / "report.json"
     rc = pytorch_suites.main(["--pytorch-test-dir", str(tmp_path), "test_synthetic.py",
                               "--timeout", "8", "--expected", str(expected),
@@ -100,6 +105,7 @@ def test_runner_classifies_each_outcome(tmp_path, capsys):
         "test_g_skipped_tpu": ("skipped", ""),
         "test_h_fails_on_both_tpu": ("both_fail", "error:ValueError"),
         "test_j_fails_on_both_not_alike_tpu": ("both_fail_differ", "error:RuntimeError"),
+        "test_k_fails_on_both_explained_tpu": ("expected", "error:KeyError"),
         "test_i_after_the_crashes_tpu": ("passed", ""),
     }
     lines = SYNTHETIC.splitlines()

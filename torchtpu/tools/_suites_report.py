@@ -11,7 +11,8 @@ is read from its tpu result, with its CPU result as the reference:
   torch, or a CPU bug);
 - both_fail_differ: failed on both, but not alike (another exception type, or
   another message once device names and numbers are set aside): the CPU failure
-  can hide a tpu bug behind it, so these are listed as tpu_fail is;
+  can hide a tpu bug behind it, so these are listed as tpu_fail is (and, like
+  it, counted as expected when the expected file explains them);
 - skipped: skipped on tpu (the reason is in the report);
 - tpu_only_pass: passed on tpu, failed on CPU;
 - not_run: not reached on tpu within ``--budget``.
@@ -111,6 +112,9 @@ def compare(file, tpu, cpu, entries):
         elif c and c["outcome"] in _FAILED:
             kind = kind_of(t)
             cat = "both_fail" if failure_key(t) == failure_key(c) else "both_fail_differ"
+            if cat == "both_fail_differ":  # explained like a tpu_fail, by the expected file
+                reason = _expected_reason(test, kind, entries)
+                cat = cat if reason is None else "expected"
         else:
             kind = kind_of(t)
             reason = _expected_reason(test, kind, entries)
