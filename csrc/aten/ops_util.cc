@@ -167,6 +167,16 @@ ir::Value reduce(LoweringContext& ctx, ir::Value v, std::vector<int64_t> rdims, 
   return out;
 }
 
+ir::Value loop_count(LoweringContext& ctx, ir::Value need, int64_t lo, int64_t hi) {
+  auto& g = ctx.g();
+  std::vector<int64_t> all(dims(ctx, need).size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  const ir::TensorType scalar{ir::DType::kI64, {}};
+  ir::Value most = reduce(ctx, need, all, false, ir::Reducer::kMax);
+  return g.binary(ir::Op::kMin, g.binary(ir::Op::kMax, most, g.constant_int(lo, scalar)),
+                  g.constant_int(hi, scalar));
+}
+
 void resize_range_out(const at::Tensor& out, int64_t n) {
   if (out.numel() != n) out.resize_({n});
 }

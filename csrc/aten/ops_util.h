@@ -50,5 +50,9 @@ void write_range(LoweringContext& ctx, const at::Tensor& out, ir::Value values);
 // Sum / max / ... over `dims` (keepdim reshapes back to rank).
 ir::Value reduce(LoweringContext& ctx, ir::Value v, std::vector<int64_t> dims, bool keepdim,
                  ir::Reducer reducer);
+// The trip count of a loop lowering (stablehlo/loop_kernels.h), computed on
+// the device: the largest element of `need` (i64, any shape) clamped to
+// [lo, hi], an i64 scalar.
+ir::Value loop_count(LoweringContext& ctx, ir::Value need, int64_t lo, int64_t hi);
 
 }  // namespace ttpu::aten

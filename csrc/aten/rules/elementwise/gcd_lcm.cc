@@ -27,23 +27,18 @@ ir::Value gcd_values(LoweringContext& ctx, ir::Value a, ir::Value b) {
     a = g.unary(Op::kAbs, a);
     b = g.unary(Op::kAbs, b);
   }
-  const std::vector<int64_t> shape = dims(ctx, a);
   // abs(INT_MIN) stays negative: the magnitude is taken again in float.
-  ir::Value big = g.unary(Op::kAbs, g.convert(g.binary(Op::kMax, a, b), DType::kF64));
-  if (ir::is_unsigned(dt)) big = g.convert(g.binary(Op::kMax, a, b), DType::kF64);
-  std::vector<int64_t> all(shape.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
-  if (!all.empty()) big = reduce(ctx, big, all, false, ir::Reducer::kMax);
-  const ir::TensorType tf{DType::kF64, {}}, ti{DType::kI64, {}};
+  ir::Value big = g.convert(g.binary(Op::kMax, a, b), DType::kF64);
+  if (!ir::is_unsigned(dt)) big = g.unary(Op::kAbs, big);
   const double log_phi = std::log((1 + std::sqrt(5.0)) / 2);
-  ir::Value need = g.binary(
-      Op::kAdd,
-      g.unary(Op::kFloor,
-              g.binary(Op::kDiv, g.unary(Op::kLog, g.binary(Op::kAdd, big, g.constant(1, tf))),
-                       g.constant(log_phi, tf))),
-      g.constant(3, tf));
-  ir::Value count = g.binary(Op::kMin, g.convert(need, DType::kI64), g.constant_int(steps, ti));
-  return g.call(stablehlo::gcd_loop({dt, shape}), {a, b, count})[0];
+  ir::Value need = g.convert(
+      g.binary(Op::kAdd,
+               g.unary(Op::kFloor,
+                       g.binary(Op::kDiv, g.unary(Op::kLog1p, big), full_like(ctx, big, log_phi))),
+               full_like(ctx, big, 3)),
+      DType::kI64);
+  ir::Value count = loop_count(ctx, need, 0, steps);
+  return g.call(stablehlo::gcd_loop({dt, dims(ctx, a)}), {a, b, count})[0];
 }
 
 ValueList gcd_lcm(LoweringContext& ctx, const Args& a, bool is_lcm) {

@@ -355,6 +355,8 @@ std::vector<Value> ormqr(LoweringContext& ctx, const Args& a) {
 // of the batch. A finite float64 norm gives s <= 1025; a norm that is not
 // finite gives s = 0 (the result is NaN or inf either way). (CPU picks a lower
 // degree for small norms, accurate to the same rounding.)
+constexpr int64_t kMaxSquarings = 1025;  // s of the largest finite float64 norm
+
 std::vector<Value> linalg_matrix_exp(LoweringContext& ctx, const Args& a) {
   const at::Tensor& self = a.tensor(0);
   check_square(self, "linalg.matrix_exp");
@@ -383,9 +385,9 @@ std::vector<Value> linalg_matrix_exp(LoweringContext& ctx, const Args& a) {
   for (int64_t i = 0; i < r - 2; ++i) bd.push_back(i);
   Value scale = g.binary(Op::kPow, g.constant(2, tb), s);
   x = g.binary(Op::kDiv, x, g.broadcast_in_dim(scale, d, bd));
-  Value most = bd.empty() ? s : reduce(ctx, s, bd, false, ir::Reducer::kMax);
-  Value count = g.binary(Op::kAdd, g.convert(most, DType::kI64),
-                         g.constant_int(stablehlo::kMatrixExpTaylorDegree, {DType::kI64, {}}));
+  constexpr int64_t kDegree = stablehlo::kMatrixExpTaylorDegree;
+  Value count = loop_count(ctx, g.convert(s, DType::kI64), 0, kMaxSquarings);
+  count = g.binary(Op::kAdd, count, g.constant_int(kDegree, {DType::kI64, {}}));
   Value p = g.call(stablehlo::matrix_exp_loop({DType::kF64, d}),
                    {x, g.broadcast_in_dim(s, d, bd), count})[0];
   return {g.convert(p, dt)};

@@ -83,14 +83,7 @@ ValueList polynomial(LoweringContext& ctx, const Args& a, const Poly& p) {
   if (t.numel() > 0) {
     ir::Value degree = g.select(g.compare(Cmp::kLT, n, nk(0)), nk(0), n);
     if (p.trig_above > 0) degree = g.select(trig_use, nk(0), degree);
-    const int64_t rank = static_cast<int64_t>(t.dims.size());
-    std::vector<int64_t> all(static_cast<size_t>(rank));
-    for (int64_t i = 0; i < rank; ++i) all[static_cast<size_t>(i)] = i;
-    ir::Value top = reduce(ctx, degree, all, false, ir::Reducer::kMax);
-    const ir::TensorType scalar{DType::kI64, {}};
-    ir::Value count =
-        g.binary(Op::kAdd, g.binary(Op::kMin, top, g.constant_int(kMaxDegree, scalar)),
-                 g.constant_int(1, scalar));
+    ir::Value count = loop_count(ctx, g.binary(Op::kAdd, degree, nk(1)), 1, kMaxDegree + 1);
     result = g.call(stablehlo::polynomial_loop(recurrence(p.family), t),
                     {x, y, n, p0, p1, result, count})[0];
   }

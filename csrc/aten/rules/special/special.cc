@@ -67,12 +67,7 @@ DirectSum direct_sum(LoweringContext& ctx, ir::Value x, ir::Value q) {
   ir::Value finite_q = o.sel(g.unary(Op::kIsFinite, q), q, o.k(0));
   ir::Value need =
       g.convert(o.add(g.unary(Op::kFloor, o.sub(o.k(9), finite_q)), o.k(2)), DType::kI64);
-  std::vector<int64_t> all(shape.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
-  ir::Value most = all.empty() ? need : reduce(ctx, need, all, false, ir::Reducer::kMax);
-  const ir::TensorType ts{DType::kI64, {}};
-  ir::Value count = g.binary(Op::kMin, g.binary(Op::kMax, most, g.constant_int(9, ts)),
-                             g.constant_int(kMaxDirectSteps, ts));
+  ir::Value count = loop_count(ctx, need, 9, kMaxDirectSteps);
   auto r = g.call(stablehlo::zeta_direct_sum_loop({DType::kF64, shape}), {x, q, count});
   return {r[0], r[1], r[2], r[3]};
 }
