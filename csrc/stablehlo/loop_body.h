@@ -105,6 +105,16 @@ class Body {
              vt.mlir() + ", " + it.mlir() + ")\n";
     return V{name + "#1", it};
   }
+  // True where every element of the bool `a` is (a scalar i1).
+  V all(const V& a) {
+    if (a.type.dims.empty()) return a;
+    std::vector<int64_t> every(a.type.dims.size());
+    for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int64_t>(i);
+    V yes = constant(1, {ir::DType::kBool, {}});
+    return op("stablehlo.reduce", {a, yes}, {ir::DType::kBool, {}},
+              "dimensions = " + i64_array(every),
+              reducer_region(ir::Reducer::kAnd, {ir::DType::kBool}, region_counter_, kLoopIndent));
+  }
   const std::string& text() const { return text_; }
 
  private:
@@ -133,12 +143,14 @@ inline std::string names_of(const std::vector<LoopValue>& vs) {
 // carried in the state, so it may be computed). `init` (values of `outer`,
 // whose text comes first) starts the state after j; `step` gets the body and
 // the state (j first, then the `init` values) and returns their next values.
-// `results` index `init`.
+// `results` index `init`. With `until_all` (an index of `init`, a bool
+// tensor), the loop also ends once that state is true everywhere (every
+// element converged), so it runs only as long as its slowest element.
 template <typename Step>
 std::string counted_loop(const std::string& params, const std::string& result_types,
                          const Body& outer, const std::vector<LoopValue>& init, int64_t start,
                          const LoopValue& count, const std::vector<size_t>& results,
-                         int* region_counter, Step step) {
+                         int* region_counter, Step step, int until_all = -1) {
   using V = LoopValue;
   const ir::TensorType index{ir::DType::kI64, {}};
   std::vector<V> state{V{"%loop_j", index}, V{"%loop_n", index}};
@@ -154,6 +166,10 @@ std::string counted_loop(const std::string& params, const std::string& result_ty
   x += ") : " + types_of(state) + "\n    cond {\n";
   Body cond("%c", region_counter);
   V more = cond.compare(ir::Cmp::kLT, state[0], state[1]);
+  if (until_all >= 0) {
+    const V all = cond.all(state[static_cast<size_t>(until_all) + 2]);
+    more = cond.binary("stablehlo.and", more, cond.op("stablehlo.not", {all}, all.type));
+  }
   x += cond.text() + "      stablehlo.return " + more.name + " : tensor<i1>\n    } do {\n";
   Body body("%b", region_counter);
   std::vector<V> next{body.binary("stablehlo.add", state[0], body.constant(1, index)), state[1]};

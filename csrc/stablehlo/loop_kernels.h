@@ -85,4 +85,17 @@ std::shared_ptr<const ir::UserFunction> zeta_direct_sum_loop(const ir::TensorTyp
 // thread-safe. Throws ir::IrError for a type that is not an integer.
 std::shared_ptr<const ir::UserFunction> gcd_loop(const ir::TensorType& t);
 
+// The power series of the regularized lower incomplete gamma P(a, x)
+// (ATen's _igam_helper_series) and the continued fraction of the upper Q(a, x)
+// (_igamc_helper_continued_fraction), each a function (a, x, live, count) ->
+// value, all `t` (f32 or f64) but live (i1, t's shape) and count (i64 scalar):
+// each element iterates until its own stopping test passes (Cephes' MACHEP of
+// t's dtype), the loop until every live element has stopped or count
+// iterations ran; elements not live take no step. The series returns
+// 1 + x/(a+1) + x^2/((a+1)(a+2)) + ..., the fraction the value that the
+// prefactor x^a e^-x / Gamma(a) multiplies. Cached per type; thread-safe.
+// Throws ir::IrError for another dtype.
+std::shared_ptr<const ir::UserFunction> igamma_series_loop(const ir::TensorType& t);
+std::shared_ptr<const ir::UserFunction> igammac_fraction_loop(const ir::TensorType& t);
+
 }  // namespace ttpu::stablehlo

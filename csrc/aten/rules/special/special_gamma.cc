@@ -10,22 +10,22 @@
 // computed for every element and chosen by a select, in the opmath dtype
 // (f16/bf16 in f32, as CPU's kernel promotes them).
 //
-// The scalar code loops until a term is below machine epsilon (at most 2000
-// times). The IR has no loops, so each loop is unrolled to a fixed count,
-// chosen by running the scalar algorithm in f64 over a, x in [0, 1e4] and
-// taking the count after which the rest of the sum changes the result by
-// less than 1e-7 absolute in f32 and 1e-10 in f64 (torch.testing's f32/f64
-// tolerances are 1e-5 and 1e-7 absolute plus a relative part): the power
-// series 30 and 100 terms, the continued fraction 16 and 48, the small-x
-// series 12 and 20, Temme's expansion 6 and 10 of its 25 coefficient rows
-// (the others add below 1e-12), each row's polynomial in eta (|eta| < 0.35
-// where it is used) to degree 11 and 15. The scalar code's early exits only
-// skip terms below machine epsilon, so summing the few extra terms changes
-// nothing visible; they are not reproduced. Beyond a = 1e4 the power series
-// would need hundreds to thousands of terms where x < a - 4.5 sqrt(a) (and P
-// is below 1e-5 anyway): there the cut-off sum is up to ~3e-6 off in
-// absolute terms, within f32's tolerance but not f64's 1e-7.
+// The scalar code's two long loops, the power series and the continued
+// fraction, run as loops here too (stablehlo/igamma_loops.cc): each element
+// stops at the scalar code's own test, the loop when every element has, at
+// most 2000 iterations as there. They were unrolled to 100 and 48 terms (30
+// and 16 in f32), which stopped early where a is large and x near a: P(1e4,
+// 9540) was 0.4% low in f64 and 21% in f32, P(1e6, 995400) 61% low. The
+// short ones stay unrolled, to counts chosen by running the scalar algorithm
+// in f64 over a, x in [0, 1e4] and taking the count after which the rest
+// changes the result by less than 1e-7 absolute in f32 and 1e-10 in f64: the
+// small-x series 12 and 20 terms, Temme's expansion 6 and 10 of its 25
+// coefficient rows (the others add below 1e-12), each row's polynomial in
+// eta (|eta| < 0.35 where it is used) to degree 11 and 15. Their early exits
+// only skip terms below machine epsilon, so summing the few extra terms
+// changes nothing visible.
 #include "aten/rules/special/special_util.h"
+#include "stablehlo/loop_kernels.h"
 
 namespace ttpu::aten {
 namespace {
@@ -264,20 +264,13 @@ constexpr double kE = 2.718281828459045;
 // The per-dtype constants of the scalar code.
 struct Limits {
   double maxlog, big, biginv;
-  int series_terms, cf_terms, small_x_terms, temme_rows, temme_degree;
+  int small_x_terms, temme_rows, temme_degree;
 };
 Limits limits(ir::DType t) {
   if (t == ir::DType::kF64) {
-    return {7.09782712893383996843E2,
-            4.503599627370496e15,
-            2.22044604925031308085e-16,
-            100,
-            48,
-            20,
-            10,
-            15};
+    return {7.09782712893383996843E2, 4.503599627370496e15, 2.22044604925031308085e-16, 20, 10, 15};
   }
-  return {88.72283905206835, 16777216., 5.9604644775390625E-8, 30, 16, 12, 6, 11};
+  return {88.72283905206835, 16777216., 5.9604644775390625E-8, 12, 6, 11};
 }
 
 // ratevl(a, num, denom): Horner in a for |a| <= 1, in 1/a (coefficients
@@ -313,14 +306,27 @@ ir::Value prefactor(Math& m, ir::Value a, ir::Value x, const Limits& l) {
   return m.sel(m.gt(m.abs(m.sub(a, x)), m.mul(0.4, m.abs(a))), far, near);
 }
 
+constexpr int64_t kMaxIterations = 2000;  // MAXITER of ATen's helpers
+
+// Where a looped branch's value is used (`branch`): off the boundaries
+// (boundaries() gives those), outside Temme's region, and with a nonzero
+// prefactor (the scalar code returns 0 there without iterating). Other
+// elements take no step, so the loop runs only as long as these need.
+ir::Value live(Math& m, ir::Value a, ir::Value x, ir::Value ax, ir::Value asym, ir::Value branch) {
+  ir::Value inside =
+      m.and_(m.and_(m.gt(a, 0.0), m.gt(x, 0.0)), m.not_(m.or_(m.is_inf(a), m.is_inf(x))));
+  return m.and_(m.and_(inside, m.not_(asym)), m.and_(branch, m.ne(ax, m.k(0.0))));
+}
+
+ir::Value call_loop(Math& m, std::shared_ptr<const ir::UserFunction> (*loop)(const ir::TensorType&),
+                    ir::Value a, ir::Value x, ir::Value live) {
+  ir::Value count = m.g().constant_int(kMaxIterations, {DType::kI64, {}});
+  return m.g().call(loop({m.dt(), dims(m.ctx(), a)}), {a, x, live, count})[0];
+}
+
 // P(a, x) by the power series (_igam_helper_series), given the prefactor.
-ir::Value lower_series(Math& m, ir::Value a, ir::Value x, ir::Value ax, const Limits& l) {
-  ir::Value r = a, c = m.k(1.0), ans = m.k(1.0);
-  for (int i = 0; i < l.series_terms; ++i) {
-    r = m.add(r, 1.0);
-    c = m.mul(c, m.div(x, r));
-    ans = m.add(ans, c);
-  }
+ir::Value lower_series(Math& m, ir::Value a, ir::Value x, ir::Value ax, ir::Value live) {
+  ir::Value ans = call_loop(m, stablehlo::igamma_series_loop, a, x, live);
   return m.sel(m.eq(ax, 0.0), 0.0, m.div(m.mul(ans, ax), a));
 }
 
@@ -336,29 +342,9 @@ ir::Value upper_small_x(Math& m, ir::Value a, ir::Value x, const Limits& l) {
   return m.sub(term, m.mul(m.exp(m.sub(m.mul(a, logx), m.lgamma(a))), sum));
 }
 
-// Q(a, x) by the continued fraction (_igamc_helper_continued_fraction), its
-// convergents rescaled as they grow.
-ir::Value upper_fraction(Math& m, ir::Value a, ir::Value x, ir::Value ax, const Limits& l) {
-  ir::Value y = m.sub(1.0, a);
-  ir::Value z = m.add(m.add(x, y), 1.0);
-  ir::Value c = m.k(0.0);
-  ir::Value pkm2 = m.k(1.0), qkm2 = x, pkm1 = m.add(x, 1.0), qkm1 = m.mul(z, x);
-  ir::Value ans = m.div(pkm1, qkm1);
-  for (int i = 0; i < l.cf_terms; ++i) {
-    c = m.add(c, 1.0);
-    y = m.add(y, 1.0);
-    z = m.add(z, 2.0);
-    ir::Value yc = m.mul(y, c);
-    ir::Value pk = m.sub(m.mul(pkm1, z), m.mul(pkm2, yc));
-    ir::Value qk = m.sub(m.mul(qkm1, z), m.mul(qkm2, yc));
-    ans = m.sel(m.ne(qk, m.k(0.0)), m.div(pk, qk), ans);
-    ir::Value rescale = m.gt(m.abs(pk), l.big);
-    auto scaled = [&](ir::Value v) { return m.sel(rescale, m.mul(v, m.k(l.biginv)), v); };
-    pkm2 = scaled(pkm1);
-    pkm1 = scaled(pk);
-    qkm2 = scaled(qkm1);
-    qkm1 = scaled(qk);
-  }
+// Q(a, x) by the continued fraction (_igamc_helper_continued_fraction).
+ir::Value upper_fraction(Math& m, ir::Value a, ir::Value x, ir::Value ax, ir::Value live) {
+  ir::Value ans = call_loop(m, stablehlo::igammac_fraction_loop, a, x, live);
   return m.sel(m.eq(ax, 0.0), 0.0, m.mul(ans, ax));
 }
 
@@ -415,33 +401,38 @@ ir::Value boundaries(Math& m, ir::Value a, ir::Value x, ir::Value v, bool lower)
 }
 
 // Q(a, x) away from the boundaries and the asymptotic region (calc_igammac).
-ir::Value upper_core(Math& m, ir::Value a, ir::Value x, ir::Value ax, const Limits& l) {
-  ir::Value one_minus_p = m.sub(1.0, lower_series(m, a, x, ax, l));
-  ir::Value small_x = upper_small_x(m, a, x, l);
-  ir::Value above = m.sel(m.lt(x, a), one_minus_p, upper_fraction(m, a, x, ax, l));
-  ir::Value below_half = m.sel(m.lt(m.div(-0.4, m.log(x)), a), one_minus_p, small_x);
-  ir::Value middle = m.sel(m.lt(m.mul(x, m.k(1.1)), a), one_minus_p, small_x);
-  ir::Value v = m.sel(m.le(x, 0.5), below_half, middle);
-  return m.sel(m.gt(x, 1.1), above, v);
-}
-
 ir::Value igammac(Math& m, ir::Value a, ir::Value x) {
   Limits l = limits(m.dt());
   ir::Value ax = prefactor(m, a, x, l);
-  ir::Value v =
-      m.sel(use_asymptotic(m, a, x), asymptotic(m, a, x, false, l), upper_core(m, a, x, ax, l));
+  ir::Value asym = use_asymptotic(m, a, x);
+  // 1 - P by the series: above 1.1 where x < a; below, where a is large
+  // enough for x (the small-x series elsewhere); the fraction above 1.1
+  // where x >= a.
+  ir::Value above = m.gt(x, 1.1);
+  ir::Value below_half = m.lt(m.div(-0.4, m.log(x)), a);
+  ir::Value middle = m.lt(m.mul(x, m.k(1.1)), a);
+  ir::Value by_series = m.sel(above, m.lt(x, a), m.sel(m.le(x, 0.5), below_half, middle));
+  ir::Value by_fraction = m.and_(above, m.not_(m.lt(x, a)));
+  ir::Value one_minus_p = m.sub(1.0, lower_series(m, a, x, ax, live(m, a, x, ax, asym, by_series)));
+  ir::Value fraction = upper_fraction(m, a, x, ax, live(m, a, x, ax, asym, by_fraction));
+  ir::Value core = m.sel(by_series, one_minus_p, m.sel(above, fraction, upper_small_x(m, a, x, l)));
+  ir::Value v = m.sel(asym, asymptotic(m, a, x, false, l), core);
   return boundaries(m, a, x, v, false);
 }
 
 ir::Value igamma(Math& m, ir::Value a, ir::Value x) {
   Limits l = limits(m.dt());
   ir::Value ax = prefactor(m, a, x, l);
+  ir::Value asym = use_asymptotic(m, a, x);
   // x > 1 and x > a: 1 - Q, where Q takes the fraction above 1.1 and the
   // small-x series below (the only branches calc_igammac can reach there).
-  ir::Value q = m.sel(m.gt(x, 1.1), upper_fraction(m, a, x, ax, l), upper_small_x(m, a, x, l));
-  ir::Value v =
-      m.sel(m.and_(m.gt(x, 1.0), m.gt(x, a)), m.sub(1.0, q), lower_series(m, a, x, ax, l));
-  v = m.sel(use_asymptotic(m, a, x), asymptotic(m, a, x, true, l), v);
+  ir::Value by_q = m.and_(m.gt(x, 1.0), m.gt(x, a));
+  ir::Value above = m.gt(x, 1.1);
+  ir::Value fraction = upper_fraction(m, a, x, ax, live(m, a, x, ax, asym, m.and_(by_q, above)));
+  ir::Value q = m.sel(above, fraction, upper_small_x(m, a, x, l));
+  ir::Value series = lower_series(m, a, x, ax, live(m, a, x, ax, asym, m.not_(by_q)));
+  ir::Value v = m.sel(by_q, m.sub(1.0, q), series);
+  v = m.sel(asym, asymptotic(m, a, x, true, l), v);
   return boundaries(m, a, x, v, true);
 }
 
