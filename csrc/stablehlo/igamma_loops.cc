@@ -28,57 +28,73 @@ Eps eps_of(DType t) {
   return {5.9604644775390625E-8, 16777216., 5.9604644775390625E-8};
 }
 
-std::string params_of(const TensorType& t) {
-  const TensorType tb{DType::kBool, t.dims}, index{DType::kI64, {}};
-  return "%a: " + t.mlir() + ", %x: " + t.mlir() + ", %live: " + tb.mlir() +
-         ", %count: " + index.mlir();
-}
+// What both loops start from: the parameters (a, x, live, count), 1, and
+// the done flags (the elements that are not live).
+struct Loop {
+  TensorType t, tb;
+  Eps e;
+  int regions = 0;
+  Body outer{"%v", &regions};
+  V a, x, count, one, done;
+  explicit Loop(const TensorType& type)
+      : t(type),
+        tb{DType::kBool, type.dims},
+        e(eps_of(type.dtype)),
+        a{"%a", type},
+        x{"%x", type},
+        count{"%count", {DType::kI64, {}}},
+        one(outer.constant(1, type)),
+        done(outer.op("stablehlo.not", {V{"%live", tb}}, tb)) {}
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  // Runs `step` over `init` and the done flags (the state's last entry)
+  // until they are true everywhere or `count` iterations ran; returns the
+  // module, whose result is init[result].
+  template <typename Step>
+  std::string run(std::vector<V> init, size_t result, Step step) {
+    init.push_back(done);
+    const std::string params = "%a: " + t.mlir() + ", %x: " + t.mlir() + ", %live: " + tb.mlir() +
+                               ", %count: " + count.type.mlir();
+    return detail::counted_loop(params, t.mlir(), outer, init, 0, count, {result}, &regions, step,
+                                static_cast<int>(init.size()) - 1);
+  }
+};
 
 // r = a; c = 1; ans = 1; repeat { r += 1; c *= x / r; ans += c; } until
 // c <= MACHEP * ans. Returns ans (the caller scales it by x^a e^-x / Gamma(a + 1)).
 std::string series_text(const TensorType& t) {
-  const TensorType tb{DType::kBool, t.dims};
-  const Eps e = eps_of(t.dtype);
-  int regions = 0;
-  Body outer("%v", &regions);
-  const V a{"%a", t}, x{"%x", t}, live{"%live", tb}, count{"%count", {DType::kI64, {}}};
-  const V one = outer.constant(1, t);
-  const V done = outer.op("stablehlo.not", {live}, tb);
+  Loop l(t);
   auto step = [&](Body& b, const std::vector<V>& st) -> std::vector<V> {
     const V &xs = st[1], &r = st[2], &c = st[3], &ans = st[4], &fin = st[5];
-    const V run = b.op("stablehlo.not", {fin}, tb);
+    const V run = b.op("stablehlo.not", {fin}, l.tb);
     const V r1 = b.binary("stablehlo.add", r, b.constant(1, t));
     const V c1 = b.binary("stablehlo.multiply", c, b.binary("stablehlo.divide", xs, r1));
     const V ans1 = b.binary("stablehlo.add", ans, c1);
-    const V tol = b.binary("stablehlo.multiply", b.constant(e.machep, t), ans1);
+    const V tol = b.binary("stablehlo.multiply", b.constant(l.e.machep, t), ans1);
     const V converged = b.compare(Cmp::kLE, c1, tol);
     return {xs, b.select(run, r1, r), b.select(run, c1, c), b.select(run, ans1, ans),
             b.binary("stablehlo.or", fin, b.binary("stablehlo.and", run, converged))};
   };
-  return detail::counted_loop(params_of(t), t.mlir(), outer, {x, a, one, one, done}, 0, count, {3},
-                              &regions, step, 4);
+  return l.run({l.x, l.a, l.one, l.one}, 3, step);
 }
 
 // Legendre's continued fraction for Q / (x^a e^-x / Gamma(a)): the
 // convergents p_k / q_k, rescaled by BIGINV when |p_k| passes BIG, until
 // |ans - r| / r <= MACHEP (a zero q_k counts as not converged).
 std::string fraction_text(const TensorType& t) {
-  const TensorType tb{DType::kBool, t.dims};
-  const Eps e = eps_of(t.dtype);
-  int regions = 0;
-  Body outer("%v", &regions);
-  const V a{"%a", t}, x{"%x", t}, live{"%live", tb}, count{"%count", {DType::kI64, {}}};
-  const V one = outer.constant(1, t);
-  const V y = outer.binary("stablehlo.subtract", one, a);
-  const V z = outer.binary("stablehlo.add", outer.binary("stablehlo.add", x, y), one);
-  const V pkm1 = outer.binary("stablehlo.add", x, one);
-  const V qkm1 = outer.binary("stablehlo.multiply", z, x);
-  const V ans = outer.binary("stablehlo.divide", pkm1, qkm1);
-  const V done = outer.op("stablehlo.not", {live}, tb);
+  Loop l(t);
+  Body& o = l.outer;
+  const V y = o.binary("stablehlo.subtract", l.one, l.a);
+  const V z = o.binary("stablehlo.add", o.binary("stablehlo.add", l.x, y), l.one);
+  const V pkm1 = o.binary("stablehlo.add", l.x, l.one);
+  const V qkm1 = o.binary("stablehlo.multiply", z, l.x);
+  const V ans = o.binary("stablehlo.divide", pkm1, qkm1);
+  const Eps& e = l.e;
   auto step = [&](Body& b, const std::vector<V>& st) -> std::vector<V> {
     const V &c = st[1], &ys = st[2], &zs = st[3], &p2 = st[4], &p1 = st[5], &q2 = st[6],
             &q1 = st[7], &as = st[8], &fin = st[9];
-    const V run = b.op("stablehlo.not", {fin}, tb);
+    const V run = b.op("stablehlo.not", {fin}, l.tb);
     const V c1 = b.binary("stablehlo.add", c, b.constant(1, t));
     const V y1 = b.binary("stablehlo.add", ys, b.constant(1, t));
     const V z1 = b.binary("stablehlo.add", zs, b.constant(2, t));
@@ -111,10 +127,7 @@ std::string fraction_text(const TensorType& t) {
             keep(ans1, as),
             b.binary("stablehlo.or", fin, b.binary("stablehlo.and", run, converged))};
   };
-  const V zero = outer.constant(0, t);
-  return detail::counted_loop(params_of(t), t.mlir(), outer,
-                              {zero, y, z, one, pkm1, x, qkm1, ans, done}, 0, count, {7}, &regions,
-                              step, 8);
+  return l.run({o.constant(0, t), y, z, l.one, pkm1, l.x, qkm1, ans}, 7, step);
 }
 
 void check(const TensorType& t, const char* name) {
