@@ -246,16 +246,20 @@ def test_peft_lorafa_autocasts_on_tpu_as_on_cpu(monkeypatch):
     """The LoRA-FA optimizer wraps its projected gradient in
     autocast(device_type=infer_device()), "cpu" here, bfloat16 on CPU and
     CUDA. torchtpu's fix (torchtpu/integrations/peft.py, on by default) makes
-    that autocast cover tpu too: tpu's lora_B equals CPU's bfloat16 result
-    (before: float32, 9.2e-5 from it after 3 steps)."""
+    that autocast cover tpu too: tpu's lora_B is CPU's bfloat16 result, not
+    its float32 one (before: float32, 9.2e-5 from it after 3 steps). How near
+    depends on the host: CPU's bfloat16 kernels differ by ISA (tpu was within
+    2e-6 of CPU on the AMD EPYC hosts of earlier runs, 3.2e-6 on a Xeon with
+    AMX-BF16), so the bound is a tenth of the float32-bfloat16 distance."""
     pytest.importorskip("peft")
     import peft.optimizers.lorafa as lorafa
 
     assert hasattr(lorafa.autocast, "_torchtpu_original")
     cpu_bf16, tpu = _lorafa_lora_b("cpu"), _lorafa_lora_b("tpu")
-    assert _max_diff(tpu, cpu_bf16) < 2e-6
     monkeypatch.setattr(lorafa, "is_bf16_available", lambda: False)
-    assert _max_diff(_lorafa_lora_b("cpu"), cpu_bf16) > 1e-5  # the comparison can see bf16
+    bf16_effect = _max_diff(_lorafa_lora_b("cpu"), cpu_bf16)
+    assert bf16_effect > 1e-5  # the comparison can see bf16
+    assert _max_diff(tpu, cpu_bf16) < 0.1 * bf16_effect
 
 
 def test_peft_lorafa_still_autocasts_on_cpu_only(monkeypatch):
