@@ -362,7 +362,11 @@ Value Graph::clamp(Value lo, Value x, Value hi) {
       fail("clamp", "bound " + b->mlir() + " must be a scalar or match operand " + tx.mlir());
     }
   }
-  return add_node(Node{Op::kClamp, {lo, x, hi}, {tx}, {}});
+  const Value c = add_node(Node{Op::kClamp, {lo, x, hi}, {tx}, {}});
+  if (!is_float(tx.dtype)) return c;
+  // NaN stays NaN, as StableHLO's clamp (IEEE min/max) says; XLA:CPU's loop
+  // emitters (strict mode's quick compiles) give the lower bound (measured).
+  return select(compare(Cmp::kNE, x, x), x, c);
 }
 
 Value Graph::convert(Value x, DType to) {
