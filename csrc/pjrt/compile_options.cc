@@ -81,6 +81,12 @@ void put_override(std::string& out, const Override& o) {
 constexpr Override kQuickOverrides[] = {
     {"xla_backend_optimization_level", kOverrideInt, 1},
 };
+// kQuickCpu adds: XLA:CPU's loop emitters instead of its MLIR fusion emitters,
+// which saves another ~40% of a small program's compile (a mul, add or sin on
+// [n, 3], 120 programs: 28-37 ms a program -> 15-22 ms).
+constexpr Override kQuickCpuOverrides[] = {
+    {"xla_cpu_use_fusion_emitters", kOverrideBool, 0},
+};
 
 // XLA's DeviceAssignment is a (replica, computation) matrix stored per
 // computation: computation_devices[p].replica_device_ids[r].
@@ -118,8 +124,11 @@ std::string compile_options_bytes(Optimization level) {
   std::string options;
   put_message(options, kExecutableBuildOptions, build);
   put_int(options, kCompilePortableExecutable, 1);
-  if (level == Optimization::kQuick) {
+  if (level != Optimization::kFull) {
     for (const Override& o : kQuickOverrides) put_override(options, o);
+  }
+  if (level == Optimization::kQuickCpu) {
+    for (const Override& o : kQuickCpuOverrides) put_override(options, o);
   }
   return options;  // kFull: 1a 04 20 01 28 01 20 01
 }

@@ -35,8 +35,11 @@ struct MultiDeviceOptions {
 // is most of their cost. It sets XLA debug options through
 // CompileOptionsProto.env_option_overrides (applied by PJRT on top of the
 // plugin's defaults, unlike a DebugOptions message, which would replace them
-// all): see quick_overrides() in compile_options.cc for which and why.
-enum class Optimization { kFull, kQuick };
+// all): see kQuickOverrides in compile_options.cc for which and why.
+// kQuickCpu is kQuick plus options only XLA:CPU has (the runtime keeps it on
+// the CPU plugin only: another plugin's XLA may not know them and refuse the
+// program).
+enum class Optimization { kFull, kQuick, kQuickCpu };
 
 // Options for a portable single-device program: one replica, one partition, the
 // device chosen at execute time (PJRT_LoadedExecutable_Execute.execute_device).

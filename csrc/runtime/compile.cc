@@ -30,12 +30,20 @@ namespace ttpu::runtime {
 
 pjrt::Optimization per_op_optimization(const ir::Graph& graph) {
   constexpr int64_t kQuickMaxElements = int64_t{1} << 16;
+  bool float8 = false;
   for (const auto& node : graph.nodes()) {
     for (const auto& t : node.results) {
       if (t.numel() > kQuickMaxElements) return pjrt::Optimization::kFull;
+      float8 = float8 || ir::is_float8(t.dtype);
     }
   }
-  return pjrt::Optimization::kQuick;
+  return float8 ? pjrt::Optimization::kQuick : pjrt::Optimization::kQuickCpu;
+}
+
+pjrt::Optimization Runtime::effective(pjrt::Optimization level) const {
+  if (!quick_compile_) return pjrt::Optimization::kFull;
+  if (level == pjrt::Optimization::kQuickCpu && !cpu_plugin_) return pjrt::Optimization::kQuick;
+  return level;
 }
 
 // One compile in progress; every caller that wants its program waits on it.
@@ -50,7 +58,7 @@ struct Runtime::CompileJob {
 std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph, const std::string& op,
                                                    const std::string* fingerprint,
                                                    pjrt::Optimization level) {
-  if (!quick_compile_) level = pjrt::Optimization::kFull;
+  level = effective(level);
   std::string key = fingerprint != nullptr ? *fingerprint : graph.fingerprint();
   std::shared_ptr<CompileJob> job;
   bool owner = false;
@@ -111,7 +119,7 @@ std::shared_ptr<pjrt::Executable> Runtime::compile(const ir::Graph& graph, const
 
 void Runtime::compile_ahead(const ir::Graph& graph, const std::string& op,
                             const std::string& fingerprint, pjrt::Optimization level) {
-  if (!quick_compile_) level = pjrt::Optimization::kFull;
+  level = effective(level);
   auto job = std::make_shared<CompileJob>();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -148,7 +156,7 @@ void Runtime::compile_ahead(const ir::Graph& graph, const std::string& op,
 }
 
 bool Runtime::program_at_hand(const ir::Graph& graph, pjrt::Optimization level) {
-  if (!quick_compile_) level = pjrt::Optimization::kFull;
+  level = effective(level);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (programs_.count(graph.fingerprint()) != 0) return true;

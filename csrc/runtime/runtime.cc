@@ -179,8 +179,9 @@ Runtime::Runtime(std::string plugin_path, int cpu_device_count)
   }
   // XLA:CPU's dot is about 2x slower with a transposed right operand (x @ W.t());
   // TORCHTPU_CPU_DOT_TRANSPOSE=0 keeps the plain form (for comparisons).
+  cpu_plugin_ = client_->platform_name() == "cpu";
   emit_options_.materialize_transposed_rhs =
-      client_->platform_name() == "cpu" && settings::flag("TORCHTPU_CPU_DOT_TRANSPOSE", true);
+      cpu_plugin_ && settings::flag("TORCHTPU_CPU_DOT_TRANSPOSE", true);
   quick_compile_ = settings::flag("TORCHTPU_QUICK_COMPILE", quick_compile_);
   const std::string mode =
       settings::choice("TORCHTPU_EAGER_MODE", "strict", {"strict", "debug", "fused"});

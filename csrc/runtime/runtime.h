@@ -107,7 +107,10 @@ pjrt::ElementType element_type(ir::DType t);
 // p90), but some ops then run slower on large tensors (softmax on 1024x1024:
 // +45%). Below this size every op runs in microseconds either way, and
 // dispatch dominates; above it the program is built for speed, as it may run
-// every step of a long loop.
+// every step of a long loop. kQuickCpu (which Runtime::effective takes back
+// to kQuick on another plugin) unless a value is float8: XLA:CPU's loop
+// emitters round some floats to float8 and back otherwise than PyTorch and its
+// fusion emitters do (tests/device/test_float8.py, measured).
 pjrt::Optimization per_op_optimization(const ir::Graph& graph);
 
 class Runtime {
@@ -171,6 +174,9 @@ class Runtime {
   // presence is checked; a damaged entry compiles later as usual). Emits the
   // StableHLO text to find the disk key when not in memory.
   bool program_at_hand(const ir::Graph& graph, pjrt::Optimization level);
+  // The level a request for `level` compiles at: kFull with
+  // TORCHTPU_QUICK_COMPILE=0, kQuick for kQuickCpu on another plugin.
+  pjrt::Optimization effective(pjrt::Optimization level) const;
   // Whether the program with this fingerprint is loaded in memory now (a
   // request for it compiles nothing and waits for nothing).
   bool program_loaded(const std::string& fingerprint) const {
@@ -330,6 +336,7 @@ class Runtime {
   std::unique_ptr<cache::KeyBuilder> cache_keys_;  // null iff disk_cache_ is
   std::unique_ptr<cache::DiskStore> disk_cache_;
   bool quick_compile_ = true;  // TORCHTPU_QUICK_COMPILE=0: every program at full optimization
+  bool cpu_plugin_ = false;    // the client's platform is "cpu" (kQuickCpu stays)
   bool cache_log_ = false;     // TORCHTPU_CACHE_LOG=1: one stderr line per disk miss
   // Guards the maps and in_flight_ below (ops may come from several threads;
   // never held while compiling or calling out).

@@ -271,6 +271,11 @@ TEST(Executable, QuickOptimizationCompilesAndRuns) {
   EXPECT_NE(quick.find("xla_backend_optimization_level"), std::string::npos);
   auto exe = client()->compile(kAdd, Optimization::kQuick);
   expect_add_on_every_device(*exe);
+  // kQuickCpu: the quick options plus XLA:CPU's own.
+  const std::string cpu = compile_options_bytes(Optimization::kQuickCpu);
+  EXPECT_EQ(cpu.compare(0, quick.size(), quick), 0);
+  EXPECT_NE(cpu.find("xla_cpu_use_fusion_emitters"), std::string::npos);
+  expect_add_on_every_device(*client()->compile(kAdd, Optimization::kQuickCpu));
 }
 
 TEST(Executable, MalformedStableHloIsCompileError) {
