@@ -92,17 +92,20 @@ TEST(RunFlatOutputs, ElementwiseOutputsComputedFlatAreBitIdentical) {
 }
 
 // Nothing to flatten: no donation (a strict per-op program), or a donated
-// output that is a reshape of a transpose or of a clamp with 0-d bounds.
+// output that is a reshape of a transpose or of a clamp with 0-d bounds (an
+// integer one: a float clamp ends in a select that keeps NaN, which is
+// elementwise).
 TEST(RunFlatOutputs, OtherGraphsUnchanged) {
   for (bool donated : {false, true}) {
     Graph g;
     Value x = g.parameter({DType::kF32, {2, 3}});
     Value p = g.parameter({DType::kF32, {6}});
-    Value q = g.parameter({DType::kF32, {6}});
+    Value q = g.parameter({DType::kI32, {6}});
+    Value k = g.parameter({DType::kI32, {2, 3}});
     Value y = g.binary(Op::kMul, x, x);
-    Value lo = g.constant(-1, {DType::kF32, {}}), hi = g.constant(1, {DType::kF32, {}});
+    Value lo = g.constant_int(-1, {DType::kI32, {}}), hi = g.constant_int(1, {DType::kI32, {}});
     Value sum = g.binary(Op::kAdd, g.reshape(p, {2, 3}), y);
-    g.set_outputs({g.reshape(g.transpose(y, {1, 0}), {6}), g.reshape(g.clamp(lo, x, hi), {6}),
+    g.set_outputs({g.reshape(g.transpose(y, {1, 0}), {6}), g.reshape(g.clamp(lo, k, hi), {6}),
                    g.reshape(sum, {6})});
     if (donated) {
       g.donate(1, 0);
